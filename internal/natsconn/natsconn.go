@@ -1,0 +1,99 @@
+// Package natsconn holds the NATS connection settings every Recall service
+// shares and turns them into a connection.
+package natsconn
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Config is the connection part of every service's configuration
+// (environment variables RECALL_NATS_*).
+type Config struct {
+	URL      string `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"NATS server URL(s), comma separated"`
+	Creds    string `envconfig:"NATS_CREDS" desc:"path of a NATS .creds file (JWT + nkey)"`
+	NKeyFile string `envconfig:"NATS_NKEY_FILE" desc:"path of an nkey seed file"`
+	User     string `envconfig:"NATS_USER" desc:"user name for user/password auth"`
+	Password string `envconfig:"NATS_PASSWORD" desc:"password for user/password auth (secret)"`
+	Token    string `envconfig:"NATS_TOKEN" desc:"token auth (secret)"`
+	TLSCA    string `envconfig:"NATS_TLS_CA" desc:"PEM file of the CA that signed the server certificate"`
+	TLSCert  string `envconfig:"NATS_TLS_CERT" desc:"client certificate PEM file (mutual TLS)"`
+	TLSKey   string `envconfig:"NATS_TLS_KEY" desc:"client key PEM file (mutual TLS)"`
+}
+
+// LogValue masks secrets so a Config can be logged as is.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("url", c.URL),
+		slog.String("creds", c.Creds),
+		slog.String("nkey_file", c.NKeyFile),
+		slog.String("user", c.User),
+		slog.String("password", mask(c.Password)),
+		slog.String("token", mask(c.Token)),
+		slog.String("tls_ca", c.TLSCA),
+		slog.String("tls_cert", c.TLSCert),
+	)
+}
+
+func mask(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "***"
+}
+
+// Options turns the configuration into nats.go options; name identifies the
+// client in server monitoring.
+func (c Config) Options(name string) ([]nats.Option, error) {
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectBufSize(64 << 20),
+		nats.RetryOnFailedConnect(true),
+	}
+	if c.Creds != "" {
+		opts = append(opts, nats.UserCredentials(c.Creds))
+	}
+	if c.NKeyFile != "" {
+		o, err := nats.NkeyOptionFromSeed(c.NKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("loading nkey seed: %w", err)
+		}
+		opts = append(opts, o)
+	}
+	if c.User != "" {
+		opts = append(opts, nats.UserInfo(c.User, c.Password))
+	}
+	if c.Token != "" {
+		opts = append(opts, nats.Token(c.Token))
+	}
+	if c.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(c.TLSCA))
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return nil, errors.New("RECALL_NATS_TLS_CERT and RECALL_NATS_TLS_KEY must be set together")
+	}
+	if c.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(c.TLSCert, c.TLSKey))
+	}
+	return opts, nil
+}
+
+// Connect dials NATS. It retries in the background when the server is not up
+// yet (RetryOnFailedConnect), so services may start before NATS does.
+func Connect(c Config, name string) (*nats.Conn, error) {
+	opts, err := c.Options(name)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(c.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to NATS at %s: %w", c.URL, err)
+	}
+	return nc, nil
+}

@@ -1,0 +1,248 @@
+// Package provision creates Recall's streams and KV buckets, idempotently and
+// safely when many replicas start at once.
+//
+// Every service calls Ensure at start. Creating what exists with the same
+// configuration is a no-op; a compatible difference (max age, dedup window,
+// history, replicas) is applied with an update; an incompatible one (another
+// partition count, another retention or storage) fails with ErrIncompatible
+// and a message that says what to do. Nothing is ever deleted.
+package provision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/pkg/events"
+)
+
+// ErrIncompatible is wrapped by errors about existing streams or buckets whose
+// configuration cannot be changed in place.
+var ErrIncompatible = errors.New("incompatible existing configuration")
+
+// Config sizes the streams and buckets (environment variables RECALL_*).
+type Config struct {
+	Replicas         int           `envconfig:"REPLICAS" default:"1" desc:"replicas of every stream and bucket (1 or 3 on a cluster)"`
+	Partitions       int           `envconfig:"PARTITIONS" default:"16" desc:"extraction partitions; fixed once the stream exists"`
+	MemoryStorage    bool          `envconfig:"MEMORY_STORAGE" default:"false" desc:"keep streams in memory instead of files (tests, benchmarks)"`
+	TranscriptMaxAge time.Duration `envconfig:"TRANSCRIPT_MAX_AGE" default:"720h" desc:"how long transcripts are kept"`
+	EventsMaxAge     time.Duration `envconfig:"EVENTS_MAX_AGE" default:"24h" desc:"how long lifecycle notifications are kept"`
+	DedupWindow      time.Duration `envconfig:"DEDUP_WINDOW" default:"5m" desc:"duplicate detection window for event ids (>= your retry horizon)"`
+	MemoryHistory    int           `envconfig:"MEMORY_HISTORY" default:"16" desc:"revisions of each session memory kept (max 64)"`
+}
+
+// PartitionsMetadataKey records the partition count on RECALL_EXTRACT.
+const PartitionsMetadataKey = "recall.partitions"
+
+func (c Config) withDefaults() Config {
+	if c.Replicas <= 0 {
+		c.Replicas = 1
+	}
+	if c.Partitions <= 0 {
+		c.Partitions = 16
+	}
+	if c.TranscriptMaxAge == 0 {
+		c.TranscriptMaxAge = 720 * time.Hour
+	}
+	if c.EventsMaxAge == 0 {
+		c.EventsMaxAge = 24 * time.Hour
+	}
+	if c.DedupWindow == 0 {
+		c.DedupWindow = 5 * time.Minute
+	}
+	if c.MemoryHistory <= 0 {
+		c.MemoryHistory = 16
+	}
+	if c.MemoryHistory > 64 {
+		c.MemoryHistory = 64
+	}
+	return c
+}
+
+func (c Config) storage() jetstream.StorageType {
+	if c.MemoryStorage {
+		return jetstream.MemoryStorage
+	}
+	return jetstream.FileStorage
+}
+
+// Streams returns the stream configurations Ensure creates.
+func Streams(c Config) []jetstream.StreamConfig {
+	c = c.withDefaults()
+	return []jetstream.StreamConfig{
+		{
+			Name:        events.StreamTranscript,
+			Description: "Recall session transcripts (CloudEvents, binary mode)",
+			Subjects:    []string{events.SubjectTranscriptRoot + ".*.*"},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     c.storage(),
+			Replicas:    c.Replicas,
+			MaxAge:      c.TranscriptMaxAge,
+			Duplicates:  c.DedupWindow,
+			AllowDirect: true,
+			Discard:     jetstream.DiscardOld,
+		},
+		{
+			Name:        events.StreamExtract,
+			Description: "Recall extraction requests, partitioned by session",
+			Subjects:    []string{events.SubjectExtractRoot + ".*.*"},
+			SubjectTransform: &jetstream.SubjectTransformConfig{
+				Source:      events.SubjectExtractRoot + ".*.*",
+				Destination: PartitionDestination(c.Partitions),
+			},
+			Retention:  jetstream.WorkQueuePolicy,
+			Storage:    c.storage(),
+			Replicas:   c.Replicas,
+			Duplicates: c.DedupWindow,
+			Discard:    jetstream.DiscardOld,
+			Metadata:   map[string]string{PartitionsMetadataKey: strconv.Itoa(c.Partitions)},
+		},
+		{
+			Name:        events.StreamEvents,
+			Description: "Recall lifecycle notifications for platforms",
+			Subjects:    []string{events.SubjectEventsRoot + ".>"},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     c.storage(),
+			Replicas:    c.Replicas,
+			MaxAge:      c.EventsMaxAge,
+			Duplicates:  c.DedupWindow,
+			AllowDirect: true,
+		},
+	}
+}
+
+// PartitionDestination is the subject transform destination of RECALL_EXTRACT:
+// recall.extractp.<partition(n, tenant, session)>.<tenant>.<session>.
+func PartitionDestination(n int) string {
+	return events.SubjectExtractPartitioned + ".{{partition(" + strconv.Itoa(n) + ",1,2)}}.{{wildcard(1)}}.{{wildcard(2)}}"
+}
+
+// Buckets returns the KV bucket configurations Ensure creates.
+func Buckets(c Config) []jetstream.KeyValueConfig {
+	c = c.withDefaults()
+	return []jetstream.KeyValueConfig{
+		{Bucket: events.BucketMemory, Description: "session memory documents", History: uint8(c.MemoryHistory), Storage: c.storage(), Replicas: c.Replicas},
+		// Per-key TTLs need LimitMarkerTTL (server 2.11+).
+		{Bucket: events.BucketStatus, Description: "running extractions", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
+		{Bucket: events.BucketConfig, Description: "per-tenant configuration", History: 8, Storage: c.storage(), Replicas: c.Replicas},
+		{Bucket: events.BucketWorkers, Description: "extractor membership heartbeats", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
+		{Bucket: events.BucketParked, Description: "failed extraction requests awaiting replay", History: 1, Storage: c.storage(), Replicas: c.Replicas},
+	}
+}
+
+// Ensure creates or reconciles every stream and bucket. It is safe to call
+// concurrently from many processes.
+func Ensure(ctx context.Context, js jetstream.JetStream, c Config) error {
+	for _, sc := range Streams(c) {
+		if err := ensureStream(ctx, js, sc); err != nil {
+			return err
+		}
+	}
+	for _, kc := range Buckets(c) {
+		if err := ensureBucket(ctx, js, kc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) error {
+	for attempt := 0; ; attempt++ {
+		_, err := js.CreateStream(ctx, want)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return fmt.Errorf("creating stream %s: %w", want.Name, err)
+		}
+		s, err := js.Stream(ctx, want.Name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) && attempt < 3 {
+			continue // deleted between the two calls; try again
+		}
+		if err != nil {
+			return fmt.Errorf("reading stream %s: %w", want.Name, err)
+		}
+		have := s.CachedInfo().Config
+		if err := compatible(have, want); err != nil {
+			return err
+		}
+		if !needsUpdate(have, want) {
+			return nil
+		}
+		upd := have
+		upd.MaxAge, upd.Duplicates, upd.Replicas, upd.AllowDirect = want.MaxAge, want.Duplicates, want.Replicas, want.AllowDirect
+		upd.Description = want.Description
+		if _, err := js.UpdateStream(ctx, upd); err != nil {
+			return fmt.Errorf("updating stream %s: %w", want.Name, err)
+		}
+		return nil
+	}
+}
+
+func compatible(have, want jetstream.StreamConfig) error {
+	if have.Retention != want.Retention {
+		return fmt.Errorf("stream %s has retention %s, Recall needs %s: %w; back it up and delete it (nats stream rm %s), then restart",
+			want.Name, have.Retention, want.Retention, ErrIncompatible, want.Name)
+	}
+	if have.Storage != want.Storage {
+		return fmt.Errorf("stream %s uses %s storage but the configuration says %s (RECALL_MEMORY_STORAGE): %w; set it back, or back up and delete the stream",
+			want.Name, have.Storage, want.Storage, ErrIncompatible)
+	}
+	if want.SubjectTransform != nil {
+		hp := have.Metadata[PartitionsMetadataKey]
+		wp := want.Metadata[PartitionsMetadataKey]
+		if hp != wp || have.SubjectTransform == nil || have.SubjectTransform.Destination != want.SubjectTransform.Destination {
+			return fmt.Errorf("stream %s has %s partitions, the configuration says %s: %w; set RECALL_PARTITIONS=%s, or change the count as docs/operations.md describes (stop the trigger, let extractors drain the stream, nats stream rm %s, restart with the new count)",
+				want.Name, orUnknown(hp), wp, ErrIncompatible, orUnknown(hp), want.Name)
+		}
+	}
+	return nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "an unknown number of"
+	}
+	return s
+}
+
+func needsUpdate(have, want jetstream.StreamConfig) bool {
+	return have.MaxAge != want.MaxAge || have.Duplicates != want.Duplicates || have.Replicas != want.Replicas ||
+		have.AllowDirect != want.AllowDirect || have.Description != want.Description
+}
+
+func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) error {
+	_, err := js.CreateKeyValue(ctx, want)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, jetstream.ErrBucketExists) && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return fmt.Errorf("creating bucket %s: %w", want.Bucket, err)
+	}
+	kv, err := js.KeyValue(ctx, want.Bucket)
+	if err != nil {
+		return fmt.Errorf("reading bucket %s: %w", want.Bucket, err)
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("reading bucket %s: %w", want.Bucket, err)
+	}
+	replicas := want.Replicas
+	if info, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+		cfg := info.StreamInfo().Config
+		replicas = cfg.Replicas
+		if want.LimitMarkerTTL > 0 && !cfg.AllowMsgTTL {
+			return fmt.Errorf("bucket %s exists without per-key TTLs: %w; delete it (nats kv rm %s) and restart", want.Bucket, ErrIncompatible, want.Bucket)
+		}
+	}
+	if int(st.History()) != int(want.History) || replicas != want.Replicas {
+		if _, err := js.UpdateKeyValue(ctx, want); err != nil {
+			return fmt.Errorf("updating bucket %s: %w", want.Bucket, err)
+		}
+	}
+	return nil
+}

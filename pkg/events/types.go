@@ -1,0 +1,360 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// CloudEvents type names. Recall owns the reverse-DNS prefix "dev.recall.".
+const (
+	// TypeMessage is one transcript record: a user or assistant message in
+	// Anthropic Messages shape (data: Message).
+	TypeMessage = "dev.recall.transcript.message"
+	// TypeSessionCompacting says the platform started compacting the
+	// session's context (data: SessionCompacting).
+	TypeSessionCompacting = "dev.recall.session.compacting"
+	// TypeSessionCompacted says the platform replaced its context by a
+	// compacted one (data: SessionCompacted).
+	TypeSessionCompacted = "dev.recall.session.compacted"
+	// TypeSessionEnded says the session is over (data: SessionEnded).
+	TypeSessionEnded = "dev.recall.session.ended"
+
+	TypeExtractionRequested = "dev.recall.extraction.requested"
+	TypeExtractionCompleted = "dev.recall.extraction.completed"
+	TypeExtractionFailed    = "dev.recall.extraction.failed"
+	TypeCompactionServed    = "dev.recall.compaction.served"
+)
+
+// IngestTypes are the event types platforms may publish. Everything else is
+// produced by Recall itself and rejected at ingest.
+var IngestTypes = map[string]bool{
+	TypeMessage:           true,
+	TypeSessionCompacting: true,
+	TypeSessionCompacted:  true,
+	TypeSessionEnded:      true,
+}
+
+// Extension attribute names.
+const (
+	// ExtTenant carries the tenant on events Recall stores and publishes. It
+	// is set from authentication; an incoming event whose tenant differs from
+	// the authenticated one is rejected.
+	ExtTenant = "recalltenant"
+	// ExtSeq carries the transcript stream sequence an event was stored at,
+	// on events Recall hands back (compaction replies).
+	ExtSeq = "recallseq"
+	// ExtTraceParent and ExtTraceState are the CloudEvents distributed tracing
+	// extension.
+	ExtTraceParent = "traceparent"
+	ExtTraceState  = "tracestate"
+)
+
+// Roles of a transcript message.
+const (
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+)
+
+// Query sources: only the main thread drives extraction.
+const (
+	QueryMain     = "main"
+	QuerySubagent = "subagent"
+)
+
+// Content block types (Anthropic Messages).
+const (
+	BlockText             = "text"
+	BlockThinking         = "thinking"
+	BlockRedactedThinking = "redacted_thinking"
+	BlockToolUse          = "tool_use"
+	BlockToolResult       = "tool_result"
+	BlockImage            = "image"
+	BlockDocument         = "document"
+)
+
+// Message is the data of a TypeMessage event.
+type Message struct {
+	// UUID identifies this record in the transcript (required).
+	UUID string `json:"uuid"`
+	// ParentUUID is the record this one follows, if the platform tracks it.
+	ParentUUID string `json:"parent_uuid,omitempty"`
+	// Role is "user" or "assistant".
+	Role string `json:"role"`
+	// Content is the list of content blocks. A JSON string is accepted and
+	// becomes one text block.
+	Content Content `json:"content"`
+	// MessageID is the API response id. A streamed response arrives as several
+	// records sharing one MessageID; they are one response.
+	MessageID string `json:"message_id,omitempty"`
+	// StopReason, when set, says the response is complete.
+	StopReason string `json:"stop_reason,omitempty"`
+	// Model that produced an assistant message.
+	Model string `json:"model,omitempty"`
+	// Usage is the real API usage of an assistant response, when known.
+	Usage *Usage `json:"usage,omitempty"`
+	// QuerySource is "main" (default when empty) or "subagent".
+	QuerySource string `json:"query_source,omitempty"`
+	// AgentID and PeerID identify the agent and the peer in multi-agent
+	// platforms; informational.
+	AgentID string `json:"agent_id,omitempty"`
+	PeerID  string `json:"peer_id,omitempty"`
+}
+
+// IsMain reports whether the message belongs to the main thread.
+func (m *Message) IsMain() bool { return m.QuerySource == "" || m.QuerySource == QueryMain }
+
+// Usage is API token usage in Anthropic's shape.
+type Usage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens,omitempty"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens,omitempty"`
+}
+
+// Total is input + cache creation + cache read + output, the context size the
+// response implies.
+func (u Usage) Total() int64 {
+	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens + u.OutputTokens
+}
+
+// Block is one content block. Only the fields of its Type are set.
+type Block struct {
+	Type string `json:"type"`
+	// text
+	Text string `json:"text,omitempty"`
+	// thinking
+	Thinking  string `json:"thinking,omitempty"`
+	Signature string `json:"signature,omitempty"`
+	// redacted_thinking
+	Data string `json:"data,omitempty"`
+	// tool_use
+	ID    string          `json:"id,omitempty"`
+	Name  string          `json:"name,omitempty"`
+	Input json.RawMessage `json:"input,omitempty"`
+	// tool_result
+	ToolUseID string  `json:"tool_use_id,omitempty"`
+	Content   Content `json:"content,omitempty"`
+	IsError   bool    `json:"is_error,omitempty"`
+	// image, document
+	Source json.RawMessage `json:"source,omitempty"`
+}
+
+// Content is a list of blocks; it unmarshals from a JSON string too (one text
+// block), as the Messages API allows.
+type Content []Block
+
+// UnmarshalJSON accepts a string or an array of blocks.
+func (c *Content) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*c = Content{{Type: BlockText, Text: s}}
+		return nil
+	}
+	if bytes.Equal(b, []byte("null")) {
+		*c = nil
+		return nil
+	}
+	var blocks []Block
+	if err := json.Unmarshal(b, &blocks); err != nil {
+		return fmt.Errorf("content must be a string or an array of blocks: %w", err)
+	}
+	*c = blocks
+	return nil
+}
+
+// ToolUses counts the tool_use blocks of the content.
+func (c Content) ToolUses() int {
+	n := 0
+	for i := range c {
+		if c[i].Type == BlockToolUse {
+			n++
+		}
+	}
+	return n
+}
+
+// SessionCompacting is the data of TypeSessionCompacting.
+type SessionCompacting struct {
+	// Trigger is "auto" or "manual".
+	Trigger string `json:"trigger,omitempty"`
+}
+
+// SessionCompacted is the data of TypeSessionCompacted: the platform's
+// context was replaced; PostTokens is its new size.
+type SessionCompacted struct {
+	Trigger    string `json:"trigger,omitempty"`
+	PreTokens  int64  `json:"pre_tokens"`
+	PostTokens int64  `json:"post_tokens"`
+	// LastKeptUUID is the newest transcript record the compacted context
+	// still holds verbatim, when known.
+	LastKeptUUID string `json:"last_kept_uuid,omitempty"`
+}
+
+// SessionEnded is the data of TypeSessionEnded.
+type SessionEnded struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// Reasons for an extraction request.
+const (
+	ReasonThreshold = "threshold"
+	ReasonManual    = "manual"
+	ReasonReplay    = "replay"
+)
+
+// ExtractionCounters are the numbers behind a trigger decision.
+type ExtractionCounters struct {
+	Tokens              int64 `json:"tokens"`
+	TokensAtLastExtract int64 `json:"tokens_at_last_extraction"`
+	ToolCallsSince      int   `json:"tool_calls_since"`
+	NaturalBreak        bool  `json:"natural_break"`
+}
+
+// ExtractionRequested is the data of TypeExtractionRequested, stored on
+// StreamExtract (and announced on StreamEvents).
+type ExtractionRequested struct {
+	Tenant  string `json:"tenant"`
+	Session string `json:"session"`
+	// UpToSeq is the transcript stream sequence of the last record to cover.
+	UpToSeq uint64 `json:"up_to_seq"`
+	// UpToID is that record's uuid.
+	UpToID   string             `json:"up_to_id"`
+	Reason   string             `json:"reason"`
+	Counters ExtractionCounters `json:"counters"`
+	// ReplyTo, for manual requests, is where the outcome is also sent.
+	ReplyTo string `json:"reply_to,omitempty"`
+}
+
+// RequestDedupID is the Nats-Msg-Id of an extraction request, so a decision
+// re-emitted after a restart is stored once.
+func (r ExtractionRequested) RequestDedupID() string {
+	return fmt.Sprintf("%s:%s:%d", r.Tenant, r.Session, r.UpToSeq)
+}
+
+// TokenUsage accounts an LLM call.
+type TokenUsage struct {
+	InputTokens         int64 `json:"input_tokens"`
+	OutputTokens        int64 `json:"output_tokens"`
+	CacheReadTokens     int64 `json:"cache_read_tokens,omitempty"`
+	CacheCreationTokens int64 `json:"cache_creation_tokens,omitempty"`
+}
+
+// Add returns u + o.
+func (u TokenUsage) Add(o TokenUsage) TokenUsage {
+	return TokenUsage{
+		InputTokens:         u.InputTokens + o.InputTokens,
+		OutputTokens:        u.OutputTokens + o.OutputTokens,
+		CacheReadTokens:     u.CacheReadTokens + o.CacheReadTokens,
+		CacheCreationTokens: u.CacheCreationTokens + o.CacheCreationTokens,
+	}
+}
+
+// ExtractionCompleted is the data of TypeExtractionCompleted.
+type ExtractionCompleted struct {
+	Tenant            string     `json:"tenant"`
+	Session           string     `json:"session"`
+	UpToSeq           uint64     `json:"up_to_seq"`
+	CoveredSeq        uint64     `json:"covered_seq"`
+	LastSummarizedID  string     `json:"last_summarized_id,omitempty"`
+	LastSummarizedSeq uint64     `json:"last_summarized_seq,omitempty"`
+	Revision          uint64     `json:"revision"`
+	Skipped           bool       `json:"skipped,omitempty"` // already covered, no LLM call
+	Usage             TokenUsage `json:"usage"`
+	DurationMS        int64      `json:"duration_ms"`
+	Worker            string     `json:"worker,omitempty"`
+	Provider          string     `json:"provider,omitempty"`
+	Model             string     `json:"model,omitempty"`
+}
+
+// ExtractionFailed is the data of TypeExtractionFailed.
+type ExtractionFailed struct {
+	Tenant   string `json:"tenant"`
+	Session  string `json:"session"`
+	UpToSeq  uint64 `json:"up_to_seq"`
+	Reason   string `json:"reason"`
+	Error    string `json:"error"`
+	Attempts int    `json:"attempts"`
+	Parked   bool   `json:"parked"`
+	Worker   string `json:"worker,omitempty"`
+}
+
+// CompactionServed is the data of TypeCompactionServed.
+type CompactionServed struct {
+	Tenant       string `json:"tenant"`
+	Session      string `json:"session"`
+	Outcome      string `json:"outcome"`
+	KeptMessages int    `json:"kept_messages"`
+	TokensBefore int64  `json:"tokens_before"`
+	TokensAfter  int64  `json:"tokens_after"`
+	WaitedMS     int64  `json:"waited_ms"`
+	DurationUS   int64  `json:"duration_us"`
+}
+
+// MemoryRecord is the value stored in BucketMemory under MemoryKey: the
+// session's notes and how far they reach. Every write is a compare-and-set on
+// the revision the writer read.
+type MemoryRecord struct {
+	// Notes is the markdown memory document.
+	Notes string `json:"notes"`
+	// LastSummarizedID and LastSummarizedSeq name the newest transcript
+	// record the notes cover at a safe point (never inside a tool_use whose
+	// results are missing). Compaction keeps what follows it.
+	LastSummarizedID  string `json:"last_summarized_id,omitempty"`
+	LastSummarizedSeq uint64 `json:"last_summarized_seq,omitempty"`
+	// CoveredSeq is the highest transcript sequence the extraction saw; it
+	// never moves backwards. Requests with up_to_seq <= CoveredSeq are done.
+	CoveredSeq uint64 `json:"covered_seq"`
+	// Usage accumulates the LLM tokens spent on this session's memory.
+	Usage       TokenUsage `json:"usage"`
+	Extractions int        `json:"extractions"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	Provider    string     `json:"provider,omitempty"`
+	Model       string     `json:"model,omitempty"`
+}
+
+// StatusRecord is the value stored in BucketStatus while an extraction of the
+// session runs. The key's TTL is the stale threshold; the extractor renews it
+// while alive and deletes it on every exit path.
+type StatusRecord struct {
+	Running bool      `json:"running"`
+	Since   time.Time `json:"since"`
+	Worker  string    `json:"worker"`
+	UpToSeq uint64    `json:"up_to_seq"`
+}
+
+// TenantConfig is a tenant's live configuration in BucketConfig. Zero values
+// mean "use the service default"; pointers distinguish false from unset.
+type TenantConfig struct {
+	SessionMemory *bool `json:"session_memory,omitempty"` // gate: extraction on/off
+	SMCompact     *bool `json:"sm_compact,omitempty"`     // gate: compaction from memory on/off
+
+	MinimumMessageTokensToInit int64 `json:"minimum_message_tokens_to_init,omitempty"`
+	MinimumTokensBetweenUpdate int64 `json:"minimum_tokens_between_update,omitempty"`
+	ToolCallsBetweenUpdates    int   `json:"tool_calls_between_updates,omitempty"`
+
+	// Template and Prompt replace the default memory template and extraction
+	// prompt ({{currentNotes}} and {{notesPath}} are substituted).
+	Template string `json:"template,omitempty"`
+	Prompt   string `json:"prompt,omitempty"`
+}
+
+// DecodeTenantConfig parses a RECALL_CONFIG value strictly.
+func DecodeTenantConfig(b []byte) (TenantConfig, error) {
+	var c TenantConfig
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return TenantConfig{}, fmt.Errorf("decoding tenant config: %w", err)
+	}
+	if c.MinimumMessageTokensToInit < 0 || c.MinimumTokensBetweenUpdate < 0 || c.ToolCallsBetweenUpdates < 0 {
+		return TenantConfig{}, errors.New("decoding tenant config: thresholds must not be negative")
+	}
+	return c, nil
+}
