@@ -14,15 +14,15 @@ import (
 // Config is the connection part of every service's configuration
 // (environment variables RECALL_NATS_*).
 type Config struct {
-	URL      string `envconfig:"NATS_URL" default:"nats://127.0.0.1:4222" desc:"NATS server URL(s), comma separated"`
-	Creds    string `envconfig:"NATS_CREDS" desc:"path of a NATS .creds file (JWT + nkey)"`
-	NKeyFile string `envconfig:"NATS_NKEY_FILE" desc:"path of an nkey seed file"`
-	User     string `envconfig:"NATS_USER" desc:"user name for user/password auth"`
-	Password string `envconfig:"NATS_PASSWORD" desc:"password for user/password auth (secret)"`
-	Token    string `envconfig:"NATS_TOKEN" desc:"token auth (secret)"`
-	TLSCA    string `envconfig:"NATS_TLS_CA" desc:"PEM file of the CA that signed the server certificate"`
-	TLSCert  string `envconfig:"NATS_TLS_CERT" desc:"client certificate PEM file (mutual TLS)"`
-	TLSKey   string `envconfig:"NATS_TLS_KEY" desc:"client key PEM file (mutual TLS)"`
+	URL      string `envconfig:"URL" default:"nats://127.0.0.1:4222" desc:"NATS server URL(s), comma separated"`
+	Creds    string `envconfig:"CREDS" desc:"path of a NATS .creds file (JWT + nkey)"`
+	NKeyFile string `envconfig:"NKEY_FILE" desc:"path of an nkey seed file"`
+	User     string `envconfig:"USER" desc:"user name for user/password auth"`
+	Password string `envconfig:"PASSWORD" desc:"password for user/password auth (secret)"`
+	Token    string `envconfig:"TOKEN" desc:"token auth (secret)"`
+	TLSCA    string `envconfig:"TLS_CA" desc:"PEM file of the CA that signed the server certificate"`
+	TLSCert  string `envconfig:"TLS_CERT" desc:"client certificate PEM file (mutual TLS)"`
+	TLSKey   string `envconfig:"TLS_KEY" desc:"client key PEM file (mutual TLS)"`
 }
 
 // LogValue masks secrets so a Config can be logged as is.

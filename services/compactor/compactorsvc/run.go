@@ -1,0 +1,22 @@
+// Package compactorsvc is Recall's compactor service.
+package compactorsvc
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/provision"
+)
+
+// Config configures the compactor service (environment variables RECALL_*).
+type Config struct {
+	NATS natsconn.Config
+	provision.Config
+}
+
+// Run serves until ctx is done.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	return errors.New("compactor: not implemented yet")
+}
