@@ -1,0 +1,92 @@
+// Command recall is Recall's one binary: it runs the whole pipeline on an
+// embedded NATS server (up, demo), any single service (ingest, trigger,
+// extractor, compactor), and the operator tools (replay, memory, compact,
+// extract, bench, config, nats-permissions).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// command is one subcommand. Each lives in its own file and registers itself
+// in init.
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, stdout io.Writer) error
+}
+
+var commands = map[string]command{}
+
+func register(c command) { commands[c.name] = c }
+
+// errUsage marks errors that should print usage and exit 2.
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	switch {
+	case err == nil:
+	case errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(os.Stderr, "recall:", err)
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "recall:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		printUsage(stdout)
+		return nil
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		printUsage(os.Stderr)
+		return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+	}
+	return c.run(ctx, args[1:], stdout)
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "recall — background session memory for agent platforms\n\nUsage: recall <command> [flags]\n\nCommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-17s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'recall <command> -h' for a command's flags.")
+}
+
+// newFlags returns a flag set for a subcommand that reports errors instead
+// of exiting.
+func newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("recall "+name, flag.ContinueOnError)
+	return fs
+}
+
+// parseFlags parses args and wraps flag errors as usage errors.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return nil
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/embedded"
+	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/svcmain"
+	"github.com/recallhq/recall/services/compactor/compactorsvc"
+	"github.com/recallhq/recall/services/extractor/extractorsvc"
+	"github.com/recallhq/recall/services/ingest/ingestsvc"
+	"github.com/recallhq/recall/services/trigger/triggersvc"
+)
+
+// stackOptions configures an in-process Recall: every service plus, unless
+// NATSURL is set, an embedded NATS server.
+type stackOptions struct {
+	DataDir    string // embedded JetStream store
+	NATSListen string // embedded server client address ("" = random loopback port)
+	NATSURL    string // external NATS instead of the embedded one
+	HTTPAddr   string // ingest HTTP edge
+	Log        *slog.Logger
+}
+
+// stack is a running in-process Recall.
+type stack struct {
+	NATSURL  string
+	HTTPAddr string
+	srv      *server.Server
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	errMu    sync.Mutex
+	err      error
+	done     chan struct{}
+}
+
+// startStack starts NATS (unless external), provisions, and runs every
+// service in this process. Services read the rest of their configuration
+// from RECALL_* environment variables, as they would alone.
+func startStack(ctx context.Context, o stackOptions) (*stack, error) {
+	s := &stack{NATSURL: o.NATSURL, HTTPAddr: o.HTTPAddr, done: make(chan struct{})}
+	if s.NATSURL == "" {
+		srv, err := embedded.Start(embedded.Options{DataDir: o.DataDir, Listen: o.NATSListen})
+		if err != nil {
+			return nil, err
+		}
+		s.srv = srv
+		s.NATSURL = srv.ClientURL()
+	}
+	var pc provision.Config
+	if err := envconfig.Process(svcmain.EnvPrefix, &pc); err != nil {
+		s.shutdownServer()
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	nc, err := nats.Connect(s.NATSURL)
+	if err != nil {
+		s.shutdownServer()
+		return nil, fmt.Errorf("connecting to NATS at %s: %w", s.NATSURL, err)
+	}
+	js, _ := jetstream.New(nc)
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = provision.Ensure(pctx, js, pc)
+	cancel()
+	nc.Close()
+	if err != nil {
+		s.shutdownServer()
+		return nil, fmt.Errorf("provisioning: %w", err)
+	}
+
+	sctx, cancelAll := context.WithCancel(ctx)
+	s.cancel = cancelAll
+	natsCfg := func() natsconn.Config {
+		var c natsconn.Config
+		_ = envconfig.Process(svcmain.EnvPrefix+"_NATS", &c)
+		c.URL = s.NATSURL
+		return c
+	}
+	var ic ingestsvc.Config
+	var tc triggersvc.Config
+	var ec extractorsvc.Config
+	var cc compactorsvc.Config
+	for _, c := range []any{&ic, &tc, &ec, &cc} {
+		if err := envconfig.Process(svcmain.EnvPrefix, c); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("configuration: %w", err)
+		}
+	}
+	ic.NATS, tc.NATS, ec.NATS, cc.NATS = natsCfg(), natsCfg(), natsCfg(), natsCfg()
+	ic.HTTPAddr = o.HTTPAddr
+	s.goRun(sctx, "ingest", func(ctx context.Context) error { return ingestsvc.Run(ctx, ic, o.Log.With("service", "ingest")) })
+	s.goRun(sctx, "trigger", func(ctx context.Context) error { return triggersvc.Run(ctx, tc, o.Log.With("service", "trigger")) })
+	s.goRun(sctx, "extractor", func(ctx context.Context) error { return extractorsvc.Run(ctx, ec, o.Log.With("service", "extractor")) })
+	s.goRun(sctx, "compactor", func(ctx context.Context) error { return compactorsvc.Run(ctx, cc, o.Log.With("service", "compactor")) })
+	go func() { s.wg.Wait(); close(s.done) }()
+	if err := s.waitHTTP(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *stack) goRun(ctx context.Context, name string, run func(context.Context) error) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := run(ctx); err != nil && ctx.Err() == nil {
+			s.errMu.Lock()
+			if s.err == nil {
+				s.err = fmt.Errorf("%s: %w", name, err)
+			}
+			s.errMu.Unlock()
+			s.cancel() // one service failing stops the stack
+		}
+	}()
+}
+
+// waitHTTP waits until the HTTP edge answers /healthz or a service failed.
+func (s *stack) waitHTTP(ctx context.Context) error {
+	if s.HTTPAddr == "" {
+		return nil
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-s.done:
+			return s.Err()
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		resp, err := http.Get("http://" + s.HTTPAddr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return errors.New("the HTTP edge did not come up within 30s")
+}
+
+// Done is closed when every service has returned.
+func (s *stack) Done() <-chan struct{} { return s.done }
+
+// Err is the first service error, if any.
+func (s *stack) Err() error {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	return s.err
+}
+
+// Close stops the services (they drain), then the embedded server.
+func (s *stack) Close() error {
+	if s.cancel != nil {
+		s.cancel()
+		<-s.done
+	}
+	s.shutdownServer()
+	return s.Err()
+}
+
+func (s *stack) shutdownServer() {
+	if s.srv != nil {
+		s.srv.Shutdown()
+		s.srv.WaitForShutdown()
+	}
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/recallhq/recall/internal/svcmain"
+	"github.com/recallhq/recall/internal/telemetry"
+)
+
+func init() {
+	register(command{"up", "run every service on an embedded NATS server (the newcomer's default)", runUp})
+}
+
+func runUp(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("up")
+	data := fs.String("data", "./data", "JetStream file store directory of the embedded server")
+	httpAddr := fs.String("http", "127.0.0.1:8080", "HTTP edge listen address")
+	natsListen := fs.String("nats-listen", "127.0.0.1:4222", "client address of the embedded NATS server, for nats CLI and other processes")
+	natsURL := fs.String("nats-url", "", "use this external NATS instead of the embedded server")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	var tc telemetry.Config
+	if err := envconfig.Process(svcmain.EnvPrefix, &tc); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	log := telemetry.NewLogger(os.Stderr, tc)
+	tel, err := telemetry.Setup(ctx, tc, "up")
+	if err != nil {
+		return err
+	}
+	defer tel.Shutdown(context.Background())
+	st, err := startStack(ctx, stackOptions{DataDir: *data, NATSListen: *natsListen, NATSURL: *natsURL, HTTPAddr: *httpAddr, Log: log})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "Recall is up.\n  HTTP edge: http://%s (POST /v1/events)\n  NATS:      %s\n  data:      %s\nPress Ctrl-C to stop.\n", st.HTTPAddr, st.NATSURL, *data)
+	select {
+	case <-ctx.Done():
+	case <-st.Done():
+	}
+	return st.Close()
+}
