@@ -1,0 +1,209 @@
+// Package transcript reads a session's stored transcript from
+// RECALL_TRANSCRIPT with batch Direct Get: no consumer is created and the
+// stream is never scanned, so a read costs what it returns, however large the
+// stream is.
+//
+// Direct Get may be served by any replica and is not read-after-write
+// consistent on clustered streams; callers that need a record they just
+// stored should retry until it is visible.
+package transcript
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
+
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/events/natsce"
+)
+
+// Record is one stored transcript event with its stream position.
+type Record struct {
+	Seq     uint64
+	Subject string
+	Time    time.Time
+	Event   event.Event
+	// Exactly one of these is set, according to Event.Type(); unknown types
+	// leave all nil.
+	Message    *events.Message
+	Compacting *events.SessionCompacting
+	Compacted  *events.SessionCompacted
+	Ended      *events.SessionEnded
+}
+
+// Type is the record's CloudEvents type.
+func (r *Record) Type() string { return r.Event.Type() }
+
+// ErrNoResponders means the stream's Direct Get API did not answer (NATS is
+// down or the stream has no AllowDirect).
+var ErrNoResponders = errors.New("transcript: direct get had no responders")
+
+// DefaultBatch is the number of records requested per round trip.
+const DefaultBatch = 512
+
+// Reader reads transcripts. It is safe for concurrent use.
+type Reader struct {
+	nc     *nats.Conn
+	stream string
+	batch  int
+}
+
+// NewReader returns a reader of events.StreamTranscript over nc.
+func NewReader(nc *nats.Conn) *Reader {
+	return &Reader{nc: nc, stream: events.StreamTranscript, batch: DefaultBatch}
+}
+
+type directGetRequest struct {
+	Seq     uint64 `json:"seq"`
+	NextFor string `json:"next_by_subj"`
+	Batch   int    `json:"batch"`
+}
+
+// Read returns the session's records with from <= seq <= to, in order; to == 0
+// means up to the end of the stream. At most limit records are returned when
+// limit > 0.
+func (r *Reader) Read(ctx context.Context, tenant, session string, from, to uint64, limit int) ([]Record, error) {
+	var out []Record
+	err := r.Scan(ctx, tenant, session, from, to, func(rec Record) bool {
+		out = append(out, rec)
+		return limit <= 0 || len(out) < limit
+	})
+	return out, err
+}
+
+// Scan calls fn for each record of the session with from <= seq <= to (to == 0:
+// to the end) in order, until fn returns false.
+func (r *Reader) Scan(ctx context.Context, tenant, session string, from, to uint64, fn func(Record) bool) error {
+	subject := events.TranscriptSubject(tenant, session)
+	if from == 0 {
+		from = 1
+	}
+	for {
+		n, last, more, err := r.batchGet(ctx, subject, from, to, fn)
+		if err != nil {
+			return err
+		}
+		if n == 0 || !more || (to > 0 && last >= to) {
+			return nil
+		}
+		from = last + 1
+	}
+}
+
+// batchGet runs one batch request; it returns the number of records passed to
+// fn, the last sequence seen, and whether more may follow.
+func (r *Reader) batchGet(ctx context.Context, subject string, from, to uint64, fn func(Record) bool) (n int, last uint64, more bool, err error) {
+	req, _ := json.Marshal(directGetRequest{Seq: from, NextFor: subject, Batch: r.batch})
+	inbox := r.nc.NewRespInbox()
+	sub, err := r.nc.SubscribeSync(inbox)
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("reading transcript: %w", err)
+	}
+	defer sub.Unsubscribe()
+	if err := r.nc.PublishRequest("$JS.API.DIRECT.GET."+r.stream, inbox, req); err != nil {
+		return 0, 0, false, fmt.Errorf("reading transcript: %w", err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	stopped := false
+	for {
+		m, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) && n == 0 {
+				return 0, 0, false, fmt.Errorf("reading transcript of %s: %w", subject, ErrNoResponders)
+			}
+			return n, last, false, fmt.Errorf("reading transcript of %s: %w", subject, err)
+		}
+		if len(m.Data) == 0 && m.Header != nil && m.Header.Get("Status") != "" {
+			switch m.Header.Get("Status") {
+			case "204": // end of batch
+				pending, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+				return n, last, pending > 0 && !stopped, nil
+			case "404":
+				return n, last, false, nil
+			case "503":
+				return n, last, false, fmt.Errorf("reading transcript of %s: %w", subject, ErrNoResponders)
+			default:
+				return n, last, false, fmt.Errorf("reading transcript of %s: status %s %s", subject, m.Header.Get("Status"), m.Header.Get("Description"))
+			}
+		}
+		if stopped {
+			continue // drain the rest of the batch up to EOB
+		}
+		seq, _ := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+		if to > 0 && seq > to {
+			stopped = true
+			continue
+		}
+		rec, err := Decode(m.Header, m.Data)
+		if err != nil {
+			return n, last, false, fmt.Errorf("record %d of %s: %w", seq, subject, err)
+		}
+		rec.Seq = seq
+		rec.Subject = m.Header.Get("Nats-Subject")
+		rec.Time, _ = time.Parse(time.RFC3339Nano, m.Header.Get("Nats-Time-Stamp"))
+		n++
+		last = seq
+		if !fn(rec) {
+			stopped = true
+		}
+	}
+}
+
+// LastSeq returns the stream sequence of the session's newest record, or 0
+// when the session has none.
+func (r *Reader) LastSeq(ctx context.Context, tenant, session string) (uint64, error) {
+	req, _ := json.Marshal(map[string]string{"last_by_subj": events.TranscriptSubject(tenant, session)})
+	m, err := r.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+r.stream, req)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			return 0, ErrNoResponders
+		}
+		return 0, fmt.Errorf("reading transcript head: %w", err)
+	}
+	if st := m.Header.Get("Status"); st == "404" {
+		return 0, nil
+	} else if st != "" {
+		return 0, fmt.Errorf("reading transcript head: status %s %s", st, m.Header.Get("Description"))
+	}
+	return strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+}
+
+// Decode turns a stored message (headers and body) into a Record without its
+// stream position.
+func Decode(h nats.Header, data []byte) (Record, error) {
+	e, err := natsce.Decode(h, data)
+	if err != nil {
+		return Record{}, err
+	}
+	rec := Record{Event: e}
+	switch e.Type() {
+	case events.TypeMessage:
+		rec.Message = new(events.Message)
+		err = json.Unmarshal(data, rec.Message)
+	case events.TypeSessionCompacting:
+		rec.Compacting = new(events.SessionCompacting)
+		err = json.Unmarshal(data, rec.Compacting)
+	case events.TypeSessionCompacted:
+		rec.Compacted = new(events.SessionCompacted)
+		err = json.Unmarshal(data, rec.Compacted)
+	case events.TypeSessionEnded:
+		rec.Ended = new(events.SessionEnded)
+		if len(data) > 0 {
+			err = json.Unmarshal(data, rec.Ended)
+		}
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("decoding %s data: %w", e.Type(), err)
+	}
+	return rec, nil
+}
