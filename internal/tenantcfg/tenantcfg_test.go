@@ -1,0 +1,63 @@
+package tenantcfg
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/recallhq/recall/internal/natstest"
+	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/pkg/events"
+)
+
+func TestWatchAppliesChangesLive(t *testing.T) {
+	s := natstest.Start(t)
+	_, js := s.Connect(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Put(ctx, js, "a", events.TenantConfig{MinimumTokensBetweenUpdate: 1234}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := Watch(ctx, js, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Get("a").MinimumTokensBetweenUpdate; got != 1234 {
+		t.Fatalf("initial value = %d", got)
+	}
+	off := false
+	changed := st.Changed()
+	rev, err := Put(ctx, js, "a", events.TenantConfig{MinimumTokensBetweenUpdate: 99, SessionMemory: &off})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(5 * time.Second)
+	for st.Revision() < rev {
+		select {
+		case <-changed:
+			changed = st.Changed()
+		case <-deadline:
+			t.Fatal("change not applied")
+		}
+	}
+	c := st.Get("a")
+	if c.MinimumTokensBetweenUpdate != 99 || Bool(c.SessionMemory, true) {
+		t.Fatalf("live value = %+v", c)
+	}
+	// An invalid document keeps the last valid value.
+	kv, _ := js.KeyValue(ctx, events.BucketConfig)
+	rev, _ = kv.Put(ctx, events.ConfigKey("a"), []byte(`{"bogus": 1}`))
+	for st.Revision() < rev {
+		select {
+		case <-st.Changed():
+		case <-time.After(5 * time.Second):
+			t.Fatal("invalid change not seen")
+		}
+	}
+	if st.Get("a").MinimumTokensBetweenUpdate != 99 {
+		t.Fatal("invalid document replaced the valid one")
+	}
+}
