@@ -1,0 +1,64 @@
+package llm
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Provider kinds.
+const (
+	KindAnthropic = "anthropic"
+	KindOpenAI    = "openai"
+	KindOffline   = "offline"
+)
+
+// Config selects and configures the provider (environment variables
+// RECALL_LLM_*, RECALL_ANTHROPIC_API_KEY, RECALL_OPENAI_API_KEY). Embed it
+// anonymously in a service Config so the variable names stay as documented.
+//
+// envconfig falls back to the unprefixed name of every tagged field, so
+// ANTHROPIC_API_KEY and OPENAI_API_KEY are accepted when the RECALL_ ones are
+// unset.
+type Config struct {
+	Provider        string        `envconfig:"LLM_PROVIDER" desc:"anthropic, openai, offline, or empty to pick by configured key (offline when none)"`
+	Model           string        `envconfig:"LLM_MODEL" desc:"model name; empty uses the provider's default"`
+	BaseURL         string        `envconfig:"LLM_BASE_URL" desc:"API base URL (OpenAI-compatible servers: vLLM, Ollama, llama.cpp, LiteLLM)"`
+	AnthropicAPIKey string        `envconfig:"ANTHROPIC_API_KEY" desc:"Anthropic API key (secret; ANTHROPIC_API_KEY is used when unset)"`
+	OpenAIAPIKey    string        `envconfig:"OPENAI_API_KEY" desc:"OpenAI API key (secret; OPENAI_API_KEY is used when unset)"`
+	MaxTokens       int           `envconfig:"LLM_MAX_TOKENS" default:"8192" desc:"most output tokens per model call"`
+	Timeout         time.Duration `envconfig:"LLM_TIMEOUT" default:"120s" desc:"time limit of one model call"`
+	RetryAttempts   int           `envconfig:"LLM_RETRY_ATTEMPTS" default:"4" desc:"attempts per model call on transport errors, 429 and 5xx"`
+	RetryBaseDelay  time.Duration `envconfig:"LLM_RETRY_BASE_DELAY" default:"500ms" desc:"first retry delay; doubles per attempt, with jitter"`
+	RetryMaxDelay   time.Duration `envconfig:"LLM_RETRY_MAX_DELAY" default:"20s" desc:"longest retry delay"`
+}
+
+// LogValue masks the API keys.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("provider", c.Provider),
+		slog.String("model", c.Model),
+		slog.String("base_url", c.BaseURL),
+		slog.String("anthropic_api_key", maskKey(c.AnthropicAPIKey)),
+		slog.String("openai_api_key", maskKey(c.OpenAIAPIKey)),
+		slog.Int("max_tokens", c.MaxTokens),
+		slog.Duration("timeout", c.Timeout),
+		slog.Int("retry_attempts", c.RetryAttempts),
+	)
+}
+
+func maskKey(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "***"
+}
+
+// New builds the configured provider, wrapped with WithRetry per the retry
+// settings. With Provider empty it picks anthropic when an Anthropic key is
+// set, else openai when an OpenAI key or a base URL is set, else offline —
+// and logs that choice. An unknown provider or a missing key for an explicit
+// provider is an error.
+func New(cfg Config, log *slog.Logger) (Provider, error) {
+	return nil, fmt.Errorf("creating llm provider %q: not implemented yet", cfg.Provider)
+}
