@@ -2,9 +2,17 @@
 // /v1/events and the session API) and the NATS ingest endpoint. It validates
 // CloudEvents, stamps the authenticated tenant, and answers only after
 // JetStream stored the event.
+//
+// Shutdown, when the context given to Run is done: the HTTP listener closes
+// and in-flight HTTP requests finish (their acks included), the micro
+// service stops and in-flight NATS requests are answered, then both NATS
+// connections drain. A clean stop returns nil.
 package ingestsvc
 
 import (
+	"log/slog"
+	"time"
+
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/provision"
 )
@@ -13,5 +21,56 @@ import (
 type Config struct {
 	NATS natsconn.Config
 	provision.Config
-	HTTPAddr string `envconfig:"HTTP_ADDR" default:"127.0.0.1:8080" desc:"HTTP edge listen address"`
+	HTTPAddr string `envconfig:"HTTP_ADDR" default:"127.0.0.1:8080" desc:"HTTP edge listen address (an empty address serves no HTTP)"`
+	// Tenants lists "tenant:sha256hex" pairs, comma separated. Empty means a
+	// single tenant "default" without authentication (localhost use only).
+	Tenants        string        `envconfig:"TENANTS" desc:"bearer tokens per tenant as tenant:sha256(token) hex, comma separated; empty = single tenant 'default' without auth (secret)"`
+	MaxEventBytes  int           `envconfig:"INGEST_MAX_EVENT_BYTES" default:"524288" desc:"largest accepted event (encoded JSON or binary body), bytes"`
+	MaxBatchEvents int           `envconfig:"INGEST_MAX_BATCH_EVENTS" default:"1000" desc:"most events in one batch"`
+	MaxBodyBytes   int64         `envconfig:"INGEST_MAX_BODY_BYTES" default:"8388608" desc:"largest accepted HTTP request body, bytes"`
+	PublishTimeout time.Duration `envconfig:"INGEST_PUBLISH_TIMEOUT" default:"10s" desc:"how long to wait for JetStream to acknowledge an event"`
+	MaxPending     int           `envconfig:"INGEST_MAX_PENDING" default:"8192" desc:"most unacknowledged async publishes before publishing stalls"`
+	APITimeout     time.Duration `envconfig:"INGEST_API_TIMEOUT" default:"120s" desc:"how long the HTTP session API waits for a NATS reply"`
+	ShutdownGrace  time.Duration `envconfig:"INGEST_SHUTDOWN_GRACE" default:"30s" desc:"how long shutdown waits for in-flight requests"`
+}
+
+// LogValue masks the tenant token hashes.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.Any("nats", c.NATS),
+		slog.String("http_addr", c.HTTPAddr),
+		slog.Int("tenants", len(splitList(c.Tenants))),
+		slog.Int("max_event_bytes", c.MaxEventBytes),
+		slog.Int("max_batch_events", c.MaxBatchEvents),
+		slog.Int64("max_body_bytes", c.MaxBodyBytes),
+		slog.Duration("publish_timeout", c.PublishTimeout),
+		slog.Int("partitions", c.Partitions),
+		slog.Int("replicas", c.Replicas),
+	)
+}
+
+// withDefaults fills zero values, so tests may build a Config literal.
+func (c Config) withDefaults() Config {
+	if c.MaxEventBytes <= 0 {
+		c.MaxEventBytes = 512 << 10
+	}
+	if c.MaxBatchEvents <= 0 {
+		c.MaxBatchEvents = 1000
+	}
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 8 << 20
+	}
+	if c.PublishTimeout <= 0 {
+		c.PublishTimeout = 10 * time.Second
+	}
+	if c.MaxPending <= 0 {
+		c.MaxPending = 8192
+	}
+	if c.APITimeout <= 0 {
+		c.APITimeout = 120 * time.Second
+	}
+	if c.ShutdownGrace <= 0 {
+		c.ShutdownGrace = 30 * time.Second
+	}
+	return c
 }

@@ -3,10 +3,206 @@ package ingestsvc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/ops"
+	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/pkg/events"
 )
 
-// Run serves until ctx is done.
+// Run serves until ctx is done, then shuts down gracefully (see the package
+// comment) and returns nil.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	return errors.New("ingest: not implemented yet")
+	s, err := Start(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-s.httpErr:
+		_ = s.Shutdown(context.Background())
+		return fmt.Errorf("serving HTTP: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownGrace)
+	defer cancel()
+	return s.Shutdown(sctx)
+}
+
+// Service is a running ingest service.
+type Service struct {
+	cfg     Config
+	log     *slog.Logger
+	nc      *nats.Conn // JetStream publishing, session API requests
+	apiNC   *nats.Conn // the micro service: its subscriptions and replies
+	js      jetstream.JetStream
+	svc     micro.Service
+	nh      *NATSHandler
+	in      *Ingester
+	http    *http.Server
+	ln      net.Listener
+	httpErr chan error
+	handler http.Handler
+	ready   atomic.Bool
+}
+
+// Start connects to NATS, provisions the streams, and starts the HTTP edge
+// and the NATS ingest endpoint. Stop it with Shutdown.
+func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) {
+	cfg = cfg.withDefaults()
+	auth, err := NewAuth(cfg.Tenants)
+	if err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	if auth.Open() {
+		log.WarnContext(ctx, "no tenants configured (RECALL_TENANTS is empty): serving the single tenant \"default\" WITHOUT authentication; bind the HTTP edge to localhost only", "http_addr", cfg.HTTPAddr)
+	}
+	s := &Service{cfg: cfg, log: log, httpErr: make(chan error, 1)}
+	s.nc, err = natsconn.Connect(cfg.NATS, "recall-ingest")
+	if err != nil {
+		return nil, err
+	}
+	s.js, err = jetstream.New(s.nc, jetstream.WithPublishAsyncMaxPending(cfg.MaxPending), jetstream.WithPublishAsyncTimeout(cfg.PublishTimeout))
+	if err != nil {
+		s.nc.Close()
+		return nil, fmt.Errorf("creating JetStream context: %w", err)
+	}
+	if err := provision.Ensure(ctx, s.js, cfg.Config); err != nil {
+		s.nc.Close()
+		return nil, fmt.Errorf("provisioning: %w", err)
+	}
+	limits := Limits{MaxEventBytes: cfg.MaxEventBytes, MaxBatchEvents: cfg.MaxBatchEvents, MaxBodyBytes: cfg.MaxBodyBytes}
+	in := NewIngester(s.js, cfg.MaxEventBytes, cfg.PublishTimeout)
+	s.in = in
+
+	s.apiNC, err = natsconn.Connect(cfg.NATS, "recall-ingest-api")
+	if err != nil {
+		s.nc.Close()
+		return nil, err
+	}
+	s.nh = NewNATSHandler(in, limits, 1024)
+	s.svc, err = micro.AddService(s.apiNC, micro.Config{
+		Name:        ServiceName,
+		Version:     "1.0.0",
+		Description: "Recall ingest: validates session CloudEvents and stores them on " + events.StreamTranscript,
+	})
+	if err == nil {
+		err = s.svc.AddEndpoint(events.VerbIngest, s.nh, micro.WithEndpointSubject(IngestEndpointSubject))
+	}
+	if err != nil {
+		s.apiNC.Close()
+		s.nc.Close()
+		return nil, fmt.Errorf("starting the NATS ingest endpoint: %w", err)
+	}
+
+	mux := ops.Handler(s.readyErr)
+	mux.Handle("POST /v1/events", NewEventsHandler(in, auth, limits))
+	NewSessionAPI(s.nc, auth, cfg.APITimeout, cfg.MaxBodyBytes).Register(mux)
+	s.handler = mux
+	if cfg.HTTPAddr != "" {
+		s.ln, err = net.Listen("tcp", cfg.HTTPAddr)
+		if err != nil {
+			_ = s.svc.Stop()
+			s.apiNC.Close()
+			s.nc.Close()
+			return nil, fmt.Errorf("listening on %s: %w", cfg.HTTPAddr, err)
+		}
+		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+		go func() {
+			if err := s.http.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.httpErr <- err
+			}
+		}()
+		log.InfoContext(ctx, "HTTP edge listening", "addr", s.ln.Addr().String())
+	}
+	s.ready.Store(true)
+	log.InfoContext(ctx, "ingest started", "nats_endpoint", IngestEndpointSubject)
+	return s, nil
+}
+
+// Addr is the HTTP edge's listen address ("" when HTTP is off).
+func (s *Service) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// Handler is the HTTP edge's handler (for tests that serve it themselves).
+func (s *Service) Handler() http.Handler { return s.handler }
+
+func (s *Service) readyErr() error {
+	if !s.ready.Load() {
+		return errors.New("shutting down")
+	}
+	if !s.nc.IsConnected() {
+		return errors.New("not connected to NATS")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := s.js.Stream(ctx, events.StreamTranscript); err != nil {
+		return fmt.Errorf("stream %s: %w", events.StreamTranscript, err)
+	}
+	return nil
+}
+
+// Shutdown stops accepting requests, waits for in-flight ones (HTTP and
+// NATS) to be answered after their acknowledgements, stops the micro
+// service and drains both connections. ctx bounds the wait; when it
+// expires the connections are closed anyway and ctx's error is returned.
+func (s *Service) Shutdown(ctx context.Context) error {
+	s.ready.Store(false)
+	var errs []error
+	if s.http != nil {
+		if err := s.http.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("shutting down HTTP: %w", err))
+		}
+	}
+	if err := s.svc.Stop(); err != nil {
+		errs = append(errs, fmt.Errorf("stopping the micro service: %w", err))
+	}
+	// The endpoint's subscription drains asynchronously; requests still
+	// buffered are handled meanwhile. apiNC holds no other subscriptions.
+	if err := waitFor(ctx, func() bool { return s.apiNC.NumSubscriptions() == 0 || s.apiNC.IsClosed() }); err != nil {
+		errs = append(errs, fmt.Errorf("draining the ingest endpoint: %w", err))
+	}
+	done := make(chan struct{})
+	go func() { s.nh.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("waiting for NATS requests: %w", ctx.Err()))
+	}
+	for _, nc := range []*nats.Conn{s.apiNC, s.nc} {
+		if err := nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			errs = append(errs, fmt.Errorf("draining NATS: %w", err))
+		}
+		if err := waitFor(ctx, nc.IsClosed); err != nil {
+			nc.Close()
+			errs = append(errs, fmt.Errorf("draining NATS: %w", err))
+		}
+	}
+	s.log.Info("ingest stopped")
+	return errors.Join(errs...)
+}
+
+// waitFor polls cond until it holds or ctx is done.
+func waitFor(ctx context.Context, cond func() bool) error {
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
 }

@@ -1,0 +1,239 @@
+package ingestsvc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/events/natsce"
+)
+
+// Publisher is what ingest needs from JetStream: asynchronous publishing
+// with acknowledgement futures.
+type Publisher interface {
+	PublishMsgAsync(m *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error)
+}
+
+// item is one event of a request, decoded or not.
+type item struct {
+	ev  event.Event
+	id  string // as submitted, for results of undecodable events
+	err error  // decode or size error: the event is rejected as is
+}
+
+// Ingester validates events and stores them on the transcript stream. It is
+// safe for concurrent use.
+type Ingester struct {
+	js             Publisher
+	maxEventBytes  int
+	publishTimeout time.Duration
+
+	tracer     trace.Tracer
+	events     metric.Int64Counter
+	rejections metric.Int64Counter
+	duration   metric.Float64Histogram
+	outcome    map[string]metric.AddOption
+	reasons    map[string]metric.AddOption
+
+	// afterSubmit, when set, runs between publishing and awaiting the
+	// acknowledgements (a test seam to hold requests in flight).
+	afterSubmit atomic.Pointer[func()]
+}
+
+// NewIngester returns an Ingester publishing through js. Events larger than
+// maxEventBytes are rejected; acknowledgements not received within
+// publishTimeout fail the event with 503.
+func NewIngester(js Publisher, maxEventBytes int, publishTimeout time.Duration) *Ingester {
+	in := &Ingester{js: js, maxEventBytes: maxEventBytes, publishTimeout: publishTimeout, tracer: otel.Tracer("recall/ingest")}
+	m := otel.Meter("recall/ingest")
+	in.events, _ = m.Int64Counter("recall_ingest_events", metric.WithDescription("events submitted to ingest, by outcome (accepted, duplicate, rejected, failed)"))
+	in.rejections, _ = m.Int64Counter("recall_ingest_rejections", metric.WithDescription("rejected events and requests, by reason"))
+	in.duration, _ = m.Float64Histogram("recall_ingest_request_duration", metric.WithUnit("s"),
+		metric.WithDescription("ingest request duration until every event is acknowledged, by transport"),
+		metric.WithExplicitBucketBoundaries(.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10))
+	in.outcome = attrSets("outcome", "accepted", "duplicate", "rejected", "failed")
+	in.reasons = attrSets("reason", "invalid", "too_large", "tenant_mismatch", "unavailable",
+		"unauthenticated", "unsupported_media_type", "invalid_body", "body_too_large", "batch_too_large")
+	return in
+}
+
+func attrSets(key string, values ...string) map[string]metric.AddOption {
+	out := make(map[string]metric.AddOption, len(values))
+	for _, v := range values {
+		out[v] = metric.WithAttributeSet(attribute.NewSet(attribute.String(key, v)))
+	}
+	return out
+}
+
+// reject counts a request-level rejection.
+func (in *Ingester) reject(ctx context.Context, reason string, n int) {
+	in.rejections.Add(ctx, int64(n), in.reasons[reason])
+}
+
+// observe records a request's duration.
+func (in *Ingester) observe(ctx context.Context, transport string, start time.Time) {
+	in.duration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attribute.String("transport", transport)))
+}
+
+// pending is a request whose valid events are published and whose
+// acknowledgements are awaited.
+type pending struct {
+	in      *Ingester
+	results []EventResult
+	futures []jetstream.PubAckFuture
+	spans   []trace.Span // per-event spans of events that carried their own trace
+	started time.Time
+}
+
+// submit validates every item for tenant and publishes the valid ones
+// asynchronously, in order. session, when not empty, is the session the
+// events must belong to (NATS requests carry it in their subject); an event
+// without a subject gets it.
+func (in *Ingester) submit(ctx context.Context, tenant, session string, items []item) *pending {
+	p := &pending{in: in, results: make([]EventResult, len(items)), started: time.Now()}
+	// The trace context of the request, injected into every event that does
+	// not carry its own: computed once per request.
+	reqHeader := nats.Header{}
+	natsce.Inject(ctx, reqHeader)
+	reqSpan := trace.SpanFromContext(ctx).SpanContext()
+	for i := range items {
+		it := &items[i]
+		if it.err != nil {
+			p.results[i] = rejection(i, it.id, it.err)
+			continue
+		}
+		if session != "" {
+			switch it.ev.Subject() {
+			case "":
+				it.ev.SetSubject(session)
+			case session:
+			default:
+				p.results[i] = rejection(i, it.ev.ID(), &events.FieldError{Field: "subject", Reason: fmt.Sprintf("%q does not match the session %q of the request subject", it.ev.Subject(), session)})
+				continue
+			}
+		}
+		s, err := events.ValidateIngest(it.ev, tenant)
+		if err != nil {
+			p.results[i] = rejection(i, it.ev.ID(), err)
+			continue
+		}
+		if s.Event.DataContentType() == "" {
+			s.Event.SetDataContentType(event.ApplicationJSON)
+		}
+		m := natsce.NewMsg(events.TranscriptSubject(tenant, s.Session), &s.Event)
+		m.Header[jetstream.MsgIDHeader] = []string{events.DedupID(tenant, s.Event.ID())}
+		if tp, _ := s.Event.Extensions()[events.ExtTraceParent].(string); tp != "" {
+			// The event has its own trace: continue it, linked to the request.
+			ectx := natsce.ExtractEvent(context.Background(), &s.Event)
+			opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer),
+				trace.WithAttributes(attribute.String("cloudevents.event_id", s.Event.ID()), attribute.String("recall.session", s.Session))}
+			if reqSpan.IsValid() {
+				opts = append(opts, trace.WithLinks(trace.Link{SpanContext: reqSpan}))
+			}
+			ectx, span := in.tracer.Start(ectx, "publish "+events.SubjectTranscriptRoot, opts...)
+			natsce.Inject(ectx, m.Header)
+			if p.spans == nil {
+				p.spans = make([]trace.Span, len(items))
+			}
+			p.spans[i] = span
+		} else {
+			for k, v := range reqHeader {
+				m.Header[k] = v
+			}
+		}
+		f, err := in.js.PublishMsgAsync(m)
+		if err != nil {
+			p.results[i] = EventResult{Index: i, ID: s.Event.ID(), Status: http.StatusServiceUnavailable, Error: "publishing: " + err.Error()}
+			continue
+		}
+		if p.futures == nil {
+			p.futures = make([]jetstream.PubAckFuture, len(items))
+		}
+		p.futures[i] = f
+		p.results[i] = EventResult{Index: i, ID: s.Event.ID(), Status: http.StatusAccepted}
+	}
+	if f := in.afterSubmit.Load(); f != nil {
+		(*f)()
+	}
+	return p
+}
+
+// errAckTimeout is the result error of an event whose acknowledgement did
+// not arrive in time.
+var errAckTimeout = errors.New("JetStream did not acknowledge the event in time; retry (the id makes the retry safe)")
+
+// wait waits for every acknowledgement and completes the results. It
+// returns when every future resolved or the publish timeout passed; the
+// caller's cancellation does not abandon events already published.
+func (p *pending) wait(ctx context.Context) []EventResult {
+	var timer *time.Timer
+	var timeout <-chan time.Time
+	for i, f := range p.futures {
+		if f == nil {
+			continue
+		}
+		r := &p.results[i]
+		select {
+		case ack := <-f.Ok():
+			r.Seq, r.Duplicate = ack.Sequence, ack.Duplicate
+		case err := <-f.Err():
+			r.Status, r.Error = http.StatusServiceUnavailable, "storing: "+err.Error()
+		default:
+			if timer == nil {
+				timer = time.NewTimer(p.in.publishTimeout)
+				defer timer.Stop()
+				timeout = timer.C
+			}
+			select {
+			case ack := <-f.Ok():
+				r.Seq, r.Duplicate = ack.Sequence, ack.Duplicate
+			case err := <-f.Err():
+				r.Status, r.Error = http.StatusServiceUnavailable, "storing: "+err.Error()
+			case <-timeout:
+				r.Status, r.Error = http.StatusServiceUnavailable, errAckTimeout.Error()
+			}
+		}
+	}
+	var accepted, dups, rejected, failed int64
+	for i := range p.results {
+		r := &p.results[i]
+		switch {
+		case r.Duplicate:
+			dups++
+		case r.Accepted():
+			accepted++
+		case r.Status == http.StatusServiceUnavailable:
+			failed++
+			p.in.rejections.Add(ctx, 1, p.in.reasons["unavailable"])
+		default:
+			rejected++
+			p.in.rejections.Add(ctx, 1, p.in.reasons[reasonOf(r.Status)])
+		}
+		if p.spans != nil && p.spans[i] != nil {
+			p.spans[i].End()
+		}
+	}
+	p.in.count(ctx, "accepted", accepted)
+	p.in.count(ctx, "duplicate", dups)
+	p.in.count(ctx, "rejected", rejected)
+	p.in.count(ctx, "failed", failed)
+	return p.results
+}
+
+func (in *Ingester) count(ctx context.Context, outcome string, n int64) {
+	if n > 0 {
+		in.events.Add(ctx, n, in.outcome[outcome])
+	}
+}

@@ -1,0 +1,138 @@
+package ingestsvc
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/events/natsce"
+)
+
+// ServiceName is the name of the ingest micro service.
+const ServiceName = "recall-ingest"
+
+// IngestEndpointSubject is the subject the NATS ingest endpoint serves:
+// recall.api.ingest.<tenant>.<session>.
+const IngestEndpointSubject = events.SubjectAPIRoot + "." + events.VerbIngest + ".*.*"
+
+// NATSHandler serves the NATS ingest endpoint. Over NATS the tenant and the
+// session come from the request subject; per-tenant NATS permissions decide
+// who may publish where.
+//
+// Requests are decoded, validated and published in arrival order on the
+// endpoint's subscription; acknowledgements are awaited and replies sent
+// concurrently, so a client may pipeline requests. Wait blocks until every
+// accepted request was answered.
+type NATSHandler struct {
+	in     *Ingester
+	limits Limits
+	sem    chan struct{}
+	wg     sync.WaitGroup
+}
+
+// NewNATSHandler returns the handler of the NATS ingest endpoint; at most
+// maxInFlight requests await their acknowledgements at once.
+func NewNATSHandler(in *Ingester, limits Limits, maxInFlight int) *NATSHandler {
+	if maxInFlight <= 0 {
+		maxInFlight = 1024
+	}
+	return &NATSHandler{in: in, limits: limits, sem: make(chan struct{}, maxInFlight)}
+}
+
+// Handle implements micro.Handler. The body is one structured CloudEvent
+// (a JSON object), a batch (a JSON array of them), or a binary-mode event
+// (ce-* headers, JSON body). The reply is a Response, or a micro error whose
+// code is the HTTP status the edge would return (400, 403, 413, 207, 503)
+// with a Problem as data.
+func (h *NATSHandler) Handle(req micro.Request) {
+	start := time.Now()
+	hdr := nats.Header(req.Headers())
+	ctx := natsce.Extract(context.Background(), hdr)
+	ctx, span := h.in.tracer.Start(ctx, "ingest "+events.SubjectAPIRoot+"."+events.VerbIngest, trace.WithSpanKind(trace.SpanKindServer))
+	tenant, session, ok := events.SplitSessionSubject(req.Subject())
+	if !ok {
+		h.in.reject(ctx, "invalid_body", 1)
+		respondProblem(req, newProblem(ProblemInvalidBody, http.StatusBadRequest,
+			fmt.Sprintf("subject %q must be %s.<tenant>.<session> with ids of A-Z a-z 0-9 - _", req.Subject(), events.SubjectAPIRoot+"."+events.VerbIngest)))
+		span.End()
+		return
+	}
+	span.SetAttributes(attribute.String("recall.tenant", tenant), attribute.String("recall.session", session))
+	items, p := h.decode(hdr, req.Data())
+	if p != nil {
+		h.in.reject(ctx, p.reason(), 1)
+		respondProblem(req, p.Problem)
+		span.End()
+		return
+	}
+	pend := h.in.submit(ctx, tenant, session, items)
+	h.sem <- struct{}{}
+	h.wg.Add(1)
+	go func() {
+		defer func() { <-h.sem; h.wg.Done(); span.End() }()
+		status, body := summarize(pend.wait(ctx))
+		if status == http.StatusAccepted {
+			_ = req.Respond(mustJSON(body))
+		} else {
+			respondProblem(req, body.(*Problem))
+		}
+		h.in.observe(ctx, "nats", start)
+	}()
+}
+
+// Wait blocks until every request handed to Handle has been answered.
+func (h *NATSHandler) Wait() { h.wg.Wait() }
+
+func (h *NATSHandler) decode(hdr nats.Header, body []byte) ([]item, *problemReason) {
+	if isBinary(hdr) {
+		size := len(body)
+		for k, vs := range hdr {
+			if len(vs) > 0 {
+				size += len(k) + len(vs[0])
+			}
+		}
+		if size > h.limits.MaxEventBytes {
+			return []item{{id: hdr.Get("ce-id"), err: errTooLarge{size, h.limits.MaxEventBytes}}}, nil
+		}
+		e, err := natsce.Decode(hdr, body)
+		if err != nil {
+			return []item{{id: hdr.Get("ce-id"), err: decodeError(err)}}, nil
+		}
+		return []item{{ev: e}}, nil
+	}
+	trimmed := bytes.TrimSpace(body)
+	switch {
+	case len(trimmed) > 0 && trimmed[0] == '[':
+		return decodeBatch(trimmed, h.limits)
+	case len(trimmed) > 0 && trimmed[0] == '{':
+		return []item{decodeStructured(trimmed, h.limits.MaxEventBytes)}, nil
+	}
+	return nil, &problemReason{newProblem(ProblemInvalidBody, http.StatusBadRequest,
+		"body must be a structured CloudEvent (JSON object), a batch (JSON array), or a binary-mode event (ce-* headers)"), "invalid_body"}
+}
+
+func respondProblem(req micro.Request, p *Problem) {
+	_ = req.Error(strconv.Itoa(p.Status), p.Detail, mustJSON(p), micro.WithHeaders(micro.Headers{"Content-Type": []string{MediaProblem}}))
+}
+
+// isBinary reports whether hdr carries a binary-mode CloudEvent (a
+// ce-specversion header, in any spelling).
+func isBinary(hdr nats.Header) bool {
+	for k, vs := range hdr {
+		if len(vs) > 0 && len(k) == len("ce-specversion") && strings.EqualFold(k, "ce-specversion") {
+			return true
+		}
+	}
+	return false
+}
