@@ -1,22 +1,31 @@
 // Package telemetry sets up Recall's logs, traces and metrics: log/slog JSON
-// with trace and span ids, an OpenTelemetry tracer provider (OTLP over HTTP
-// when an endpoint is configured), W3C trace-context propagation, and a meter
-// provider exported for Prometheus.
+// with trace and span ids and secrets masked (see NewRedactHandler), an
+// OpenTelemetry tracer provider (OTLP over HTTP when an endpoint is
+// configured), W3C trace-context propagation, and a meter provider exported
+// for Prometheus at /metrics and, when configured, pushed over OTLP/HTTP.
+//
+// Only this package (and its test helper telemetrytest) imports the
+// OpenTelemetry SDK; services use the global API: otel.Tracer("recall/<svc>"),
+// otel.Meter("recall/<svc>").
 package telemetry
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/propagation"
@@ -29,14 +38,22 @@ import (
 
 // Config is the telemetry part of every service's configuration.
 type Config struct {
-	LogLevel     string `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
-	LogFormat    string `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
-	OTLPEndpoint string `envconfig:"OTLP_ENDPOINT" desc:"OTLP/HTTP traces endpoint, e.g. http://jaeger:4318; empty disables export"`
+	LogLevel     string  `envconfig:"LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
+	LogFormat    string  `envconfig:"LOG_FORMAT" default:"json" desc:"json or text"`
+	OTLPEndpoint string  `envconfig:"OTLP_ENDPOINT" desc:"OTLP/HTTP traces endpoint, e.g. http://jaeger:4318; empty disables export"`
 	TraceSample  float64 `envconfig:"TRACE_SAMPLE" default:"1" desc:"fraction of new traces sampled (parent decisions are honoured)"`
+	// OTLPMetrics pushes metrics to OTLPEndpoint/v1/metrics besides serving
+	// them at /metrics.
+	OTLPMetrics     bool          `envconfig:"OTLP_METRICS" default:"false" desc:"also push metrics over OTLP/HTTP to RECALL_OTLP_ENDPOINT (/metrics is always served)"`
+	MetricsInterval time.Duration `envconfig:"METRICS_INTERVAL" default:"30s" desc:"interval of OTLP metric pushes"`
+	// RuntimeMetrics adds the Go runtime (go_*) and process (process_*)
+	// collectors to /metrics.
+	RuntimeMetrics bool `envconfig:"RUNTIME_METRICS" default:"true" desc:"expose Go runtime and process metrics (go_*, process_*) at /metrics"`
 }
 
 // NewLogger returns a slog logger writing to w that adds trace_id and span_id
-// from the context of each record.
+// from the context of each record and masks secrets (NewRedactHandler). An
+// unknown level means info; a format other than "text" means JSON.
 func NewLogger(w io.Writer, c Config) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(c.LogLevel))
@@ -47,7 +64,7 @@ func NewLogger(w io.Writer, c Config) *slog.Logger {
 	} else {
 		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(traceHandler{h})
+	return slog.New(traceHandler{NewRedactHandler(h)})
 }
 
 type traceHandler struct{ slog.Handler }
@@ -59,8 +76,10 @@ func (h traceHandler) Handle(ctx context.Context, r slog.Record) error {
 	return h.Handler.Handle(ctx, r)
 }
 
-func (h traceHandler) WithAttrs(as []slog.Attr) slog.Handler { return traceHandler{h.Handler.WithAttrs(as)} }
-func (h traceHandler) WithGroup(n string) slog.Handler      { return traceHandler{h.Handler.WithGroup(n)} }
+func (h traceHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return traceHandler{h.Handler.WithAttrs(as)}
+}
+func (h traceHandler) WithGroup(n string) slog.Handler { return traceHandler{h.Handler.WithGroup(n)} }
 
 // Telemetry owns the providers installed by Setup.
 type Telemetry struct {
@@ -69,7 +88,13 @@ type Telemetry struct {
 }
 
 // Setup installs global tracer and meter providers and the W3C propagator for
-// service. Call Shutdown last, after the service drained, to flush.
+// service (resource service.name "recall-<service>"), and makes
+// MetricsHandler serve the new meter provider. Traces are exported over
+// OTLP/HTTP to c.OTLPEndpoint+"/v1/traces" when the endpoint is set; metrics
+// are pushed to c.OTLPEndpoint+"/v1/metrics" when c.OTLPMetrics is set too.
+// The exporters connect lazily: an unreachable collector does not fail
+// Setup, spans are dropped after retries. Call Shutdown last, after the
+// service drained, to flush.
 func Setup(ctx context.Context, c Config, service string) (*Telemetry, error) {
 	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(semconv.ServiceName("recall-"+service)))
 	if err != nil {
@@ -79,20 +104,36 @@ func Setup(ctx context.Context, c Config, service string) (*Telemetry, error) {
 		sdktrace.WithResource(res),
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(c.TraceSample))),
 	}
-	if c.OTLPEndpoint != "" {
-		exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(strings.TrimRight(c.OTLPEndpoint, "/")+"/v1/traces"))
+	endpoint := strings.TrimRight(c.OTLPEndpoint, "/")
+	if endpoint != "" {
+		exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(endpoint+"/v1/traces"))
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("creating OTLP trace exporter: %w", err)
 		}
 		topts = append(topts, sdktrace.WithBatcher(exp))
 	}
-	tp := sdktrace.NewTracerProvider(topts...)
 	reg := prometheus.NewRegistry()
+	if c.RuntimeMetrics {
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
 	pexp, err := otelprom.New(otelprom.WithRegisterer(reg))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("creating Prometheus exporter: %w", err)
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(pexp))
+	mopts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithReader(pexp)}
+	if endpoint != "" && c.OTLPMetrics {
+		mexp, err := otlpmetrichttp.New(ctx, otlpmetrichttp.WithEndpointURL(endpoint+"/v1/metrics"))
+		if err != nil {
+			return nil, fmt.Errorf("creating OTLP metric exporter: %w", err)
+		}
+		interval := c.MetricsInterval
+		if interval <= 0 {
+			interval = 30 * time.Second
+		}
+		mopts = append(mopts, sdkmetric.WithReader(sdkmetric.NewPeriodicReader(mexp, sdkmetric.WithInterval(interval))))
+	}
+	tp := sdktrace.NewTracerProvider(topts...)
+	mp := sdkmetric.NewMeterProvider(mopts...)
 	otel.SetTracerProvider(tp)
 	otel.SetMeterProvider(mp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
@@ -114,7 +155,8 @@ func MetricsHandler() http.Handler {
 	})
 }
 
-// Shutdown flushes and stops the providers.
+// Shutdown flushes pending spans and metrics and stops the providers; ctx
+// bounds the flush.
 func (t *Telemetry) Shutdown(ctx context.Context) error {
 	return errors.Join(t.tp.Shutdown(ctx), t.mp.Shutdown(ctx))
 }
