@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/recallhq/recall/internal/bench"
+)
+
+func init() {
+	register(command{"bench", "measure Recall against the raw NATS ceilings of the same server (docs/benchmarks.md)", runBench})
+}
+
+func runBench(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("bench")
+	quick := fs.Bool("quick", false, "small sizes, under 60 s (CI smoke; the numbers mean little)")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
+	natsURL := fs.String("nats-url", "", "run against this NATS server instead of an embedded one (Recall's streams there are DELETED)")
+	force := fs.Bool("force", false, "with --nats-url: run even if the server holds Recall transcripts")
+	only := fs.String("only", "", "comma-separated scenarios to run ("+strings.Join(bench.Scenarios, ",")+")")
+	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	o := bench.Options{Quick: *quick, URL: *natsURL, Force: *force, Progress: os.Stderr}
+	if *quiet {
+		o.Progress = nil
+	}
+	for _, s := range strings.Split(*only, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			o.Only = append(o.Only, s)
+		}
+	}
+	res, err := bench.Run(ctx, o)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return fmt.Errorf("writing JSON: %w", err)
+		}
+		return nil
+	}
+	return bench.PrintTable(stdout, res)
+}

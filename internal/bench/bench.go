@@ -1,0 +1,291 @@
+// Package bench is `recall bench`: Recall's throughput and latency measured
+// against the raw NATS ceilings of the same server in the same run.
+//
+// Absolute numbers on a shared machine are noise; ratios measured side by
+// side are not. Every scenario therefore reports its number next to the raw
+// JetStream or core NATS operation it is bounded by (async publish, pull
+// consume, request-reply, KV get), measured with messages of the same sizes.
+//
+// Scenarios run one after another on one server. Before each, the harness
+// deletes Recall's streams and buckets and provisions them again, so a
+// scenario never sees another's data. Against an external server (Options.URL)
+// this destroys Recall data: Run refuses when RECALL_TRANSCRIPT holds
+// messages, unless Options.Force is set.
+//
+// Where the component a scenario measures is not available (a service that
+// does not run yet), the scenario reports null numbers and a skip reason;
+// it never reports a number it did not measure.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/embedded"
+	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/pkg/events"
+)
+
+// Scenario names, in run order.
+const (
+	ScenarioRaw        = "raw"
+	ScenarioIngest     = "ingest"
+	ScenarioTrigger    = "trigger"
+	ScenarioCompaction = "compaction"
+	ScenarioExtraction = "extraction"
+	ScenarioPipeline   = "pipeline"
+)
+
+// Scenarios lists every scenario in run order.
+var Scenarios = []string{ScenarioRaw, ScenarioIngest, ScenarioTrigger, ScenarioCompaction, ScenarioExtraction, ScenarioPipeline}
+
+// ErrUnknownScenario is returned by Run for a name not in Scenarios.
+var ErrUnknownScenario = errors.New("unknown scenario")
+
+// ErrServerHasData is returned by Run when the external server already holds
+// Recall transcripts and Force is not set.
+var ErrServerHasData = errors.New("the NATS server holds Recall data that the benchmark would delete")
+
+// Options configures a run.
+type Options struct {
+	// Quick runs every scenario at small sizes (CI smoke, well under 60 s).
+	Quick bool
+	// URL is an external NATS server; empty starts an embedded server with
+	// file storage in a temporary directory.
+	URL string
+	// Force allows running against an external server whose Recall streams
+	// hold data (they are deleted).
+	Force bool
+	// Only restricts the run to these scenarios (nil: all). Scenarios that
+	// need raw baselines for their ratios run the raw scenario's parts they
+	// need regardless.
+	Only []string
+	// Progress receives one line per step; nil discards.
+	Progress io.Writer
+	// Log receives the services' logs; nil discards.
+	Log *slog.Logger
+}
+
+// env is what every scenario runs against.
+type env struct {
+	opts  Options
+	url   string
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	log   *slog.Logger
+	sizes sizes
+	res   *Result
+}
+
+// sizes are the scenario sizes of a quick or full run.
+type sizes struct {
+	rawMessages       int
+	latencySamples    int
+	ingestEvents      int
+	ingestSessions    int
+	triggerSessions   int
+	triggerPerSession int
+	compactSessions   int
+	compactSizes      []int
+	compactRequests   int
+	extractSessions   int
+	extractWorkers    []int
+	extractLatency    time.Duration
+	pipelineDuration  time.Duration
+	pipelineSessions  int
+}
+
+func sizesFor(quick bool) sizes {
+	if quick {
+		return sizes{
+			rawMessages: 5000, latencySamples: 1000,
+			ingestEvents: 5000, ingestSessions: 100,
+			triggerSessions: 2000, triggerPerSession: 3,
+			compactSessions: 200, compactSizes: []int{100, 1000, 3000}, compactRequests: 200,
+			extractSessions: 16, extractWorkers: []int{1, 2, 4, 8}, extractLatency: 50 * time.Millisecond,
+			pipelineDuration: 3 * time.Second, pipelineSessions: 50,
+		}
+	}
+	return sizes{
+		rawMessages: 100000, latencySamples: 20000,
+		ingestEvents: 100000, ingestSessions: 1000,
+		triggerSessions: 100000, triggerPerSession: 3,
+		compactSessions: 10000, compactSizes: []int{1000, 10000, 100000}, compactRequests: 2000,
+		extractSessions: 64, extractWorkers: []int{1, 2, 4, 8}, extractLatency: 200 * time.Millisecond,
+		pipelineDuration: 20 * time.Second, pipelineSessions: 500,
+	}
+}
+
+// Run runs the selected scenarios and returns their results. A scenario that
+// fails records its error as its skip reason; Run itself fails only when the
+// environment cannot be set up or ctx is cancelled.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	for _, s := range o.Only {
+		if !slices.Contains(Scenarios, s) {
+			return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownScenario, s, strings.Join(Scenarios, ", "))
+		}
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	e := &env{opts: o, log: o.Log, sizes: sizesFor(o.Quick), res: &Result{}}
+	e.res.Meta = Meta{Quick: o.Quick, Started: time.Now().UTC(), GoVersion: runtime.Version(), GOOS: runtime.GOOS,
+		GOARCH: runtime.GOARCH, CPUs: runtime.NumCPU(), CPUModel: cpuModel(), Storage: "file"}
+
+	var srv *server.Server
+	if o.URL == "" {
+		dir, err := os.MkdirTemp("", "recall-bench-")
+		if err != nil {
+			return nil, fmt.Errorf("creating the store directory: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		srv, err = embedded.Start(embedded.Options{DataDir: dir})
+		if err != nil {
+			return nil, err
+		}
+		defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+		e.url = srv.ClientURL()
+		e.res.Meta.NATS = "embedded nats-server " + server.VERSION + " (file storage, temp dir)"
+	} else {
+		e.url = o.URL
+		e.res.Meta.NATS = "external"
+	}
+	nc, err := nats.Connect(e.url, nats.Name("recall-bench"))
+	if err != nil {
+		return nil, fmt.Errorf("connecting to NATS at %s: %w", e.url, err)
+	}
+	defer nc.Close()
+	if o.URL != "" {
+		e.res.Meta.NATS = "external nats-server " + nc.ConnectedServerVersion()
+	}
+	e.nc = nc
+	e.js, err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(asyncWindow))
+	if err != nil {
+		return nil, fmt.Errorf("creating the JetStream context: %w", err)
+	}
+	if o.URL != "" && !o.Force {
+		if s, err := e.js.Stream(ctx, events.StreamTranscript); err == nil && s.CachedInfo().State.Msgs > 0 {
+			return nil, fmt.Errorf("%w: %s holds %d messages; use a scratch server or --force", ErrServerHasData, events.StreamTranscript, s.CachedInfo().State.Msgs)
+		}
+	}
+
+	start := time.Now()
+	selected := func(name string) bool { return len(o.Only) == 0 || slices.Contains(o.Only, name) }
+	steps := []struct {
+		name string
+		run  func(context.Context, *env) error
+		skip func(string)
+	}{
+		{ScenarioRaw, runRaw, func(r string) { e.res.Raw.Skipped = r }},
+		{ScenarioIngest, runIngest, func(r string) { e.res.Ingest.Skipped = r }},
+		{ScenarioTrigger, runTrigger, func(r string) { e.res.Trigger.Skipped = r }},
+		{ScenarioCompaction, runCompaction, func(r string) { e.res.Compaction.Skipped = r }},
+		{ScenarioExtraction, runExtraction, func(r string) { e.res.Extraction.Skipped = r }},
+		{ScenarioPipeline, runPipeline, func(r string) { e.res.Pipeline.Skipped = r }},
+	}
+	for _, st := range steps {
+		if !selected(st.name) {
+			st.skip("not selected (--only)")
+			continue
+		}
+		e.res.Meta.Scenarios = append(e.res.Meta.Scenarios, st.name)
+		e.progress("== %s", st.name)
+		t0 := time.Now()
+		err := e.reset(ctx)
+		if err == nil {
+			err = st.run(ctx, e)
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if reason, ok := isSkip(err); ok {
+			e.progress("   %s skipped: %s", st.name, reason)
+			st.skip(reason)
+		} else if err != nil {
+			e.progress("   %s failed: %v", st.name, err)
+			st.skip("failed: " + err.Error())
+		}
+		e.progress("   %s took %s", st.name, time.Since(t0).Round(time.Millisecond))
+	}
+	if err := e.cleanup(ctx); err != nil {
+		e.progress("cleanup: %v", err)
+	}
+	e.res.Meta.DurationS = time.Since(start).Seconds()
+	e.res.Targets = targets(e.res)
+	return e.res, nil
+}
+
+func (e *env) progress(format string, args ...any) {
+	fmt.Fprintf(e.opts.Progress, format+"\n", args...)
+}
+
+// provisionConfig is the provisioning every scenario uses: file storage,
+// the service defaults.
+func (e *env) provisionConfig() provision.Config {
+	return provision.Config{Partitions: 16}
+}
+
+// benchStreams are the scratch streams the raw scenario creates.
+var benchStreams = []string{rawStream, "KV_" + rawBucket}
+
+// recallStreams lists the streams behind Recall's streams and buckets.
+func recallStreams(c provision.Config) []string {
+	var out []string
+	for _, s := range provision.Streams(c) {
+		out = append(out, s.Name)
+	}
+	for _, b := range provision.Buckets(c) {
+		out = append(out, "KV_"+b.Bucket)
+	}
+	return out
+}
+
+// reset deletes every Recall and bench stream and provisions Recall again.
+func (e *env) reset(ctx context.Context) error {
+	if err := e.cleanup(ctx); err != nil {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := provision.Ensure(pctx, e.js, e.provisionConfig()); err != nil {
+		return fmt.Errorf("provisioning: %w", err)
+	}
+	return nil
+}
+
+func (e *env) cleanup(ctx context.Context) error {
+	for _, name := range append(recallStreams(e.provisionConfig()), benchStreams...) {
+		if err := e.js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("deleting stream %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}

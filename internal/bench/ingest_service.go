@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/services/ingest/ingestsvc"
+)
+
+const (
+	// httpBatch is the number of events per HTTP batch request.
+	httpBatch = 100
+	// httpSenders is the number of concurrent HTTP clients.
+	httpSenders = 4
+)
+
+// startIngest runs the ingest service with its HTTP edge on a free loopback
+// port and returns it with that address.
+func startIngest(ctx context.Context, e *env) (*service, string, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	cfg := ingestsvc.Config{NATS: natsconn.Config{URL: e.url}, Config: e.provisionConfig(), HTTPAddr: addr}
+	svc, err := startService(ctx, "ingest", func(ctx context.Context) error {
+		return ingestsvc.Run(ctx, cfg, e.log.With("service", "ingest"))
+	}, httpReady(addr))
+	return svc, addr, err
+}
+
+// ingestService measures the ingest service's HTTP edge (batches of
+// httpBatch structured CloudEvents over loopback).
+func ingestService(ctx context.Context, e *env, c *corpus) error {
+	r := &e.res.Ingest
+	svc, addr, err := startIngest(ctx, e)
+	if reason, ok := isSkip(err); ok {
+		r.HTTPSkipped, r.NATSEndpointSkipped = reason, reason
+		e.progress("   ingest service: %s", reason)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer svc.stop()
+
+	bodies := make([][]byte, 0, len(c.events)/httpBatch+1)
+	for i := 0; i < len(c.events); i += httpBatch {
+		b, err := json.Marshal(c.events[i:min(i+httpBatch, len(c.events))])
+		if err != nil {
+			return fmt.Errorf("encoding a batch: %w", err)
+		}
+		bodies = append(bodies, b)
+	}
+	d, err := httpPost(ctx, "http://"+addr+"/v1/events", bodies)
+	if err != nil {
+		r.HTTPSkipped = "failed: " + err.Error()
+		e.progress("   ingest http: %v", err)
+	} else {
+		r.HTTPBatchEventsPerS = f64(round1(rate(len(c.events), d)))
+		r.RatioHTTPVsRaw = ratio(r.HTTPBatchEventsPerS, e.res.Raw.JSPublishMsgsPerS)
+		e.progress("   ingest http batch %d: %.0f events/s (%.2f x raw publish)", httpBatch, *r.HTTPBatchEventsPerS, deref(r.RatioHTTPVsRaw))
+	}
+	r.NATSEndpointSkipped = "not measured yet"
+	return nil
+}
+
+// httpPost sends every body as a batch request from httpSenders goroutines
+// and returns the elapsed time. Any response other than 202 is an error.
+func httpPost(ctx context.Context, url string, bodies [][]byte) (time.Duration, error) {
+	tr := &http.Transport{MaxIdleConnsPerHost: httpSenders, MaxConnsPerHost: httpSenders}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: time.Minute}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	next := make(chan []byte)
+	start := time.Now()
+	for w := 0; w < httpSenders; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range next {
+				if err := postOne(ctx, hc, url, b); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, b := range bodies {
+		next <- b
+	}
+	close(next)
+	wg.Wait()
+	d := time.Since(start)
+	return d, first
+}
+
+func postOne(ctx context.Context, hc *http.Client, url string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/cloudevents-batch+json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusAccepted {
+		return fmt.Errorf("POST /v1/events: %s: %.300s", resp.Status, b)
+	}
+	return nil
+}

@@ -1,0 +1,129 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// targets evaluates the targets against a result.
+func targets(r *Result) []Target {
+	atLeast := func(name, want string, v *float64, min float64) Target {
+		t := Target{Name: name, Want: want, Value: v}
+		if v != nil {
+			ok := *v >= min
+			t.Met = &ok
+		}
+		return t
+	}
+	atMost := func(name, want string, v *float64, max float64) Target {
+		t := Target{Name: name, Want: want, Value: v}
+		if v != nil {
+			ok := *v <= max
+			t.Met = &ok
+		}
+		return t
+	}
+	var eff8 *float64
+	for _, s := range r.Extraction.Scaling {
+		if s.Workers == 8 {
+			eff8 = f64(s.Efficiency)
+		}
+	}
+	var viol *float64
+	if r.Extraction.OrderingViolations != nil {
+		viol = f64(float64(*r.Extraction.OrderingViolations))
+	}
+	return []Target{
+		atLeast("ingest.ratio_nats_vs_raw", ">= 0.7", r.Ingest.RatioNATSVsRaw, 0.7),
+		atLeast("ingest.ratio_http_vs_raw", ">= 0.35", r.Ingest.RatioHTTPVsRaw, 0.35),
+		atLeast("trigger.ratio_vs_raw_consume", ">= 0.8", r.Trigger.RatioVsRawConsume, 0.8),
+		atMost("trigger.bytes_per_session", "<= 1024", r.Trigger.BytesPerSession, 1024),
+		atMost("compaction.ratio_p99_vs_raw", "<= 5 (p99 / (raw request-reply p99 + raw KV get p99))", r.Compaction.RatioP99VsRaw, 5),
+		atMost("compaction.flatness", "<= 1.5", r.Compaction.Flatness, 1.5),
+		atLeast("extraction.scaling[workers=8].efficiency", ">= 0.9", eff8, 0.9),
+		atMost("extraction.ordering_violations", "== 0", viol, 0),
+	}
+}
+
+// PrintTable writes a human-readable summary of r.
+func PrintTable(w io.Writer, r *Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	mode := "full"
+	if r.Meta.Quick {
+		mode = "quick (sizes too small for the targets to mean anything)"
+	}
+	fmt.Fprintf(tw, "recall bench, %s run, %.1f s, %s, %d CPUs, %s\n", mode, r.Meta.DurationS, r.Meta.GoVersion, r.Meta.CPUs, r.Meta.NATS)
+	fmt.Fprintf(tw, "transcript events: %d–%d bytes, mean %.0f (headers + data)\n\n", r.Meta.EventBytes.Min, r.Meta.EventBytes.Max, r.Meta.EventBytes.Mean)
+	fmt.Fprintln(tw, "metric\tvalue\tratio / note")
+	row := func(name string, v *float64, unit, note string) {
+		val := "—"
+		if v != nil {
+			val = fmt.Sprintf("%.1f %s", *v, unit)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, val, note)
+	}
+	ratioNote := func(v *float64, what string) string {
+		if v == nil {
+			return ""
+		}
+		return fmt.Sprintf("%.3f × %s", *v, what)
+	}
+	skip := func(group, reason string) {
+		if reason != "" {
+			fmt.Fprintf(tw, "%s\tskipped\t%s\n", group, reason)
+		}
+	}
+	skip("raw", r.Raw.Skipped)
+	row("raw.js_publish", r.Raw.JSPublishMsgsPerS, "msgs/s", "")
+	row("raw.js_consume", r.Raw.JSConsumeMsgsPerS, "msgs/s", "")
+	row("raw.request_reply_p50", r.Raw.RequestReplyP50US, "µs", "")
+	row("raw.request_reply_p99", r.Raw.RequestReplyP99US, "µs", "")
+	row("raw.kv_get_p99", r.Raw.KVGetP99US, "µs", "")
+	skip("ingest", r.Ingest.Skipped)
+	row("ingest.nats (pkg/client)", r.Ingest.NATSEventsPerS, "events/s", ratioNote(r.Ingest.RatioNATSVsRaw, "raw publish"))
+	if r.Ingest.NATSEndpointSkipped != "" && r.Ingest.Skipped == "" {
+		fmt.Fprintf(tw, "ingest.nats_endpoint\tskipped\t%s\n", r.Ingest.NATSEndpointSkipped)
+	} else {
+		row("ingest.nats_endpoint", r.Ingest.NATSEndpointEventsPerS, "events/s", ratioNote(r.Ingest.RatioNATSEndpointVsRaw, "raw publish"))
+	}
+	if r.Ingest.HTTPSkipped != "" && r.Ingest.Skipped == "" {
+		fmt.Fprintf(tw, "ingest.http_batch\tskipped\t%s\n", r.Ingest.HTTPSkipped)
+	} else {
+		row("ingest.http_batch", r.Ingest.HTTPBatchEventsPerS, "events/s", ratioNote(r.Ingest.RatioHTTPVsRaw, "raw publish"))
+	}
+	skip("trigger", r.Trigger.Skipped)
+	row("trigger.events", r.Trigger.EventsPerS, "events/s", ratioNote(r.Trigger.RatioVsRawConsume, "raw consume"))
+	row("trigger.bytes_per_session", r.Trigger.BytesPerSession, "B", "")
+	skip("compaction", r.Compaction.Skipped)
+	for _, s := range r.Compaction.BySize {
+		fmt.Fprintf(tw, "compaction[%d msgs]\tp50 %.0f µs, p99 %.0f µs\t%d requests, %d kept\n", s.TranscriptMessages, s.P50US, s.P99US, s.Requests, s.KeptMessages)
+	}
+	row("compaction.ratio_p99_vs_raw", r.Compaction.RatioP99VsRaw, "", "p99 / (raw rr p99 + kv get p99)")
+	row("compaction.flatness", r.Compaction.Flatness, "", "p99 largest / p99 smallest")
+	skip("extraction", r.Extraction.Skipped)
+	for _, s := range r.Extraction.Scaling {
+		fmt.Fprintf(tw, "extraction[%d workers]\t%.1f /s\tefficiency %.3f, %d extractions\n", s.Workers, s.ExtractionsPerS, s.Efficiency, s.Extractions)
+	}
+	if r.Extraction.OrderingViolations != nil {
+		fmt.Fprintf(tw, "extraction.ordering_violations\t%d\t\n", *r.Extraction.OrderingViolations)
+	}
+	skip("pipeline", r.Pipeline.Skipped)
+	row("pipeline.trigger_lag_p99", r.Pipeline.TriggerLagP99MS, "ms", "")
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "target\twant\tverdict")
+	for _, t := range r.Targets {
+		v := "not measured"
+		if t.Met != nil {
+			v = fmt.Sprintf("%.3f: ", *t.Value)
+			if *t.Met {
+				v += "met"
+			} else {
+				v += "MISSED"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, strings.TrimSpace(t.Want), v)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,149 @@
+package bench
+
+import "time"
+
+// Result is the one JSON object `recall bench --json` prints. Every group is
+// a nested object; the dotted names of the issue (raw.js_publish_msgs_per_s)
+// are paths into it. Numbers a run did not measure are null, and the group's
+// Skipped says why; a number is never invented.
+type Result struct {
+	Meta       Meta             `json:"meta"`
+	Raw        RawResult        `json:"raw"`
+	Ingest     IngestResult     `json:"ingest"`
+	Trigger    TriggerResult    `json:"trigger"`
+	Compaction CompactionResult `json:"compaction"`
+	Extraction ExtractionResult `json:"extraction"`
+	Pipeline   PipelineResult   `json:"pipeline"`
+	// Targets lists every target of the full run and whether this run met
+	// it (null when not measured). Quick runs report them too, but their
+	// sizes are too small for the verdicts to mean anything.
+	Targets []Target `json:"targets"`
+}
+
+// Meta describes the run.
+type Meta struct {
+	Quick      bool      `json:"quick"`
+	Started    time.Time `json:"started"`
+	DurationS  float64   `json:"duration_s"`
+	GoVersion  string    `json:"go_version"`
+	GOOS       string    `json:"goos"`
+	GOARCH     string    `json:"goarch"`
+	CPUs       int       `json:"cpus"`
+	CPUModel   string    `json:"cpu_model,omitempty"`
+	NATS       string    `json:"nats"` // "embedded (file storage)" or the external URL's host
+	Storage    string    `json:"storage"`
+	Scenarios  []string  `json:"scenarios"`
+	EventBytes Stats     `json:"event_bytes"` // size of the generated transcript messages (headers + data)
+}
+
+// Stats summarizes a size distribution.
+type Stats struct {
+	Min  int     `json:"min"`
+	Mean float64 `json:"mean"`
+	Max  int     `json:"max"`
+}
+
+// RawResult holds the NATS ceilings measured on the same server in the same
+// run, with messages of the same sizes as the ingest scenarios.
+type RawResult struct {
+	Skipped             string   `json:"skipped,omitempty"`
+	Messages            int      `json:"messages"`
+	JSPublishMsgsPerS   *float64 `json:"js_publish_msgs_per_s"`
+	JSConsumeMsgsPerS   *float64 `json:"js_consume_msgs_per_s"`
+	RequestReplyP50US   *float64 `json:"request_reply_p50_us"`
+	RequestReplyP99US   *float64 `json:"request_reply_p99_us"`
+	KVGetP50US          *float64 `json:"kv_get_p50_us"`
+	KVGetP99US          *float64 `json:"kv_get_p99_us"`
+	DirectGetBatchP99US *float64 `json:"direct_get_batch_p99_us"`
+}
+
+// IngestResult measures Recall's ingest paths against raw publish.
+type IngestResult struct {
+	Skipped string `json:"skipped,omitempty"`
+	Events  int    `json:"events"`
+	// NATSEventsPerS is the pkg/client path: validation, binary-mode
+	// encoding and JetStream async publish with acks awaited.
+	NATSEventsPerS *float64 `json:"nats_events_per_s"`
+	// NATSEndpointEventsPerS is the ingest service's NATS micro endpoint
+	// (request-reply per batch); null when the service does not serve it.
+	NATSEndpointEventsPerS *float64 `json:"nats_endpoint_events_per_s"`
+	NATSEndpointSkipped    string   `json:"nats_endpoint_skipped,omitempty"`
+	HTTPBatchEventsPerS    *float64 `json:"http_batch_events_per_s"`
+	HTTPSkipped            string   `json:"http_skipped,omitempty"`
+	RatioNATSVsRaw         *float64 `json:"ratio_nats_vs_raw"`
+	RatioNATSEndpointVsRaw *float64 `json:"ratio_nats_endpoint_vs_raw"`
+	RatioHTTPVsRaw         *float64 `json:"ratio_http_vs_raw"`
+}
+
+// TriggerResult measures the trigger's decision throughput on a pre-filled
+// transcript.
+type TriggerResult struct {
+	Skipped            string   `json:"skipped,omitempty"`
+	Sessions           *int     `json:"sessions"`
+	Events             int      `json:"events"`
+	EventsPerS         *float64 `json:"events_per_s"`
+	RawConsumeMsgsPerS *float64 `json:"raw_consume_same_data_msgs_per_s"`
+	RatioVsRawConsume  *float64 `json:"ratio_vs_raw_consume"`
+	BytesPerSession    *float64 `json:"bytes_per_session"`
+	Requests           int      `json:"extraction_requests"`
+}
+
+// CompactionSize is the compaction latency of sessions with one transcript
+// length.
+type CompactionSize struct {
+	TranscriptMessages int     `json:"transcript_messages"`
+	Requests           int     `json:"requests"`
+	P50US              float64 `json:"p50_us"`
+	P99US              float64 `json:"p99_us"`
+	KeptMessages       int     `json:"kept_messages"`
+}
+
+// CompactionResult measures compaction latency by transcript length.
+type CompactionResult struct {
+	Skipped       string           `json:"skipped,omitempty"`
+	Sessions      int              `json:"sessions"`
+	BySize        []CompactionSize `json:"by_size"`
+	RatioP99VsRaw *float64         `json:"ratio_p99_vs_raw"`
+	Flatness      *float64         `json:"flatness"`
+}
+
+// ExtractionStep is extraction throughput with one worker count.
+type ExtractionStep struct {
+	Workers          int     `json:"workers"`
+	Extractions      int     `json:"extractions"`
+	ExtractionsPerS  float64 `json:"extractions_per_s"`
+	Efficiency       float64 `json:"efficiency"`
+	OrderingProblems int     `json:"ordering_violations"`
+}
+
+// ExtractionResult measures extraction scaling against a fake LLM with a
+// fixed latency.
+type ExtractionResult struct {
+	Skipped            string           `json:"skipped,omitempty"`
+	LLMLatencyMS       int              `json:"llm_latency_ms"`
+	Sessions           int              `json:"sessions"`
+	Scaling            []ExtractionStep `json:"scaling"`
+	OrderingViolations *int             `json:"ordering_violations"`
+	ViolationExamples  []string         `json:"violation_examples,omitempty"`
+}
+
+// PipelineResult measures the trigger lag under steady ingest.
+type PipelineResult struct {
+	Skipped         string   `json:"skipped,omitempty"`
+	RateEventsPerS  *float64 `json:"rate_events_per_s"`
+	Requests        int      `json:"extraction_requests"`
+	TriggerLagP50MS *float64 `json:"trigger_lag_p50_ms"`
+	TriggerLagP99MS *float64 `json:"trigger_lag_p99_ms"`
+}
+
+// Target is one target of the issue and this run's verdict.
+type Target struct {
+	Name  string   `json:"name"`
+	Want  string   `json:"want"`
+	Value *float64 `json:"value"`
+	Met   *bool    `json:"met"`
+}
+
+func f64(v float64) *float64 { return &v }
+
+func ptrInt(v int) *int { return &v }

@@ -1,0 +1,19 @@
+package bench
+
+import "context"
+
+func runTrigger(ctx context.Context, e *env) error {
+	return skipped("the trigger service is not implemented yet")
+}
+
+func runCompaction(ctx context.Context, e *env) error {
+	return skipped("the compactor service is not implemented yet")
+}
+
+func runExtraction(ctx context.Context, e *env) error {
+	return skipped("the extractor service is not implemented yet")
+}
+
+func runPipeline(ctx context.Context, e *env) error {
+	return skipped("the trigger service is not implemented yet")
+}
