@@ -1,0 +1,601 @@
+// Package pcgroup is a partitioned consumer group on JetStream: a stream's
+// messages are split into P static partitions (by a subject transform at
+// ingest), each partition has one durable pull consumer with one message in
+// flight, and the live members of the group share the partitions between
+// them, so that the messages of one partition are handled one at a time, in
+// order, by one member — while members join, leave, crash or pause.
+//
+// # Moving parts
+//
+//   - Membership: every member keeps a key in a KV bucket alive with per-key
+//     TTL heartbeats (a put with a Nats-TTL header; kv.Update would drop the
+//     TTL). A member that stops heartbeating disappears when its TTL expires;
+//     a member that stops cleanly deletes its key at once.
+//   - Assignment: every member watches the bucket (no polling) and computes
+//     the same assignment from the same member set with Assign (rendezvous
+//     hashing with bounded load). A member fetches only from the partitions
+//     assigned to it. A member whose own heartbeat has not succeeded for a
+//     whole TTL assumes it was declared dead and gives up every partition.
+//   - Consumers: partition p has the durable Config.Durable(p) filtered on
+//     Config.Filter(p), AckExplicit, MaxAckPending 1, AckWait, no
+//     InactiveThreshold (a durable deleted mid-processing would replay), and
+//     a pinned priority group, so that during a hand-off only one member at
+//     a time receives messages.
+//   - Hand-off: a member that loses a partition stops fetching (its last pull
+//     request ends within FetchWait), lets the in-flight message finish for
+//     up to DrainTimeout (then cancels the handler's context), and unpins
+//     the consumer so that the new owner is pinned at once instead of after
+//     PinnedTTL.
+//   - In progress: while a handler runs, the group renews the message's
+//     AckWait with in-progress acks.
+//
+// # What is not guaranteed
+//
+// The pin is not a lock. A member that pauses (GC, network partition) for
+// longer than AckWait while holding a message lets the server redeliver that
+// message to another member; for a moment both may work on it. Handlers must
+// fence their writes (a compare-and-set on the revision they read) so that
+// the late one is discarded.
+package pcgroup
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Errors.
+var (
+	// ErrInvalidConfig is wrapped by New for an unusable Config.
+	ErrInvalidConfig = errors.New("pcgroup: invalid configuration")
+)
+
+// Config configures a Group. Zero durations take the defaults noted.
+type Config struct {
+	// Stream is the partitioned stream.
+	Stream string
+	// Partitions is the fixed partition count P.
+	Partitions int
+	// Filter and Durable name partition p's filter subject and durable.
+	Filter  func(p int) string
+	Durable func(p int) string
+	// PriorityGroup is the pinned priority group every consumer declares.
+	PriorityGroup string
+	// Bucket is the membership KV bucket (it must allow per-key TTLs).
+	Bucket string
+	// Member is this member's id: a valid KV key (letters, digits, - _ = /).
+	Member string
+
+	// HeartbeatTTL is the membership key's TTL (default 10s, at least 1s);
+	// the key is renewed every third of it.
+	HeartbeatTTL time.Duration
+	// AckWait is the consumers' ack wait (default 30s); in-progress acks are
+	// sent every third of it while a handler runs.
+	AckWait time.Duration
+	// PinnedTTL unpins a member that sent no pull request for this long
+	// (default AckWait, at least 1s).
+	PinnedTTL time.Duration
+	// FetchWait bounds one pull request (default 5s, at most PinnedTTL/2):
+	// it is how long a lost partition may keep fetching.
+	FetchWait time.Duration
+	// DrainTimeout is how long an in-flight handler may run after its
+	// partition was lost or the group stopped (default AckWait).
+	DrainTimeout time.Duration
+	// RetryDelay is the Nak delay after a handler error (default 1s).
+	RetryDelay time.Duration
+	// Concurrency bounds the handlers running at once (default Partitions).
+	Concurrency int
+
+	Log *slog.Logger
+}
+
+var memberRE = regexp.MustCompile(`^[-/_=a-zA-Z0-9]+$`)
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Stream == "" || c.Partitions <= 0 || c.Filter == nil || c.Durable == nil || c.Bucket == "" || c.PriorityGroup == "" {
+		return c, fmt.Errorf("%w: Stream, Partitions, Filter, Durable, PriorityGroup and Bucket are required", ErrInvalidConfig)
+	}
+	if !memberRE.MatchString(c.Member) {
+		return c, fmt.Errorf("%w: member id %q must be letters, digits, - _ = /", ErrInvalidConfig, c.Member)
+	}
+	if c.HeartbeatTTL <= 0 {
+		c.HeartbeatTTL = 10 * time.Second
+	}
+	if c.HeartbeatTTL < time.Second {
+		c.HeartbeatTTL = time.Second
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.PinnedTTL <= 0 {
+		c.PinnedTTL = c.AckWait
+	}
+	if c.PinnedTTL < time.Second {
+		c.PinnedTTL = time.Second
+	}
+	if c.FetchWait <= 0 {
+		c.FetchWait = 5 * time.Second
+	}
+	if c.FetchWait > c.PinnedTTL/2 {
+		c.FetchWait = c.PinnedTTL / 2
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = c.AckWait
+	}
+	if c.RetryDelay <= 0 {
+		c.RetryDelay = time.Second
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = c.Partitions
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// Handler handles one message. It may settle the message itself (Msg.Ack,
+// Msg.Term, Msg.Nak); when it returns without doing so, the group acks it on
+// a nil error and naks it with Config.RetryDelay on an error. The context is
+// cancelled when the member stops or loses the partition and DrainTimeout
+// has passed.
+type Handler func(ctx context.Context, m *Msg) error
+
+// Msg is a message of one partition.
+type Msg struct {
+	jetstream.Msg
+	// Partition is the partition the message came from.
+	Partition int
+	settled   atomic.Bool
+}
+
+// Ack acknowledges the message and waits for the server to confirm it, so a
+// nil error means the message will not be redelivered.
+func (m *Msg) Ack(ctx context.Context) error {
+	m.settled.Store(true)
+	return m.Msg.DoubleAck(ctx)
+}
+
+// Term tells the server never to redeliver the message (a WorkQueue stream
+// deletes it).
+func (m *Msg) Term(reason string) error {
+	m.settled.Store(true)
+	return m.Msg.TermWithReason(reason)
+}
+
+// Nak asks for redelivery after delay.
+func (m *Msg) Nak(delay time.Duration) error {
+	m.settled.Store(true)
+	return m.Msg.NakWithDelay(delay)
+}
+
+// memberInfo is the value of a membership key.
+type memberInfo struct {
+	Member     string    `json:"member"`
+	Since      time.Time `json:"since"`
+	Partitions int       `json:"partitions"`
+}
+
+// Group is one member of a partitioned consumer group. Create it with New
+// and call Run once.
+type Group struct {
+	cfg     Config
+	js      jetstream.JetStream
+	handler Handler
+	log     *slog.Logger
+	sem     chan struct{}
+
+	mu       sync.Mutex
+	members  []string
+	owned    []int
+	onChange []chan struct{}
+}
+
+// New returns a member of the group described by cfg that runs h for every
+// message of the partitions it owns.
+func New(js jetstream.JetStream, cfg Config, h Handler) (*Group, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Group{cfg: cfg, js: js, handler: h, log: cfg.Log, sem: make(chan struct{}, cfg.Concurrency)}, nil
+}
+
+// Member is this member's id.
+func (g *Group) Member() string { return g.cfg.Member }
+
+// Config is the configuration in use, defaults applied.
+func (g *Group) Config() Config { return g.cfg }
+
+// Owned returns the partitions this member currently fetches from, sorted.
+func (g *Group) Owned() []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.owned)
+}
+
+// Members returns the live members this member currently sees, sorted.
+func (g *Group) Members() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.members)
+}
+
+// Changed returns a channel closed at the next change of Owned or Members.
+func (g *Group) Changed() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ch := make(chan struct{})
+	g.onChange = append(g.onChange, ch)
+	return ch
+}
+
+func (g *Group) setView(members []string, owned []int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if slices.Equal(g.members, members) && slices.Equal(g.owned, owned) {
+		return
+	}
+	g.members, g.owned = members, owned
+	for _, ch := range g.onChange {
+		close(ch)
+	}
+	g.onChange = nil
+}
+
+// runner is the fetch loop of one owned partition.
+type runner struct {
+	p    int
+	stop chan struct{} // closed: stop fetching, drain
+	done chan struct{} // closed when the loop and its handler returned
+}
+
+func (r *runner) stopping() bool {
+	select {
+	case <-r.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// Run joins the group and serves until ctx is done. Then it stops fetching,
+// lets in-flight handlers finish for up to DrainTimeout, unpins its
+// consumers and deletes its membership key, so the others take over at once;
+// a clean stop returns nil. Run returns an error only when it cannot join.
+func (g *Group) Run(ctx context.Context) error {
+	kv, err := g.js.KeyValue(ctx, g.cfg.Bucket)
+	if err != nil {
+		return fmt.Errorf("opening membership bucket %s: %w", g.cfg.Bucket, err)
+	}
+	stream, err := g.js.Stream(ctx, g.cfg.Stream)
+	if err != nil {
+		return fmt.Errorf("opening stream %s: %w", g.cfg.Stream, err)
+	}
+	info, _ := json.Marshal(memberInfo{Member: g.cfg.Member, Since: time.Now().UTC(), Partitions: g.cfg.Partitions})
+	hbSubject := "$KV." + g.cfg.Bucket + "." + g.cfg.Member
+	beat := func() error {
+		bctx, cancel := context.WithTimeout(ctx, g.cfg.HeartbeatTTL/2)
+		defer cancel()
+		_, err := g.js.Publish(bctx, hbSubject, info, jetstream.WithMsgTTL(g.cfg.HeartbeatTTL))
+		return err
+	}
+	if err := beat(); err != nil {
+		return fmt.Errorf("joining group as %s: %w", g.cfg.Member, err)
+	}
+	lastBeat := time.Now()
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("watching membership: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	g.log.InfoContext(ctx, "joined consumer group", "member", g.cfg.Member, "partitions", g.cfg.Partitions, "heartbeat_ttl", g.cfg.HeartbeatTTL)
+
+	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer hcancel()
+	members := map[string]bool{}
+	runners := map[int]*runner{}
+	runnerDone := make(chan *runner, g.cfg.Partitions)
+	synced := false
+	hb := time.NewTicker(g.cfg.HeartbeatTTL / 3)
+	defer hb.Stop()
+
+	reconcile := func() {
+		if !synced {
+			return
+		}
+		var live []string
+		for m := range members {
+			live = append(live, m)
+		}
+		slices.Sort(live)
+		var mine []int
+		// A member that could not heartbeat for a whole TTL was declared
+		// dead by the others: it owns nothing until a beat succeeds.
+		if members[g.cfg.Member] && time.Since(lastBeat) < g.cfg.HeartbeatTTL {
+			mine = Assign(live, g.cfg.Partitions)[g.cfg.Member]
+		}
+		want := map[int]bool{}
+		for _, p := range mine {
+			want[p] = true
+		}
+		for p, r := range runners {
+			if !want[p] && !r.stopping() {
+				g.log.InfoContext(ctx, "releasing partition", "member", g.cfg.Member, "partition", p)
+				close(r.stop)
+			}
+		}
+		for _, p := range mine {
+			if _, ok := runners[p]; ok {
+				continue // running, or stopping: restarted when done
+			}
+			r := &runner{p: p, stop: make(chan struct{}), done: make(chan struct{})}
+			runners[p] = r
+			g.log.InfoContext(ctx, "acquiring partition", "member", g.cfg.Member, "partition", p)
+			go func() {
+				g.runPartition(hctx, stream, r)
+				runnerDone <- r
+			}()
+		}
+		g.setView(live, mine)
+	}
+
+	updates := w.Updates()
+loop:
+	for {
+		select {
+		case e, ok := <-updates:
+			if !ok {
+				if ctx.Err() != nil {
+					break loop
+				}
+				// The watcher ended (connection closed); retry.
+				time.Sleep(time.Second)
+				if w, err = kv.WatchAll(ctx); err != nil {
+					g.log.WarnContext(ctx, "watching membership", "err", err)
+					updates = nil
+					continue
+				}
+				members, synced, updates = map[string]bool{}, false, w.Updates()
+				continue
+			}
+			if e == nil {
+				synced = true
+			} else if e.Operation() == jetstream.KeyValuePut {
+				members[e.Key()] = true
+			} else {
+				delete(members, e.Key())
+			}
+			reconcile()
+		case <-hb.C:
+			if err := beat(); err != nil {
+				g.log.WarnContext(ctx, "membership heartbeat failed", "member", g.cfg.Member, "err", err)
+			} else {
+				lastBeat = time.Now()
+			}
+			if updates == nil && ctx.Err() == nil {
+				if w, err = kv.WatchAll(ctx); err == nil {
+					members, synced, updates = map[string]bool{}, false, w.Updates()
+				}
+			}
+			reconcile()
+		case r := <-runnerDone:
+			if runners[r.p] == r {
+				delete(runners, r.p)
+			}
+			reconcile()
+		case <-ctx.Done():
+			break loop
+		}
+	}
+
+	// Shutdown: stop fetching everywhere, drain, unpin (in runPartition),
+	// then leave so the others rebalance at once.
+	for _, r := range runners {
+		if !r.stopping() {
+			close(r.stop)
+		}
+	}
+	for _, r := range runners {
+		<-r.done
+	}
+	g.setView(nil, nil)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := kv.Delete(dctx, g.cfg.Member); err != nil {
+		g.log.WarnContext(dctx, "leaving consumer group", "member", g.cfg.Member, "err", err)
+	}
+	g.log.InfoContext(dctx, "left consumer group", "member", g.cfg.Member)
+	return nil
+}
+
+// consumerConfig is partition p's durable consumer.
+func (g *Group) consumerConfig(p int) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:        g.cfg.Durable(p),
+		Description:    fmt.Sprintf("partition %d of %s", p, g.cfg.Stream),
+		FilterSubject:  g.cfg.Filter(p),
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        g.cfg.AckWait,
+		MaxAckPending:  1,
+		MaxDeliver:     -1,
+		PriorityPolicy: jetstream.PriorityPolicyPinned,
+		PriorityGroups: []string{g.cfg.PriorityGroup},
+		PinnedTTL:      g.cfg.PinnedTTL,
+		// No InactiveThreshold: a durable must never be reaped while a
+		// member is busy with its message.
+	}
+}
+
+// runPartition fetches and handles partition r.p's messages until r.stop is
+// closed, then drains and unpins.
+func (g *Group) runPartition(hctx context.Context, stream jetstream.Stream, r *runner) {
+	defer close(r.done)
+	// The handler's context ends DrainTimeout after the stop signal.
+	hctx, cancel := context.WithCancel(hctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-r.stop:
+			t := time.NewTimer(g.cfg.DrainTimeout)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				cancel()
+			case <-r.done:
+			}
+		case <-r.done:
+		}
+	}()
+	log := g.log.With("member", g.cfg.Member, "partition", r.p)
+	durable := g.cfg.Durable(r.p)
+	var cons jetstream.Consumer
+	backoff := 100 * time.Millisecond
+	pause := func() bool { // false when stopping
+		t := time.NewTimer(backoff)
+		defer t.Stop()
+		if backoff < 5*time.Second {
+			backoff *= 2
+		}
+		select {
+		case <-t.C:
+			return true
+		case <-r.stop:
+			return false
+		}
+	}
+	for !r.stopping() {
+		if cons == nil {
+			cctx, ccancel := context.WithTimeout(hctx, 10*time.Second)
+			c, err := stream.CreateOrUpdateConsumer(cctx, g.consumerConfig(r.p))
+			ccancel()
+			if err != nil {
+				log.WarnContext(hctx, "creating partition consumer", "durable", durable, "err", err)
+				if !pause() {
+					break
+				}
+				continue
+			}
+			cons = c
+		}
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(g.cfg.FetchWait), jetstream.FetchPriorityGroup(g.cfg.PriorityGroup))
+		if err != nil {
+			if isGone(err) {
+				cons = nil
+			}
+			log.WarnContext(hctx, "fetching", "durable", durable, "err", err)
+			if !pause() {
+				break
+			}
+			continue
+		}
+		for m := range batch.Messages() {
+			if r.stopping() {
+				// Lost the partition while the pull was open: hand the
+				// message back at once for the next owner.
+				_ = m.Nak()
+				continue
+			}
+			g.handle(hctx, r, m, log)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+			if isGone(err) {
+				cons = nil
+			}
+			if !errors.Is(err, jetstream.ErrPinIDMismatch) {
+				log.WarnContext(hctx, "fetching", "durable", durable, "err", err)
+				if !pause() {
+					break
+				}
+			}
+			continue
+		}
+		backoff = 100 * time.Millisecond
+	}
+	// Unpin so the next owner is pinned now, not after PinnedTTL.
+	uctx, ucancel := context.WithTimeout(context.WithoutCancel(hctx), 2*time.Second)
+	defer ucancel()
+	if err := stream.UnpinConsumer(uctx, durable, g.cfg.PriorityGroup); err != nil {
+		log.DebugContext(uctx, "unpinning", "durable", durable, "err", err)
+	}
+}
+
+func isGone(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerDoesNotExist)
+}
+
+// handle runs the handler on m with in-progress acks, a concurrency slot and
+// panic recovery, and settles m if the handler did not.
+func (g *Group) handle(ctx context.Context, r *runner, jm jetstream.Msg, log *slog.Logger) {
+	m := &Msg{Msg: jm, Partition: r.p}
+	// Keep the message ours while waiting for a slot and while working.
+	progressDone := make(chan struct{})
+	var progressWG sync.WaitGroup
+	progressWG.Add(1)
+	go func() {
+		defer progressWG.Done()
+		t := time.NewTicker(g.cfg.AckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				if m.settled.Load() {
+					return
+				}
+				if err := jm.InProgress(); err != nil {
+					log.DebugContext(ctx, "in-progress ack", "err", err)
+				}
+			case <-progressDone:
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(progressDone)
+		progressWG.Wait()
+	}()
+	select {
+	case g.sem <- struct{}{}:
+	case <-r.stop:
+		_ = m.Nak(0)
+		return
+	case <-ctx.Done():
+		_ = m.Nak(0)
+		return
+	}
+	defer func() { <-g.sem }()
+	err := g.call(ctx, m)
+	if m.settled.Load() {
+		return
+	}
+	if err != nil {
+		log.WarnContext(ctx, "handler failed; redelivering", "err", err, "delay", g.cfg.RetryDelay)
+		_ = m.Nak(g.cfg.RetryDelay)
+		return
+	}
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := m.Ack(actx); err != nil {
+		log.WarnContext(ctx, "acking", "err", err)
+	}
+}
+
+func (g *Group) call(ctx context.Context, m *Msg) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("handler panicked: %v", v)
+		}
+	}()
+	return g.handler(ctx, m)
+}

@@ -1,0 +1,49 @@
+package memory
+
+import "github.com/recallhq/recall/pkg/events"
+
+// SafePoint returns the index in msgs of the newest main-thread message the
+// notes may be said to cover up to — the value of lastSummarizedId — or -1
+// when there is none.
+//
+// A message i is a safe point when, counting main-thread messages 0..i only,
+//   - every tool_use has its tool_result (the point is not inside an
+//     assistant turn whose tool calls are still waiting for results), and
+//   - the next main-thread message does not continue the same streamed
+//     response (same non-empty MessageID), so a response is never split.
+//
+// Compaction keeps the messages after the safe point verbatim, so a tool_use
+// is never separated from its result. msgs is in transcript order;
+// subagent messages are ignored (they are neither safe points nor counted).
+func SafePoint(msgs []events.Message) int {
+	open := map[string]bool{}
+	safe := -1
+	prev := -1          // index of the previous main-thread message
+	closedAtPrev := false // no tool_use was waiting after prev
+	for i := range msgs {
+		m := &msgs[i]
+		if !m.IsMain() {
+			continue
+		}
+		continues := prev >= 0 && m.MessageID != "" && msgs[prev].MessageID == m.MessageID
+		if prev >= 0 && !continues && closedAtPrev {
+			safe = prev
+		}
+		for _, b := range m.Content {
+			switch b.Type {
+			case events.BlockToolUse:
+				if b.ID != "" {
+					open[b.ID] = true
+				}
+			case events.BlockToolResult:
+				delete(open, b.ToolUseID)
+			}
+		}
+		closedAtPrev = len(open) == 0
+		prev = i
+	}
+	if prev >= 0 && closedAtPrev {
+		safe = prev
+	}
+	return safe
+}

@@ -1,0 +1,66 @@
+package memory
+
+import (
+	"testing"
+
+	"github.com/recallhq/recall/pkg/events"
+)
+
+func user(text string) events.Message {
+	return events.Message{Role: "user", Content: events.Content{{Type: events.BlockText, Text: text}}}
+}
+
+func assistant(msgID string, blocks ...events.Block) events.Message {
+	return events.Message{Role: "assistant", MessageID: msgID, Content: blocks}
+}
+
+func text(s string) events.Block { return events.Block{Type: events.BlockText, Text: s} }
+
+func toolUse(id string) events.Block {
+	return events.Block{Type: events.BlockToolUse, ID: id, Name: "Bash", Input: []byte(`{}`)}
+}
+
+func toolResult(id string) events.Message {
+	return events.Message{Role: "user", Content: events.Content{{Type: events.BlockToolResult, ToolUseID: id}}}
+}
+
+func TestSafePoint(t *testing.T) {
+	sub := assistant("s1", toolUse("sub"))
+	sub.QuerySource = events.QuerySubagent
+	tests := []struct {
+		name string
+		msgs []events.Message
+		want int
+	}{
+		{"empty", nil, -1},
+		{"one user message", []events.Message{user("hi")}, 0},
+		{"plain exchange", []events.Message{user("hi"), assistant("m1", text("hello"))}, 1},
+		{"trailing tool_use without result", []events.Message{user("hi"), assistant("m1", toolUse("t1"))}, 0},
+		{"tool cycle closed", []events.Message{user("hi"), assistant("m1", toolUse("t1")), toolResult("t1")}, 2},
+		{"second cycle open", []events.Message{user("hi"), assistant("m1", toolUse("t1")), toolResult("t1"), assistant("m2", toolUse("t2"))}, 2},
+		{"parallel calls, one result missing", []events.Message{
+			user("hi"), assistant("m1", toolUse("a"), toolUse("b")), toolResult("a"),
+		}, 0},
+		{"parallel calls, both answered", []events.Message{
+			user("hi"), assistant("m1", toolUse("a"), toolUse("b")), toolResult("a"), toolResult("b"),
+		}, 3},
+		{"streamed response is not split", []events.Message{
+			user("hi"), assistant("m1", text("thinking")), assistant("m1", text("more")), assistant("m1", toolUse("t1")),
+		}, 0},
+		{"streamed response complete", []events.Message{
+			user("hi"), assistant("m1", text("a")), assistant("m1", text("b")), assistant("m1", text("c")),
+		}, 3},
+		{"streamed response then reply", []events.Message{
+			user("hi"), assistant("m1", text("a")), assistant("m1", toolUse("t")), toolResult("t"), assistant("m2", text("done")),
+		}, 4},
+		{"subagent messages ignored", []events.Message{user("hi"), assistant("m1", text("ok")), sub}, 1},
+		{"orphan result does not open anything", []events.Message{toolResult("zzz"), user("hi")}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := SafePoint(tc.msgs); got != tc.want {
+				t.Errorf("SafePoint = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
