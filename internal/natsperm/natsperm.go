@@ -1,0 +1,286 @@
+// Package natsperm generates the NATS permissions of Recall's users: one
+// platform user per tenant, confined to that tenant's subjects, and the four
+// service users (ingest, trigger, extractor, compactor) as a reference.
+//
+// A tenant user may:
+//   - publish its session events straight to the transcript stream
+//     (recall.transcript.<tenant>.<session>); publishing to a stream subject
+//     needs no $JS.API permission, the JetStream acknowledgement comes back on
+//     the client's reply inbox;
+//   - send requests to the API of its own sessions (recall.api.<verb>.<tenant>.<session>);
+//   - subscribe to its own lifecycle notifications (recall.events.<kind>.<tenant>.<session>);
+//   - subscribe to its own inbox prefix, "_INBOX_<tenant>.>".
+//
+// Everything else is denied: other tenants' subjects, the $JS and $KV APIs
+// (so no stream, consumer or bucket can be read or changed), the system
+// account, and the shared "_INBOX.>" — a user allowed to subscribe there
+// could read every reply on the server, other tenants' compaction answers
+// and the services' KV reads included. Tenant clients must therefore connect
+// with nats.CustomInboxPrefix(InboxPrefix(tenant)); without it their request
+// and publish replies cannot reach them.
+//
+// The service users get what the services use: the $JS API (stream and
+// bucket deletion and purging excepted — Recall never deletes), the $KV
+// subjects of Recall's buckets, their own subjects, the shared inbox, and
+// unlimited responses to requests they serve (chunked replies send several
+// messages to one reply subject).
+package natsperm
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/recallhq/recall/pkg/events"
+)
+
+// ErrUnknownService is returned by Service for a name other than the four
+// services.
+var ErrUnknownService = errors.New("unknown service")
+
+// Rule lists the subjects of one direction (publish or subscribe). When
+// Allow is non-empty everything not in it is denied; Deny wins over Allow.
+type Rule struct {
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+}
+
+// Responses lets a user publish to the reply subject of a message it
+// received: MaxMsgs replies (negative: unlimited) within Expires.
+type Responses struct {
+	MaxMsgs int           `json:"max"`
+	Expires time.Duration `json:"ttl"`
+}
+
+// Permissions are one NATS user's permissions.
+type Permissions struct {
+	Publish   Rule       `json:"publish"`
+	Subscribe Rule       `json:"subscribe"`
+	Responses *Responses `json:"allow_responses,omitempty"`
+}
+
+// User is a NATS user with Recall's permissions.
+type User struct {
+	// Name is the NATS user name.
+	Name string `json:"user"`
+	// Tenant is set for tenant users.
+	Tenant string `json:"tenant,omitempty"`
+	// Service is set for service users.
+	Service string `json:"service,omitempty"`
+	// InboxPrefix is the inbox prefix the user's clients must use
+	// (nats.CustomInboxPrefix); "_INBOX" for service users.
+	InboxPrefix string      `json:"inbox_prefix"`
+	Permissions Permissions `json:"permissions"`
+}
+
+// Services are the service names Service knows, in pipeline order.
+var Services = []string{"ingest", "trigger", "extractor", "compactor"}
+
+// InboxPrefix is the inbox prefix of tenant's clients: "_INBOX_<tenant>".
+// Tenant ids cannot contain '.', so no tenant's prefix covers another's.
+func InboxPrefix(tenant string) string { return "_INBOX_" + tenant }
+
+// Tenant returns the platform user of tenant (named user, or
+// "tenant-<tenant>" when user is empty). The tenant must be a valid id.
+func Tenant(tenant, user string) (User, error) {
+	if err := events.ValidateID(tenant); err != nil {
+		return User{}, fmt.Errorf("tenant: %w", err)
+	}
+	if user == "" {
+		user = "tenant-" + tenant
+	}
+	if err := checkUserName(user); err != nil {
+		return User{}, err
+	}
+	inbox := InboxPrefix(tenant)
+	return User{
+		Name:        user,
+		Tenant:      tenant,
+		InboxPrefix: inbox,
+		Permissions: Permissions{
+			Publish: Rule{
+				Allow: []string{
+					events.TranscriptSubject(tenant, "*"),
+					events.APISubject("*", tenant, "*"),
+				},
+				// Explicit denials keep the user confined even if an
+				// operator merges a broader allow into this block.
+				Deny: []string{"$JS.>", "$KV.>", "$SYS.>", "$SRV.>", "_INBOX.>"},
+			},
+			Subscribe: Rule{
+				Allow: []string{
+					inbox + ".>",
+					events.EventsSubject("*", tenant, "*"),
+				},
+				Deny: []string{"$JS.>", "$KV.>", "$SYS.>", "$SRV.>", "_INBOX.>",
+					events.SubjectTranscriptRoot + ".>", events.SubjectAPIRoot + ".>", events.SubjectExtractRoot + ".>"},
+			},
+		},
+	}, nil
+}
+
+// Service returns the reference user of one service ("ingest", "trigger",
+// "extractor" or "compactor"), named "recall-<service>".
+func Service(name string) (User, error) {
+	common := Permissions{
+		Publish: Rule{
+			Allow: []string{"$JS.API.>", "$JS.ACK.>", "$JS.FC.>", "$SRV.>", "_INBOX.>"},
+			Deny:  []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>", "$SYS.>"},
+		},
+		Subscribe: Rule{
+			Allow: []string{"_INBOX.>", "$SRV.>"},
+			Deny:  []string{"$SYS.>"},
+		},
+		// Chunked replies send several messages to one reply subject.
+		Responses: &Responses{MaxMsgs: -1, Expires: 10 * time.Minute},
+	}
+	kv := func(buckets ...string) []string {
+		out := make([]string, len(buckets))
+		for i, b := range buckets {
+			out[i] = "$KV." + b + ".>"
+		}
+		return out
+	}
+	apiAll := func(verb string) string { return events.APISubject(verb, "*", "*") }
+	transcript := events.TranscriptSubject("*", "*")
+	extract := events.ExtractSubject("*", "*")
+	notify := events.EventsSubject("*", "*", "*")
+	var pub, sub []string
+	switch name {
+	case "ingest":
+		// The HTTP edge stores events and forwards the session API.
+		pub = append([]string{transcript, events.SubjectAPIRoot + ".>"}, kv(events.BucketConfig)...)
+		sub = []string{apiAll(events.VerbIngest)}
+	case "trigger":
+		pub = append([]string{extract, notify}, kv(events.BucketConfig, events.BucketMemory, events.BucketParked)...)
+	case "extractor":
+		pub = append([]string{extract, notify},
+			kv(events.BucketMemory, events.BucketStatus, events.BucketWorkers, events.BucketParked, events.BucketConfig)...)
+		sub = []string{apiAll(events.VerbExtract)}
+	case "compactor":
+		pub = append([]string{notify}, kv(events.BucketConfig)...)
+		sub = []string{apiAll(events.VerbCompact), apiAll(events.VerbMemory)}
+	default:
+		return User{}, fmt.Errorf("%w %q (known: %s)", ErrUnknownService, name, strings.Join(Services, ", "))
+	}
+	p := common
+	p.Publish.Allow = append(append([]string(nil), common.Publish.Allow...), pub...)
+	p.Subscribe.Allow = append(append([]string(nil), common.Subscribe.Allow...), sub...)
+	return User{Name: "recall-" + name, Service: name, InboxPrefix: "_INBOX", Permissions: p}, nil
+}
+
+// AllServices returns the users of every service.
+func AllServices() []User {
+	out := make([]User, 0, len(Services))
+	for _, s := range Services {
+		u, _ := Service(s)
+		out = append(out, u)
+	}
+	return out
+}
+
+// Server converts p to nats-server permissions.
+func (p Permissions) Server() *server.Permissions {
+	sp := &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: clone(p.Publish.Allow), Deny: clone(p.Publish.Deny)},
+		Subscribe: &server.SubjectPermission{Allow: clone(p.Subscribe.Allow), Deny: clone(p.Subscribe.Deny)},
+	}
+	if p.Responses != nil {
+		sp.Response = &server.ResponsePermission{MaxMsgs: p.Responses.MaxMsgs, Expires: p.Responses.Expires}
+	}
+	return sp
+}
+
+// ServerUser returns u as a nats-server user with password auth.
+func (u User) ServerUser(password string) *server.User {
+	return &server.User{Username: u.Name, Password: password, Permissions: u.Permissions.Server()}
+}
+
+// ServerNkeyUser returns u as a nats-server nkey user (public key pub).
+func (u User) ServerNkeyUser(pub string) *server.NkeyUser {
+	return &server.NkeyUser{Nkey: pub, Permissions: u.Permissions.Server()}
+}
+
+// Conf renders u as one entry of a nats-server configuration's
+// authorization.users list. With nkey set the entry authenticates by that
+// public nkey; otherwise by user name and the password held in the
+// environment variable passwordEnv, which the server resolves when it loads
+// the file (no secret is written).
+func (u User) Conf(nkey, passwordEnv string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Recall NATS user %s", u.Name)
+	if u.Tenant != "" {
+		fmt.Fprintf(&b, " (tenant %s). Clients must connect with inbox prefix %q.\n", u.Tenant, u.InboxPrefix)
+	} else {
+		fmt.Fprintf(&b, " (service %s).\n", u.Service)
+	}
+	b.WriteString("{\n")
+	if nkey != "" {
+		fmt.Fprintf(&b, "  nkey: %q\n", nkey)
+	} else {
+		fmt.Fprintf(&b, "  user: %q\n", u.Name)
+		fmt.Fprintf(&b, "  password: $%s\n", passwordEnv)
+	}
+	b.WriteString("  permissions: {\n")
+	writeRule(&b, "publish", u.Permissions.Publish)
+	writeRule(&b, "subscribe", u.Permissions.Subscribe)
+	if r := u.Permissions.Responses; r != nil {
+		fmt.Fprintf(&b, "    allow_responses: { max: %d, expires: %q }\n", r.MaxMsgs, r.Expires.String())
+	}
+	b.WriteString("  }\n}\n")
+	return b.String()
+}
+
+// PasswordEnv is the conventional environment variable holding u's password
+// in Conf output: RECALL_NATS_PASSWORD_<NAME> with non-alphanumerics as '_'.
+func (u User) PasswordEnv() string {
+	var b strings.Builder
+	b.WriteString("RECALL_NATS_PASSWORD_")
+	for _, r := range strings.ToUpper(u.Name) {
+		if (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
+
+func writeRule(b *strings.Builder, name string, r Rule) {
+	fmt.Fprintf(b, "    %s: {\n", name)
+	if len(r.Allow) > 0 {
+		fmt.Fprintf(b, "      allow: %s\n", quoteList(r.Allow))
+	}
+	if len(r.Deny) > 0 {
+		fmt.Fprintf(b, "      deny: %s\n", quoteList(r.Deny))
+	}
+	b.WriteString("    }\n")
+}
+
+func quoteList(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+func clone(ss []string) []string {
+	if ss == nil {
+		return nil
+	}
+	out := append([]string(nil), ss...)
+	sort.Strings(out)
+	return out
+}
+
+func checkUserName(u string) error {
+	if len(u) > 256 || strings.ContainsFunc(u, func(r rune) bool { return r <= ' ' || r == '"' || r == '\\' || r == 0x7f }) {
+		return fmt.Errorf("user name %q: use printable characters without spaces or quotes", u)
+	}
+	return nil
+}

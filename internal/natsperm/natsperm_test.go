@@ -1,0 +1,433 @@
+package natsperm_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/natsperm"
+	"github.com/recallhq/recall/internal/natstest"
+	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/pkg/client"
+	"github.com/recallhq/recall/pkg/events"
+)
+
+const (
+	tenantA  = "acme"
+	tenantB  = "globex"
+	adminPwd = "admin-pw"
+)
+
+func password(user string) string { return "pw-" + user }
+
+// env is a server configured with an admin, the two tenant users and the
+// service users.
+type env struct {
+	srv   *natstest.Server
+	admin *nats.Conn
+}
+
+// startFromOptions configures users through server.Options.
+func startFromOptions(t *testing.T) *env {
+	t.Helper()
+	users := []*server.User{{Username: "admin", Password: adminPwd}}
+	for _, tn := range []string{tenantA, tenantB} {
+		u, err := natsperm.Tenant(tn, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		users = append(users, u.ServerUser(password(u.Name)))
+	}
+	for _, u := range natsperm.AllServices() {
+		users = append(users, u.ServerUser(password(u.Name)))
+	}
+	return newEnv(t, natstest.StartWith(t, &server.Options{Users: users}))
+}
+
+// startFromConf configures users through the generated configuration text,
+// loaded by the server's own parser.
+func startFromConf(t *testing.T) *env {
+	t.Helper()
+	var entries []string
+	entries = append(entries, fmt.Sprintf("{ user: admin, password: %q }", adminPwd))
+	add := func(u natsperm.User) {
+		t.Setenv(u.PasswordEnv(), password(u.Name))
+		entries = append(entries, u.Conf("", u.PasswordEnv()))
+	}
+	for _, tn := range []string{tenantA, tenantB} {
+		u, err := natsperm.Tenant(tn, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		add(u)
+	}
+	for _, u := range natsperm.AllServices() {
+		add(u)
+	}
+	dir := t.TempDir()
+	conf := fmt.Sprintf("listen: \"127.0.0.1:-1\"\njetstream { store_dir: %q }\nauthorization {\n  users = [\n%s\n  ]\n}\n",
+		filepath.Join(dir, "js"), strings.Join(entries, "\n"))
+	path := filepath.Join(dir, "nats.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatalf("loading generated configuration: %v\n%s", err, conf)
+	}
+	return newEnv(t, natstest.StartWith(t, o))
+}
+
+func newEnv(t *testing.T, s *natstest.Server) *env {
+	t.Helper()
+	admin, js := s.Connect(t, nats.UserInfo("admin", adminPwd))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	return &env{srv: s, admin: admin}
+}
+
+// conn is a client connection that records asynchronous errors
+// (permission violations arrive that way).
+type conn struct {
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	mu   sync.Mutex
+	errs []error
+}
+
+func (e *env) connect(t *testing.T, user string, opts ...nats.Option) *conn {
+	t.Helper()
+	c := &conn{}
+	opts = append([]nats.Option{
+		nats.UserInfo(user, password(user)),
+		nats.PermissionErrOnSubscribe(true),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			c.mu.Lock()
+			c.errs = append(c.errs, err)
+			c.mu.Unlock()
+		}),
+	}, opts...)
+	c.nc, c.js = e.srv.Connect(t, opts...)
+	return c
+}
+
+func (e *env) tenant(t *testing.T, tenant string) *conn {
+	return e.connect(t, "tenant-"+tenant, nats.CustomInboxPrefix(natsperm.InboxPrefix(tenant)))
+}
+
+// waitViolation waits for an asynchronous permission violation naming
+// subject.
+func (c *conn) waitViolation(t *testing.T, op, subject string) {
+	t.Helper()
+	want := strings.ToLower(fmt.Sprintf("permissions violation for %s to %q", op, subject))
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		c.mu.Lock()
+		for _, err := range c.errs {
+			if strings.Contains(strings.ToLower(err.Error()), want) {
+				c.mu.Unlock()
+				return
+			}
+		}
+		c.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no %s", want)
+}
+
+func message(id, session string) event.Event {
+	e := event.New()
+	e.SetID(id)
+	e.SetSource("test")
+	e.SetType(events.TypeMessage)
+	e.SetSubject(session)
+	_ = e.SetData("application/json", events.Message{UUID: id, Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: "hi"}}})
+	return e
+}
+
+func subjectCount(t *testing.T, admin *nats.Conn, subject string) uint64 {
+	t.Helper()
+	js, _ := jetstream.New(admin)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, events.StreamTranscript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Subjects[subject]
+}
+
+func TestTenantIsolation(t *testing.T) {
+	for name, start := range map[string]func(*testing.T) *env{"options": startFromOptions, "conf": startFromConf} {
+		t.Run(name, func(t *testing.T) { testIsolation(t, start(t)) })
+	}
+}
+
+func testIsolation(t *testing.T, e *env) {
+	ctx := context.Background()
+	a := e.tenant(t, tenantA)
+
+	t.Run("publishes its own transcript", func(t *testing.T) {
+		cl, err := client.New(a.js, tenantA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		res, err := cl.PublishBatch(pctx, []event.Event{message("e1", "s1"), message("e2", "s1"), message("e1", "s1")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res[0].Seq == 0 || !res[2].Duplicate {
+			t.Fatalf("results %+v", res)
+		}
+		if n := subjectCount(t, e.admin, events.TranscriptSubject(tenantA, "s1")); n != 2 {
+			t.Fatalf("stored %d events, want 2", n)
+		}
+	})
+
+	t.Run("cannot publish as another tenant", func(t *testing.T) {
+		cl, _ := client.New(a.js, tenantB)
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		if _, err := cl.Publish(pctx, message("x1", "s1")); err == nil {
+			t.Fatal("publishing to another tenant's transcript succeeded")
+		}
+		a.waitViolation(t, "publish", events.TranscriptSubject(tenantB, "s1"))
+		for _, subj := range []string{"recall.transcript.globex.s2", "recall.extract.acme.s1", "recall.events.extraction_completed.acme.s1", "$KV.RECALL_MEMORY.acme.s1", "$JS.API.STREAM.PURGE.RECALL_TRANSCRIPT"} {
+			if err := a.nc.Publish(subj, []byte("{}")); err != nil {
+				t.Fatal(err)
+			}
+			a.waitViolation(t, "publish", subj)
+		}
+		if n := subjectCount(t, e.admin, events.TranscriptSubject(tenantB, "s1")); n != 0 {
+			t.Fatalf("tenant B's transcript holds %d events written by A", n)
+		}
+	})
+
+	t.Run("calls the API of its own sessions only", func(t *testing.T) {
+		var mu sync.Mutex
+		var seen []string
+		sub, err := e.admin.Subscribe(events.SubjectAPIRoot+".>", func(m *nats.Msg) {
+			mu.Lock()
+			seen = append(seen, m.Subject)
+			mu.Unlock()
+			_ = m.Respond([]byte(`{"ok":true}`))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		_ = e.admin.Flush()
+		for _, verb := range []string{events.VerbCompact, events.VerbMemory, events.VerbExtract, events.VerbIngest} {
+			if _, err := a.nc.Request(events.APISubject(verb, tenantA, "s1"), nil, 5*time.Second); err != nil {
+				t.Fatalf("%s own session: %v", verb, err)
+			}
+			subj := events.APISubject(verb, tenantB, "s1")
+			if _, err := a.nc.Request(subj, nil, 300*time.Millisecond); err == nil {
+				t.Fatalf("%s of tenant B's session answered", verb)
+			}
+			a.waitViolation(t, "publish", subj)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, s := range seen {
+			if strings.Contains(s, "."+tenantB+".") {
+				t.Fatalf("the service received %s from tenant A", s)
+			}
+		}
+		if len(seen) != 4 {
+			t.Fatalf("service saw %v, want the 4 own-session requests", seen)
+		}
+	})
+
+	t.Run("reads its own notifications only", func(t *testing.T) {
+		sub, err := a.nc.SubscribeSync(events.EventsSubject("*", tenantA, "*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = a.nc.Flush()
+		_ = e.admin.Publish(events.EventsSubject(events.KindExtractionCompleted, tenantB, "s1"), []byte("b"))
+		_ = e.admin.Publish(events.EventsSubject(events.KindExtractionCompleted, tenantA, "s1"), []byte("a"))
+		m, err := sub.NextMsg(5 * time.Second)
+		if err != nil || string(m.Data) != "a" {
+			t.Fatalf("own notification: %v %v", m, err)
+		}
+	})
+
+	for _, subj := range []string{
+		events.EventsSubject("*", tenantB, "*"),
+		events.EventsSubject(events.KindExtractionCompleted, tenantB, "s1"),
+		events.SubjectEventsRoot + ".>",
+		"_INBOX.>",
+		natsperm.InboxPrefix(tenantB) + ".>",
+		"$KV.RECALL_MEMORY.>",
+		"$KV.RECALL_MEMORY." + events.MemoryKey(tenantB, "s1"),
+		events.TranscriptSubject(tenantB, "*"),
+		events.TranscriptSubject(tenantA, "*"), // the stream is read through the API, not the wire
+		events.APISubject(events.VerbCompact, tenantA, "s1"),
+		events.APISubject(events.VerbCompact, tenantB, "*"),
+		"$JS.API.>",
+		">",
+	} {
+		t.Run("cannot subscribe to "+subj, func(t *testing.T) {
+			sub, err := a.nc.SubscribeSync(subj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			if _, err := sub.NextMsg(5 * time.Second); !errors.Is(err, nats.ErrPermissionViolation) {
+				t.Fatalf("subscription to %s: %v, want a permission violation", subj, err)
+			}
+		})
+	}
+
+	t.Run("cannot read buckets or streams", func(t *testing.T) {
+		admJS, _ := jetstream.New(e.admin)
+		kv, err := admJS.KeyValue(ctx, events.BucketMemory)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Put(ctx, events.MemoryKey(tenantB, "s1"), []byte(`{"notes":"secret of B"}`)); err != nil {
+			t.Fatal(err)
+		}
+		short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		if _, err := a.js.KeyValue(short, events.BucketMemory); err == nil {
+			t.Fatal("tenant opened the memory bucket")
+		}
+		for _, subj := range []string{
+			"$JS.API.DIRECT.GET.KV_" + events.BucketMemory + ".$KV." + events.BucketMemory + "." + events.MemoryKey(tenantB, "s1"),
+			"$JS.API.STREAM.MSG.GET." + events.StreamTranscript,
+			"$JS.API.CONSUMER.CREATE." + events.StreamTranscript,
+			"$JS.API.STREAM.INFO." + events.StreamTranscript,
+		} {
+			if m, err := a.nc.Request(subj, []byte(`{"seq":1}`), 300*time.Millisecond); err == nil {
+				t.Fatalf("%s answered: %s", subj, m.Data)
+			}
+			a.waitViolation(t, "publish", subj)
+		}
+	})
+
+	t.Run("another tenant's replies stay private", func(t *testing.T) {
+		b := e.tenant(t, tenantB)
+		sub, err := e.admin.Subscribe(events.APISubject(events.VerbMemory, tenantB, "s9"), func(m *nats.Msg) {
+			_ = m.Respond([]byte("memory of B"))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		_ = e.admin.Flush()
+		m, err := b.nc.Request(events.APISubject(events.VerbMemory, tenantB, "s9"), nil, 5*time.Second)
+		if err != nil || string(m.Data) != "memory of B" || !strings.HasPrefix(m.Subject, natsperm.InboxPrefix(tenantB)+".") {
+			t.Fatalf("B's own request: %v %v", m, err)
+		}
+	})
+
+	t.Run("a client without the tenant inbox prefix gets no acks", func(t *testing.T) {
+		plain := e.connect(t, "tenant-"+tenantA)
+		cl, _ := client.New(plain.js, tenantA)
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		if _, err := cl.Publish(pctx, message("p1", "s1")); err == nil {
+			t.Fatal("publish acknowledged through the shared inbox")
+		}
+	})
+}
+
+func TestServiceUsers(t *testing.T) {
+	for _, name := range natsperm.Services {
+		u, err := natsperm.Service(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u.Permissions.Responses == nil || u.Permissions.Responses.MaxMsgs >= 0 {
+			t.Errorf("%s: chunked replies need unlimited responses", name)
+		}
+		for _, d := range []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>"} {
+			if !contains(u.Permissions.Publish.Deny, d) {
+				t.Errorf("%s may %s", name, d)
+			}
+		}
+	}
+	if _, err := natsperm.Service("nope"); !errors.Is(err, natsperm.ErrUnknownService) {
+		t.Fatalf("unknown service: %v", err)
+	}
+	s := natstest.StartWith(t, &server.Options{Users: []*server.User{{Username: "admin", Password: adminPwd}, mustService(t, "compactor").ServerUser("pw")}})
+	e := newEnv(t, s)
+	c := e.connect(t, "recall-compactor", nats.UserInfo("recall-compactor", "pw"))
+	// A compactor serves compaction and may send a chunked reply.
+	sub, err := c.nc.Subscribe(events.APISubject(events.VerbCompact, "*", "*"), func(m *nats.Msg) {
+		for i := 0; i < 3; i++ {
+			_ = c.nc.Publish(m.Reply, []byte{byte('0' + i)})
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	_ = c.nc.Flush()
+	inbox := e.admin.NewInbox()
+	rs, _ := e.admin.SubscribeSync(inbox)
+	_ = e.admin.PublishRequest(events.APISubject(events.VerbCompact, tenantA, "s1"), inbox, nil)
+	for i := 0; i < 3; i++ {
+		if _, err := rs.NextMsg(5 * time.Second); err != nil {
+			t.Fatalf("chunk %d: %v", i, err)
+		}
+	}
+	if err := c.nc.Publish("$JS.API.STREAM.DELETE."+events.StreamTranscript, nil); err != nil {
+		t.Fatal(err)
+	}
+	c.waitViolation(t, "publish", "$JS.API.STREAM.DELETE."+events.StreamTranscript)
+	if err := c.nc.Publish(events.TranscriptSubject(tenantA, "s1"), nil); err != nil {
+		t.Fatal(err)
+	}
+	c.waitViolation(t, "publish", events.TranscriptSubject(tenantA, "s1"))
+}
+
+func mustService(t *testing.T, name string) natsperm.User {
+	u, err := natsperm.Service(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestTenantRejectsBadIDs(t *testing.T) {
+	for _, id := range []string{"", "a.b", "a*", ">", "a b", strings.Repeat("x", 200)} {
+		if _, err := natsperm.Tenant(id, ""); err == nil {
+			t.Errorf("tenant %q accepted", id)
+		}
+	}
+	if _, err := natsperm.Tenant("ok", "bad user"); err == nil {
+		t.Error("user with a space accepted")
+	}
+}
