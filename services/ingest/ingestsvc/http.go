@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/cloudevents/sdk-go/v2/binding/format"
@@ -201,8 +203,8 @@ func decodeSingle(ctx context.Context, hdr http.Header, body []byte, maxEvent in
 	msg := cehttp.NewMessage(hdr, io.NopCloser(bytes.NewReader(body)))
 	e, err := binding.ToEvent(ctx, msg)
 	if err != nil {
-		if id == "" {
-			id = probeID(body)
+		if msg.ReadEncoding() == binding.EncodingStructured {
+			return item{id: probeID(body), err: diagnose(body, err)}
 		}
 		return item{id: id, err: decodeError(err)}
 	}
@@ -213,8 +215,11 @@ func decodeSingle(ctx context.Context, hdr http.Header, body []byte, maxEvent in
 // one malformed event does not hide the others.
 func decodeBatch(body []byte, l Limits) ([]item, *problemReason) {
 	var raws []json.RawMessage
+	if t := bytes.TrimSpace(body); len(t) > 0 && t[0] != '[' && json.Valid(t) {
+		return nil, &problemReason{newProblem(ProblemInvalidBody, http.StatusBadRequest, "batch body must be a JSON array of CloudEvents"), "invalid_body"}
+	}
 	if err := json.Unmarshal(body, &raws); err != nil {
-		return nil, &problemReason{newProblem(ProblemInvalidBody, http.StatusBadRequest, "batch body must be a JSON array of CloudEvents: "+jsonErr(err)), "invalid_body"}
+		return nil, &problemReason{newProblem(ProblemInvalidBody, http.StatusBadRequest, "batch body is not valid JSON: "+jsonErr(err)), "invalid_body"}
 	}
 	if len(raws) == 0 {
 		return nil, &problemReason{newProblem(ProblemInvalidBody, http.StatusBadRequest, "empty batch: send at least one event"), "invalid_body"}
@@ -241,22 +246,61 @@ func decodeStructured(raw []byte, maxEvent int) item {
 	}
 	var it item
 	if err := format.JSON.Unmarshal(raw, &it.ev); err != nil {
-		return item{id: probeID(raw), err: decodeError(err)}
+		return item{id: probeID(raw), err: diagnose(raw, err)}
 	}
 	return it
 }
 
 // decodeError describes an SDK decoding failure as a field error.
 func decodeError(err error) error {
-	msg := err.Error()
-	field := "event"
-	for _, attr := range []string{"specversion", "datacontenttype", "dataschema", "subject", "source", "type", "time", "id", "data"} {
-		if strings.Contains(msg, `"`+attr+`"`) || strings.Contains(msg, attr+":") || strings.HasPrefix(msg, attr+" ") {
-			field = attr
-			break
+	return &events.FieldError{Field: "event", Reason: "not a valid CloudEvent: " + err.Error()}
+}
+
+// diagnose explains why the SDK could not decode a structured event, naming
+// the field when it can: the SDK's errors rarely do.
+func diagnose(raw []byte, sdkErr error) error {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &members); err != nil {
+		return &events.FieldError{Field: "event", Reason: "invalid JSON: " + jsonErr(err)}
+	}
+	for _, name := range []string{"specversion", "id", "source", "type", "subject", "datacontenttype", "dataschema", "time", "data", "data_base64"} {
+		v, ok := members[name]
+		if !ok {
+			continue
+		}
+		if !utf8.Valid(v) {
+			return &events.FieldError{Field: name, Reason: "not valid UTF-8"}
+		}
+		if name == "data" {
+			continue
+		}
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			return &events.FieldError{Field: name, Reason: "must be a JSON string"}
+		}
+		switch name {
+		case "specversion", "id", "source", "type":
+			if s == "" {
+				return &events.FieldError{Field: name, Reason: "required"}
+			}
+		}
+		switch name {
+		case "source", "dataschema":
+			if _, err := url.Parse(s); err != nil || s == "" {
+				return &events.FieldError{Field: name, Reason: fmt.Sprintf("%q is not a URI reference", s)}
+			}
+		case "time":
+			if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
+				return &events.FieldError{Field: name, Reason: fmt.Sprintf("%q is not an RFC 3339 timestamp", s)}
+			}
 		}
 	}
-	return &events.FieldError{Field: field, Reason: "not a valid CloudEvent: " + msg}
+	for name, v := range members {
+		if !utf8.Valid(v) {
+			return &events.FieldError{Field: name, Reason: "not valid UTF-8"}
+		}
+	}
+	return decodeError(sdkErr)
 }
 
 // probeID reads the "id" member of a JSON object, for error results.

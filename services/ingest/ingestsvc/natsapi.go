@@ -35,19 +35,21 @@ const IngestEndpointSubject = events.SubjectAPIRoot + "." + events.VerbIngest + 
 // concurrently, so a client may pipeline requests. Wait blocks until every
 // accepted request was answered.
 type NATSHandler struct {
+	nc     *nats.Conn // replies are sent on it
 	in     *Ingester
 	limits Limits
 	sem    chan struct{}
 	wg     sync.WaitGroup
 }
 
-// NewNATSHandler returns the handler of the NATS ingest endpoint; at most
-// maxInFlight requests await their acknowledgements at once.
-func NewNATSHandler(in *Ingester, limits Limits, maxInFlight int) *NATSHandler {
+// NewNATSHandler returns the handler of the NATS ingest endpoint, replying
+// on nc (the connection of the micro service); at most maxInFlight requests
+// await their acknowledgements at once.
+func NewNATSHandler(nc *nats.Conn, in *Ingester, limits Limits, maxInFlight int) *NATSHandler {
 	if maxInFlight <= 0 {
 		maxInFlight = 1024
 	}
-	return &NATSHandler{in: in, limits: limits, sem: make(chan struct{}, maxInFlight)}
+	return &NATSHandler{nc: nc, in: in, limits: limits, sem: make(chan struct{}, maxInFlight)}
 }
 
 // Handle implements micro.Handler. The body is one structured CloudEvent
@@ -77,15 +79,25 @@ func (h *NATSHandler) Handle(req micro.Request) {
 		return
 	}
 	pend := h.in.submit(ctx, tenant, session, items)
+	// The reply is published directly on the connection, not through req:
+	// micro reads the request's state after Handle returns.
+	reply := req.Reply()
 	h.sem <- struct{}{}
 	h.wg.Add(1)
 	go func() {
 		defer func() { <-h.sem; h.wg.Done(); span.End() }()
 		status, body := summarize(pend.wait(ctx))
-		if status == http.StatusAccepted {
-			_ = req.Respond(mustJSON(body))
-		} else {
-			respondProblem(req, body.(*Problem))
+		m := &nats.Msg{Subject: reply, Data: mustJSON(body)}
+		if status != http.StatusAccepted {
+			p := body.(*Problem)
+			m.Header = nats.Header{
+				micro.ErrorHeader:     []string{p.Detail},
+				micro.ErrorCodeHeader: []string{strconv.Itoa(p.Status)},
+				"Content-Type":        []string{MediaProblem},
+			}
+		}
+		if reply != "" {
+			_ = h.nc.PublishMsg(m)
 		}
 		h.in.observe(ctx, "nats", start)
 	}()

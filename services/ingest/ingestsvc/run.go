@@ -89,7 +89,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 		s.nc.Close()
 		return nil, err
 	}
-	s.nh = NewNATSHandler(in, limits, 1024)
+	s.nh = NewNATSHandler(s.apiNC, in, limits, 1024)
 	s.svc, err = micro.AddService(s.apiNC, micro.Config{
 		Name:        ServiceName,
 		Version:     "1.0.0",
@@ -97,6 +97,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 	})
 	if err == nil {
 		err = s.svc.AddEndpoint(events.VerbIngest, s.nh, micro.WithEndpointSubject(IngestEndpointSubject))
+	}
+	if err == nil {
+		// The endpoint serves once the server registered its subscription;
+		// a flush that fails (still connecting) only delays that.
+		if ferr := s.apiNC.FlushTimeout(5 * time.Second); ferr != nil {
+			log.WarnContext(ctx, "NATS ingest endpoint not confirmed yet", "err", ferr)
+		}
 	}
 	if err != nil {
 		s.apiNC.Close()

@@ -1,0 +1,167 @@
+package ingestsvc
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/natstest"
+	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/telemetry"
+	"github.com/recallhq/recall/pkg/events"
+)
+
+func TestMain(m *testing.M) {
+	// Real SDK providers and the W3C propagator, as in production.
+	tel, err := telemetry.Setup(context.Background(), telemetry.Config{TraceSample: 1}, "ingest-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = tel.Shutdown(context.Background())
+	os.Exit(code)
+}
+
+const (
+	tokenAcme = "acme-secret-token"
+	tokenBeta = "beta-secret-token"
+)
+
+// env is a running ingest service on an embedded JetStream.
+type env struct {
+	t    *testing.T
+	srv  *natstest.Server
+	svc  *Service
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	base string
+}
+
+func startEnv(t *testing.T, mod func(*Config)) *env {
+	t.Helper()
+	s := natstest.Start(t)
+	cfg := Config{
+		NATS:     natsconn.Config{URL: s.ClientURL()},
+		Config:   provision.Config{Partitions: 2, MemoryStorage: true},
+		HTTPAddr: "127.0.0.1:0",
+		Tenants:  "acme:" + HashToken(tokenAcme) + ", beta:" + HashToken(tokenBeta),
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	svc, err := Start(ctx, cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = svc.Shutdown(ctx)
+	})
+	nc, js := s.Connect(t)
+	return &env{t: t, srv: s, svc: svc, nc: nc, js: js, base: "http://" + svc.Addr()}
+}
+
+// post sends a request to the edge and returns the status and body.
+func (e *env) post(path, token string, hdr map[string]string, body []byte) (int, http.Header, []byte) {
+	e.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, e.base+path, bytes.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b
+}
+
+// stored returns every message of the transcript stream.
+func (e *env) stored() []*jetstream.RawStreamMsg {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := e.js.Stream(ctx, events.StreamTranscript)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []*jetstream.RawStreamMsg
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			e.t.Fatalf("reading seq %d: %v", seq, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// message returns the data of a valid transcript message event.
+func message(uuid, text string) map[string]any {
+	return map[string]any{"uuid": uuid, "role": "user", "content": text}
+}
+
+// structured returns a structured-mode event as a map, for tests to mutate.
+func structured(id, session string) map[string]any {
+	return map[string]any{
+		"specversion":     "1.0",
+		"id":              id,
+		"source":          "test/platform",
+		"type":            events.TypeMessage,
+		"subject":         session,
+		"time":            "2026-01-02T03:04:05Z",
+		"datacontenttype": "application/json",
+		"data":            message("u-"+id, "hello "+id),
+	}
+}
+
+func mustMarshal(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// waitUntil polls cond until it holds or the deadline passes.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
