@@ -31,15 +31,15 @@ func checkStored(t *testing.T, m *jetstream.RawStreamMsg, tenant, session, id, w
 	}
 	h := m.Header
 	for k, want := range map[string]string{
-		"ce-specversion":          "1.0",
-		"ce-id":                   id,
-		"ce-source":               "test/platform",
-		"ce-type":                 events.TypeMessage,
-		"ce-subject":              session,
-		"ce-time":                 "2026-01-02T03:04:05Z",
-		"ce-" + events.ExtTenant:  tenant,
-		"Content-Type":            "application/json",
-		jetstream.MsgIDHeader:     events.DedupID(tenant, id),
+		"ce-specversion":         "1.0",
+		"ce-id":                  id,
+		"ce-source":              "test/platform",
+		"ce-type":                events.TypeMessage,
+		"ce-subject":             session,
+		"ce-time":                "2026-01-02T03:04:05Z",
+		"ce-" + events.ExtTenant: tenant,
+		"Content-Type":           "application/json",
+		jetstream.MsgIDHeader:    events.DedupID(tenant, id),
 	} {
 		if got := h.Get(k); got != want {
 			t.Errorf("header %s = %q, want %q", k, got, want)
