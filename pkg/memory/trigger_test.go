@@ -204,7 +204,7 @@ func TestTriggerClauses(t *testing.T) {
 // 5000/5000/10.
 func TestTriggerSeed000Timeline(t *testing.T) {
 	s := new(script)
-	s.user(1500).asst("m2", 500, 0, 0)   // [1] [2]: 2000 tokens, skip
+	s.user(1500).asst("m2", 500, 0, 0)  // [1] [2]: 2000 tokens, skip
 	s.user(300)                         // [3]
 	s.asst("m4", 200, 5, 0).user(800)   // [4] [5] tools
 	s.asst("m6", 200, 5, 0).user(800)   // [6] [7]
@@ -310,7 +310,7 @@ func TestMessageRecordCountsStringContent(t *testing.T) {
 		t.Fatalf("record %+v: string content of 16 chars must estimate 4 tokens", r)
 	}
 	m = events.Message{UUID: "y", Role: events.RoleAssistant, MessageID: "m", StopReason: "end_turn", QuerySource: events.QuerySubagent,
-		Usage: &events.Usage{InputTokens: 1, OutputTokens: 2, CacheCreationInputTokens: 3, CacheReadInputTokens: 4},
+		Usage:   &events.Usage{InputTokens: 1, OutputTokens: 2, CacheCreationInputTokens: 3, CacheReadInputTokens: 4},
 		Content: events.Content{{Type: events.BlockToolUse, Name: "Bash", Input: json.RawMessage(`{"a":1}`)}, {Type: events.BlockToolUse, Name: "X"}}}
 	r = MessageRecord(8, 1, &m)
 	if r.Main || !r.Assistant || !r.StopReason || r.UsageTotal != 10 || !r.HasUsage || r.ToolUses != 2 || r.MessageID != "m" {
