@@ -1,0 +1,281 @@
+package memory
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/recallhq/recall/pkg/events"
+)
+
+// Outcomes of a compaction request, each reported by name.
+const (
+	// OutcomeSessionMemory: served from the session memory; the kept
+	// messages start after lastSummarizedId.
+	OutcomeSessionMemory = "session_memory"
+	// OutcomeResumedSession: served from the session memory, but no
+	// lastSummarizedId is known, so the window grew back from the end.
+	OutcomeResumedSession = "resumed_session"
+	// OutcomeFullCompact: served by summarizing the conversation with an
+	// LLM (the fallback).
+	OutcomeFullCompact = "full_compact"
+
+	// OutcomeNoSessionMemory: the session has no memory yet.
+	OutcomeNoSessionMemory = "no_session_memory"
+	// OutcomeEmptyTemplate: the memory is still the unfilled template.
+	OutcomeEmptyTemplate = "empty_template"
+	// OutcomeSummarizedIDNotFound: lastSummarizedId names a record the
+	// transcript no longer holds.
+	OutcomeSummarizedIDNotFound = "summarized_id_not_found"
+	// OutcomeThresholdExceeded: the compacted context would still be at or
+	// over the auto-compact threshold.
+	OutcomeThresholdExceeded = "threshold_exceeded"
+	// OutcomeDisabled: the tenant's sm_compact gate is off.
+	OutcomeDisabled = "disabled"
+	// OutcomeError: reading memory or transcript failed.
+	OutcomeError = "error"
+)
+
+// Served reports whether outcome carries a compaction the caller can use.
+func Served(outcome string) bool {
+	switch outcome {
+	case OutcomeSessionMemory, OutcomeResumedSession, OutcomeFullCompact:
+		return true
+	}
+	return false
+}
+
+// Auto-compact threshold parameters of the reference.
+const (
+	DefaultContextWindow = 200000
+	// DefaultMaxOutputTokens is the output reserve assumed when the caller
+	// does not say; the reference caps the reserve at this value anyway.
+	DefaultMaxOutputTokens  = 20000
+	maxOutputReserve        = 20000
+	autoCompactBufferTokens = 13000
+)
+
+// AutoCompactThreshold is the reference's auto-compact threshold:
+// contextWindow − min(maxOutputTokens, 20,000) − 13,000. A 200K window gives
+// 167,000. Non-positive arguments take the defaults.
+func AutoCompactThreshold(contextWindow, maxOutputTokens int64) int64 {
+	if contextWindow <= 0 {
+		contextWindow = DefaultContextWindow
+	}
+	if maxOutputTokens <= 0 {
+		maxOutputTokens = DefaultMaxOutputTokens
+	}
+	return contextWindow - min(maxOutputTokens, maxOutputReserve) - autoCompactBufferTokens
+}
+
+// CompactInput is everything a session-memory compaction is computed from.
+type CompactInput struct {
+	// HasMemory reports that a memory record exists; Notes is its document.
+	HasMemory bool
+	Notes     string
+	// Template is the tenant's template ("" = DefaultTemplate), for the
+	// empty-template check.
+	Template string
+	// LastSummarizedID is the memory's lastSummarizedId ("" = resumed
+	// session). SummarizedIndex is the index in Entries of the record it
+	// names, -1 when the transcript does not hold it.
+	LastSummarizedID string
+	SummarizedIndex  int
+	// Entries and Complete are as in WindowInput.
+	Entries  []WindowEntry
+	Complete bool
+	Window   WindowConfig
+	// Threshold is the auto-compact threshold (0 = AutoCompactThreshold
+	// of the defaults).
+	Threshold int64
+	// SectionMaxChars bounds section bodies in the summary
+	// (0 = DefaultSectionMaxChars).
+	SectionMaxChars int
+	// ContextTokens is the platform's own count of its context, when it
+	// sent one; 0 estimates it from the transcript (ContextEstimate).
+	ContextTokens int64
+	// NotesRef and TranscriptRef tell the model where the full notes and
+	// the full transcript can be fetched; empty omits the hint.
+	NotesRef      string
+	TranscriptRef string
+}
+
+// CompactPlan is the pure result of a compaction.
+type CompactPlan struct {
+	Outcome string
+	// Reason explains an outcome that is not served, in one sentence.
+	Reason string
+	// NeedEarlier asks the caller to prepend earlier records and plan
+	// again (see Window.NeedEarlier).
+	NeedEarlier bool
+	Window      Window
+	// Summary is the text of the summary message; Truncated reports that
+	// note sections were cut to fit.
+	Summary   string
+	Truncated bool
+	// TokensBefore estimates the context before compaction; TokensAfter the
+	// summary message plus the kept messages.
+	TokensBefore int64
+	TokensAfter  int64
+	Threshold    int64
+}
+
+// PlanCompaction decides the outcome of a session-memory compaction and, when
+// it is served, the kept window, the summary message and the token
+// estimates. It never calls anything: the summary is the stored notes.
+func PlanCompaction(in CompactInput) CompactPlan {
+	p := CompactPlan{Threshold: in.Threshold}
+	if p.Threshold <= 0 {
+		p.Threshold = AutoCompactThreshold(0, 0)
+	}
+	tmpl := in.Template
+	if tmpl == "" {
+		tmpl = DefaultTemplate
+	}
+	switch {
+	case !in.HasMemory || strings.TrimSpace(in.Notes) == "":
+		p.Outcome, p.Reason = OutcomeNoSessionMemory, "the session has no memory yet: no extraction has completed"
+		return p
+	case IsEmptyTemplate(in.Notes, tmpl):
+		p.Outcome, p.Reason = OutcomeEmptyTemplate, "the session memory is still the empty template"
+		return p
+	}
+	start := len(in.Entries)
+	p.Outcome = OutcomeResumedSession
+	if in.LastSummarizedID != "" {
+		if in.SummarizedIndex < 0 || in.SummarizedIndex >= len(in.Entries) {
+			p.Outcome = OutcomeSummarizedIDNotFound
+			p.Reason = fmt.Sprintf("the transcript no longer holds the last summarized record %q", in.LastSummarizedID)
+			return p
+		}
+		start = in.SummarizedIndex + 1
+		p.Outcome = OutcomeSessionMemory
+	}
+	p.Window = SelectWindow(WindowInput{Entries: in.Entries, Start: start, Complete: in.Complete}, in.Window)
+	p.NeedEarlier = p.Window.NeedEarlier
+
+	notes, truncated := TruncateForCompact(in.Notes, in.SectionMaxChars)
+	p.Truncated = truncated
+	var request *events.Message
+	if p.Window.RequestOutside {
+		request = in.Entries[p.Window.LatestRequest].Message
+	}
+	p.Summary = SummaryText(notes, truncated, in.NotesRef, in.TranscriptRef, request)
+
+	p.TokensBefore = in.ContextTokens
+	if p.TokensBefore <= 0 {
+		p.TokensBefore = ContextEstimate(in.Entries, p.Window.Floor)
+	}
+	p.TokensAfter = EstimateText(p.Summary) + p.Window.Tokens
+	if p.TokensAfter >= p.Threshold {
+		p.Reason = fmt.Sprintf("the compacted context would hold about %d tokens, at or over the auto-compact threshold of %d", p.TokensAfter, p.Threshold)
+		p.Outcome = OutcomeThresholdExceeded
+	}
+	return p
+}
+
+// SummaryText is the summary message a session-memory compaction puts in
+// front of the kept messages: a preface, the (possibly truncated) notes, and
+// notes about truncation and where the full record is. When request is not
+// nil (it could not be kept), it is quoted verbatim at the end.
+func SummaryText(notes string, truncated bool, notesRef, transcriptRef string, request *events.Message) string {
+	var b strings.Builder
+	b.WriteString("Recall compacted this conversation to free context. The session notes below were kept current in the background while the conversation ran; they cover everything before the messages that follow this one, and those messages are kept exactly as they were. Continue the work from where it stands without repeating finished steps.\n\n")
+	b.WriteString(strings.TrimRight(notes, "\n"))
+	b.WriteString("\n")
+	if truncated {
+		b.WriteString("\nSome sections of these notes were too long and were shortened for this summary (marked where cut).")
+		if notesRef != "" {
+			b.WriteString(" The full notes are available from Recall as " + notesRef + ".")
+		}
+		b.WriteString("\n")
+	}
+	if transcriptRef != "" {
+		b.WriteString("\nIf a detail from before this point is needed and is not in the notes, the full transcript is available from Recall as " + transcriptRef + ".\n")
+	}
+	if request != nil {
+		b.WriteString("\nThe user's latest request, verbatim:\n\n")
+		b.WriteString(RequestText(request))
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// FullCompactText is the summary message of an LLM full compaction: the
+// model's summary, and the latest user request verbatim when it is not
+// among the kept messages (request nil otherwise).
+func FullCompactText(summary, transcriptRef string, request *events.Message) string {
+	var b strings.Builder
+	b.WriteString("Recall compacted this conversation to free context. The summary below was written from the conversation so far; the messages that follow it, if any, are kept exactly as they were.\n\n")
+	b.WriteString(strings.TrimSpace(summary))
+	b.WriteString("\n")
+	if transcriptRef != "" {
+		b.WriteString("\nIf a detail from before this point is needed and is not in the summary, the full transcript is available from Recall as " + transcriptRef + ".\n")
+	}
+	if request != nil {
+		b.WriteString("\nThe user's latest request, verbatim:\n\n")
+		b.WriteString(RequestText(request))
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// RequestText joins the text blocks of m, separated by blank lines.
+func RequestText(m *events.Message) string {
+	var parts []string
+	for i := range m.Content {
+		if m.Content[i].Type == events.BlockText && m.Content[i].Text != "" {
+			parts = append(parts, m.Content[i].Text)
+		}
+	}
+	return strings.Join(parts, "\n\n")
+}
+
+// ContextEstimate estimates the platform's context after the floor (the
+// last boundary, -1 for none) the way the reference's trigger does: the real
+// usage of the newest main-thread assistant record that has one (taken from
+// the first record of that streamed response) plus the estimate of every
+// main-thread record after that first record. Without usage it is the
+// boundary's reported post-compaction size plus the estimate of every
+// main-thread message after the floor. Records missing from entries (a
+// partial read) are not counted.
+func ContextEstimate(entries []WindowEntry, floor int) int64 {
+	last := -1
+	for i := len(entries) - 1; i > floor; i-- {
+		if m := entries[i].Message; entries[i].main() && m.Role == events.RoleAssistant && m.Usage != nil {
+			last = i
+			break
+		}
+	}
+	if last >= 0 {
+		first := last
+		if id := entries[last].Message.MessageID; id != "" {
+			for i := last - 1; i > floor; i-- {
+				if entries[i].main() && entries[i].Message.MessageID == id {
+					first = i
+				}
+			}
+		}
+		var usage int64
+		if u := entries[first].Message.Usage; u != nil {
+			usage = u.Total()
+		} else {
+			usage = entries[last].Message.Usage.Total()
+		}
+		for i := first + 1; i < len(entries); i++ {
+			if entries[i].main() {
+				usage += EstimateMessage(entries[i].Message)
+			}
+		}
+		return usage
+	}
+	var n int64
+	if floor >= 0 {
+		n = entries[floor].PostTokens
+	}
+	for i := floor + 1; i < len(entries); i++ {
+		if entries[i].main() {
+			n += EstimateMessage(entries[i].Message)
+		}
+	}
+	return n
+}

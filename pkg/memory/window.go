@@ -1,0 +1,334 @@
+package memory
+
+import "github.com/recallhq/recall/pkg/events"
+
+// Keep-window defaults of the reference's session-memory compaction.
+const (
+	DefaultKeepMinTokens       = 10000
+	DefaultKeepMinTextMessages = 5
+	DefaultKeepMaxTokens       = 40000
+)
+
+// WindowConfig bounds the keep window: growth backwards stops once the kept
+// messages reach MaxTokens, or MinTokens together with MinTextMessages
+// messages that carry text.
+type WindowConfig struct {
+	MinTokens       int64
+	MinTextMessages int
+	MaxTokens       int64
+}
+
+// DefaultWindowConfig returns the reference's keep-window bounds
+// (10,000 tokens and 5 text messages, at most 40,000 tokens).
+func DefaultWindowConfig() WindowConfig {
+	return WindowConfig{MinTokens: DefaultKeepMinTokens, MinTextMessages: DefaultKeepMinTextMessages, MaxTokens: DefaultKeepMaxTokens}
+}
+
+// WithDefaults replaces zero or negative bounds by the defaults.
+func (c WindowConfig) WithDefaults() WindowConfig {
+	d := DefaultWindowConfig()
+	if c.MinTokens <= 0 {
+		c.MinTokens = d.MinTokens
+	}
+	if c.MinTextMessages <= 0 {
+		c.MinTextMessages = d.MinTextMessages
+	}
+	if c.MaxTokens <= 0 {
+		c.MaxTokens = d.MaxTokens
+	}
+	return c
+}
+
+// WindowEntry is one transcript record as window selection sees it.
+type WindowEntry struct {
+	// Seq is the record's transcript stream sequence (informational here).
+	Seq uint64
+	// Message is the record's message; nil for lifecycle records.
+	Message *events.Message
+	// Boundary marks a compaction boundary: the platform replaced its
+	// context here (a "compacted" lifecycle record).
+	Boundary bool
+	// PostTokens is, for a boundary, the size of the context right after
+	// that compaction, when the platform reported it.
+	PostTokens int64
+}
+
+// main reports whether the entry is a main-thread message: only those are
+// part of the platform's context and can be kept.
+func (e *WindowEntry) main() bool { return e.Message != nil && e.Message.IsMain() }
+
+// WindowInput is what SelectWindow chooses from.
+type WindowInput struct {
+	// Entries is a contiguous run of the session's records, in order, ending
+	// with the newest.
+	Entries []WindowEntry
+	// Start is the index of the first record after the last summarized one:
+	// the selection keeps at least every main-thread message from Start on
+	// (after the floor). A resumed session (nothing summarized at a known
+	// point) passes len(Entries): the window grows back from the end.
+	Start int
+	// Complete reports that Entries begin at the session's first record (or
+	// that nothing earlier can be read). When false, SelectWindow may ask for
+	// earlier records with Window.NeedEarlier.
+	Complete bool
+}
+
+// Window is the result of SelectWindow. Indexes refer to WindowInput.Entries.
+type Window struct {
+	// Start is the index of the first record of the kept suffix;
+	// len(Entries) when nothing is kept.
+	Start int
+	// Kept lists the kept records: every main-thread message from Start on,
+	// in order.
+	Kept []int
+	// Floor is the index of the last compaction boundary, -1 when Entries
+	// hold none. Growth never passes it; only a tool_use or a streamed
+	// sibling a kept record needs may lie before it (the platform's context
+	// necessarily still held them).
+	Floor int
+	// LatestRequest is the index of the newest main-thread user request (a
+	// user message with text and no tool_result) after the floor; -1 when
+	// there is none.
+	LatestRequest int
+	// RequestOutside reports that LatestRequest could not be kept (only when
+	// records before it had to be dropped, see Dropped); callers must then
+	// carry the request verbatim elsewhere.
+	RequestOutside bool
+	// Dropped counts main-thread messages after the last summarized record
+	// that were left out because a tool_result in them (or after them)
+	// answers a tool_use that is not in the transcript at all.
+	Dropped int
+	// Tokens estimates the kept messages (EstimateMessage); TextMessages
+	// counts the kept messages with a non-empty text block.
+	Tokens       int64
+	TextMessages int
+	// NeedEarlier reports that the answer may change with earlier records:
+	// growth reached Entries[0] without meeting its stop condition or a
+	// floor, a tool_use a kept tool_result answers was not found, or the
+	// kept suffix starts at Entries[0]. Never set when Complete.
+	NeedEarlier bool
+}
+
+// SelectWindow chooses the messages a compaction keeps verbatim, by the
+// reference's rules with Recall's fixes:
+//
+//  1. Keep every main-thread message from in.Start on (not before the floor,
+//     the last compaction boundary).
+//  2. While the kept messages hold fewer than cfg.MaxTokens and not both
+//     cfg.MinTokens and cfg.MinTextMessages text messages, grow backwards
+//     one message at a time, never past the floor.
+//  3. Always keep the latest user request: grow back to it if needed.
+//  4. Never separate a tool_use from its tool_result: when a kept
+//     tool_result answers an earlier tool_use, grow back to include it; and
+//     keep every record of a streamed response (records sharing a
+//     message_id) together. Repeat until nothing changes.
+//  5. A tool_result whose tool_use is nowhere in a complete transcript
+//     cannot be kept: the suffix then starts after it (Dropped).
+//
+// Subagent records and lifecycle records are never kept and never counted.
+// The function is pure and deterministic.
+func SelectWindow(in WindowInput, cfg WindowConfig) Window {
+	cfg = cfg.WithDefaults()
+	es := in.Entries
+	n := len(es)
+	w := Window{Floor: -1, LatestRequest: -1}
+	for i := n - 1; i >= 0; i-- {
+		if es[i].Boundary {
+			w.Floor = i
+			break
+		}
+	}
+	for i := n - 1; i > w.Floor; i-- {
+		if es[i].main() && IsUserRequest(es[i].Message) {
+			w.LatestRequest = i
+			break
+		}
+	}
+	start := min(max(in.Start, w.Floor+1), n)
+	summarizedStart := start
+
+	var tokens int64
+	var texts int
+	for i := start; i < n; i++ {
+		if es[i].main() {
+			tokens += EstimateMessage(es[i].Message)
+			if messageHasText(es[i].Message) {
+				texts++
+			}
+		}
+	}
+	enough := func() bool {
+		return tokens >= cfg.MaxTokens || (tokens >= cfg.MinTokens && texts >= cfg.MinTextMessages)
+	}
+	if !enough() {
+		for i := start - 1; i > w.Floor; i-- {
+			start = i
+			if !es[i].main() {
+				continue
+			}
+			tokens += EstimateMessage(es[i].Message)
+			if messageHasText(es[i].Message) {
+				texts++
+			}
+			if enough() {
+				break
+			}
+		}
+		if !enough() && w.Floor < 0 && !in.Complete {
+			w.NeedEarlier = true
+		}
+	}
+	if w.LatestRequest >= 0 && w.LatestRequest < start {
+		start = w.LatestRequest
+	}
+	if w.LatestRequest < 0 && w.Floor < 0 && !in.Complete {
+		// The request is somewhere before Entries[0].
+		w.NeedEarlier = true
+	}
+
+	start, missing := closeInvariants(es, start)
+	if missing && !in.Complete {
+		w.NeedEarlier = true
+	}
+	if missing && in.Complete {
+		// Drop from the front up to the last message holding an orphaned
+		// tool_result, re-close, and repeat; the cut only moves forward.
+		prevCut := -1
+		for missing {
+			cut := max(lastOrphan(es, start), prevCut+1)
+			prevCut = cut
+			start, missing = closeInvariants(es, cut+1)
+		}
+		for i := summarizedStart; i < start; i++ {
+			if es[i].main() {
+				w.Dropped++
+			}
+		}
+		if w.LatestRequest >= 0 && w.LatestRequest < start {
+			w.RequestOutside = true
+		}
+	}
+	if start == 0 && n > 0 && !in.Complete {
+		w.NeedEarlier = true
+	}
+	w.Start = start
+	for i := start; i < n; i++ {
+		if es[i].main() {
+			w.Kept = append(w.Kept, i)
+			w.Tokens += EstimateMessage(es[i].Message)
+			if messageHasText(es[i].Message) {
+				w.TextMessages++
+			}
+		}
+	}
+	return w
+}
+
+// closeInvariants moves start back until every tool_result in the kept
+// suffix has its tool_use kept and every streamed response is kept whole.
+// missing reports a tool_use that is not in es at all.
+func closeInvariants(es []WindowEntry, start int) (int, bool) {
+	for {
+		uses := map[string]bool{}
+		results := map[string]bool{}
+		msgIDs := map[string]bool{}
+		for i := start; i < len(es); i++ {
+			if !es[i].main() {
+				continue
+			}
+			m := es[i].Message
+			if m.MessageID != "" {
+				msgIDs[m.MessageID] = true
+			}
+			for j := range m.Content {
+				b := &m.Content[j]
+				switch b.Type {
+				case events.BlockToolUse:
+					uses[b.ID] = true
+				case events.BlockToolResult:
+					results[b.ToolUseID] = true
+				}
+			}
+		}
+		need := 0
+		for id := range results {
+			if !uses[id] {
+				need++
+			}
+		}
+		newStart := start
+		for i := start - 1; i >= 0; i-- {
+			if !es[i].main() {
+				continue
+			}
+			m := es[i].Message
+			if m.MessageID != "" && msgIDs[m.MessageID] {
+				newStart = i
+			}
+			for j := range m.Content {
+				b := &m.Content[j]
+				if b.Type == events.BlockToolUse && results[b.ID] && !uses[b.ID] {
+					uses[b.ID] = true
+					need--
+					newStart = i
+				}
+			}
+		}
+		if newStart == start {
+			return start, need > 0
+		}
+		start = newStart
+	}
+}
+
+// lastOrphan returns the index of the last main-thread message from start
+// on holding a tool_result whose tool_use is nowhere in es.
+func lastOrphan(es []WindowEntry, start int) int {
+	uses := map[string]bool{}
+	for i := range es {
+		if es[i].main() {
+			for _, b := range es[i].Message.Content {
+				if b.Type == events.BlockToolUse {
+					uses[b.ID] = true
+				}
+			}
+		}
+	}
+	last := start - 1
+	for i := start; i < len(es); i++ {
+		if !es[i].main() {
+			continue
+		}
+		for _, b := range es[i].Message.Content {
+			if b.Type == events.BlockToolResult && !uses[b.ToolUseID] {
+				last = i
+			}
+		}
+	}
+	return last
+}
+
+// messageHasText reports whether m has a non-empty text block (string content is a
+// text block after decoding).
+func messageHasText(m *events.Message) bool {
+	for i := range m.Content {
+		if m.Content[i].Type == events.BlockText && m.Content[i].Text != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// IsUserRequest reports whether m is a user request as compaction defines
+// it: a user message with a non-empty text block and no tool_result.
+func IsUserRequest(m *events.Message) bool {
+	if m.Role != events.RoleUser || !messageHasText(m) {
+		return false
+	}
+	for i := range m.Content {
+		if m.Content[i].Type == events.BlockToolResult {
+			return false
+		}
+	}
+	return true
+}
