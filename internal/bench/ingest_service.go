@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 )
 
@@ -67,8 +72,79 @@ func ingestService(ctx context.Context, e *env, c *corpus) error {
 		r.RatioHTTPVsRaw = ratio(r.HTTPBatchEventsPerS, e.res.Raw.JSPublishMsgsPerS)
 		e.progress("   ingest http batch %d: %.0f events/s (%.2f x raw publish)", httpBatch, *r.HTTPBatchEventsPerS, deref(r.RatioHTTPVsRaw))
 	}
-	r.NATSEndpointSkipped = "not measured yet"
+	d, err = endpointPublish(ctx, e, c.msgs)
+	if err != nil {
+		r.NATSEndpointSkipped = "failed: " + err.Error()
+		e.progress("   ingest nats endpoint: %v", err)
+	} else {
+		r.NATSEndpointEventsPerS = f64(round1(rate(len(c.msgs), d)))
+		r.RatioNATSEndpointVsRaw = ratio(r.NATSEndpointEventsPerS, e.res.Raw.JSPublishMsgsPerS)
+		e.progress("   ingest nats endpoint: %.0f events/s (%.2f x raw publish)", *r.NATSEndpointEventsPerS, deref(r.RatioNATSEndpointVsRaw))
+	}
 	return nil
+}
+
+// endpointWindow is the number of ingest endpoint requests in flight.
+const endpointWindow = 512
+
+// endpointPublish sends every message as one binary-mode request to the
+// ingest service's NATS endpoint (recall.api.ingest.<tenant>.<session>),
+// pipelined with endpointWindow requests in flight, and waits for every
+// reply. Any error reply fails the run.
+func endpointPublish(ctx context.Context, e *env, msgs []*nats.Msg) (time.Duration, error) {
+	inbox := nats.NewInbox()
+	window := make(chan struct{}, endpointWindow)
+	var (
+		mu    sync.Mutex
+		got   int
+		first error
+	)
+	done := make(chan struct{})
+	sub, err := e.nc.Subscribe(inbox+".*", func(m *nats.Msg) {
+		if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
+			mu.Lock()
+			if first == nil {
+				first = fmt.Errorf("ingest endpoint replied %s: %s: %.300s", code, m.Header.Get("Nats-Service-Error"), m.Data)
+			}
+			mu.Unlock()
+		}
+		<-window
+		mu.Lock()
+		got++
+		if got == len(msgs) {
+			close(done)
+		}
+		mu.Unlock()
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer sub.Unsubscribe()
+	_ = sub.SetPendingLimits(-1, -1)
+	start := time.Now()
+	for i, m := range msgs {
+		select {
+		case window <- struct{}{}:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		tenant, session, _ := events.SplitSessionSubject(m.Subject)
+		req := &nats.Msg{Subject: events.APISubject(events.VerbIngest, tenant, session), Reply: inbox + "." + strconv.Itoa(i), Header: m.Header, Data: m.Data}
+		if err := e.nc.PublishMsg(req); err != nil {
+			return 0, fmt.Errorf("requesting: %w", err)
+		}
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(2 * time.Minute):
+		return 0, errors.New("ingest endpoint replies did not arrive within 2m")
+	}
+	d := time.Since(start)
+	mu.Lock()
+	defer mu.Unlock()
+	return d, first
 }
 
 // httpPost sends every body as a batch request from httpSenders goroutines

@@ -13,9 +13,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/bench/benchgen"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/pkg/client"
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/services/ingest/ingestsvc"
 )
 
 const (
@@ -28,8 +30,9 @@ const (
 	// asyncWindow bounds unacknowledged async publishes, for raw and
 	// Recall publishes alike.
 	asyncWindow = 4096
-	// benchTenant is the tenant every generated event belongs to.
-	benchTenant = "bench"
+	// benchTenant is the tenant every generated event belongs to: the
+	// ingest service's open-mode tenant, so HTTP needs no tokens.
+	benchTenant = ingestsvc.DefaultTenant
 	// rrReplyBytes is the reply size of the request-reply baseline.
 	rrReplyBytes = 1024
 	// kvValueBytes is the KV value size of the KV get baseline: a memory
@@ -60,8 +63,8 @@ func (e *env) ingestCorpus(n, sessions int) (*corpus, error) {
 		e.res.Meta.EventBytes = c.sizes
 		return c, nil
 	}
-	g := newGen(1)
-	evs := g.interleaved(sessionIDs("s", sessions), n)
+	g := benchgen.New(1)
+	evs := g.Interleaved(benchgen.SessionIDs("s", sessions), n)
 	cl, err := client.New(e.js, benchTenant)
 	if err != nil {
 		return nil, err

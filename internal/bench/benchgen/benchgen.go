@@ -1,4 +1,9 @@
-package bench
+// Package benchgen generates deterministic, realistic transcript events for
+// Recall's benchmarks: conversations alternating user prompts, assistant
+// turns with thinking, text and tool_use blocks, and tool_result turns, with
+// 0.5–2 KB of JSON data per event. It depends only on pkg/events, so
+// micro-benchmarks in any package can use it.
+package benchgen
 
 import (
 	"encoding/json"
@@ -20,21 +25,21 @@ var words = strings.Fields(`the a to of and in is for that this with on it we fi
 	because then when after before each every line lines change diff struct type field method call
 	interface context cancel timeout retry ack sequence partition worker trigger extract compact`)
 
-// gen produces deterministic, realistic transcript events: a conversation per
-// session alternating user prompts, assistant turns with thinking, text and
-// tool_use blocks, and user tool_result turns. Data is 0.5–2 KB of JSON.
-type gen struct {
+// Gen produces the events. The same seed yields the same events (except
+// their time attribute). It is not safe for concurrent use.
+type Gen struct {
 	r     *rand.Rand
 	turn  map[string]int
 	msgID map[string]string
 	seq   int
 }
 
-func newGen(seed uint64) *gen {
-	return &gen{r: rand.New(rand.NewPCG(seed, 0x5eed)), turn: map[string]int{}, msgID: map[string]string{}}
+// New returns a generator seeded with seed.
+func New(seed uint64) *Gen {
+	return &Gen{r: rand.New(rand.NewPCG(seed, 0x5eed)), turn: map[string]int{}, msgID: map[string]string{}}
 }
 
-func (g *gen) prose(minBytes, maxBytes int) string {
+func (g *Gen) prose(minBytes, maxBytes int) string {
 	n := minBytes + g.r.IntN(maxBytes-minBytes+1)
 	var b strings.Builder
 	b.Grow(n + 16)
@@ -47,8 +52,10 @@ func (g *gen) prose(minBytes, maxBytes int) string {
 	return b.String()
 }
 
-// message returns the next message of session's conversation.
-func (g *gen) message(session string) events.Message {
+// Message returns the next message of session's conversation: turn t is a
+// user prompt (t%4 == 0), an assistant tool call, its tool result, or an
+// assistant answer. UUIDs are "<session>-m<turn>".
+func (g *Gen) Message(session string) events.Message {
 	t := g.turn[session]
 	g.turn[session] = t + 1
 	g.seq++
@@ -85,10 +92,10 @@ func (g *gen) message(session string) events.Message {
 	return m
 }
 
-// event wraps the next message of session in a CloudEvent as a platform
+// Event wraps the next message of session in a CloudEvent as a platform
 // would submit it (no tenant extension: Recall sets it).
-func (g *gen) event(session string) event.Event {
-	m := g.message(session)
+func (g *Gen) Event(session string) event.Event {
+	m := g.Message(session)
 	e := event.New()
 	e.SetID(m.UUID)
 	e.SetSource("recall-bench")
@@ -100,17 +107,18 @@ func (g *gen) event(session string) event.Event {
 	return e
 }
 
-// interleaved returns n events spread round-robin over sessions, the way
+// Interleaved returns n events spread round-robin over sessions, the way
 // many concurrent sessions arrive.
-func (g *gen) interleaved(sessions []string, n int) []event.Event {
+func (g *Gen) Interleaved(sessions []string, n int) []event.Event {
 	out := make([]event.Event, 0, n)
 	for i := 0; i < n; i++ {
-		out = append(out, g.event(sessions[i%len(sessions)]))
+		out = append(out, g.Event(sessions[i%len(sessions)]))
 	}
 	return out
 }
 
-func sessionIDs(prefix string, n int) []string {
+// SessionIDs returns n session ids prefix000000, prefix000001, ...
+func SessionIDs(prefix string, n int) []string {
 	out := make([]string, n)
 	for i := range out {
 		out[i] = fmt.Sprintf("%s%06d", prefix, i)

@@ -1,0 +1,26 @@
+package client_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/recallhq/recall/internal/bench/benchgen"
+	"github.com/recallhq/recall/pkg/client"
+)
+
+// BenchmarkMsg measures what the client adds per event before publishing:
+// validation, binary-mode encoding, Nats-Msg-Id and trace injection.
+func BenchmarkMsg(b *testing.B) {
+	evs := benchgen.New(1).Interleaved(benchgen.SessionIDs("s", 50), 1000)
+	c, err := client.New(nil, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := c.Msg(ctx, evs[i%len(evs)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
