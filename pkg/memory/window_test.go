@@ -30,14 +30,15 @@ var updateGolden = func() *bool {
 	return flag.Bool("update", false, "rewrite golden files")
 }()
 
+// winFillerText backs winFiller.
+var winFillerText = strings.Repeat("lorem ipsum dolor sit amet ", 4000)
+
 // winFiller returns text of exactly n estimated tokens (4n characters).
 func winFiller(n int) string {
-	const word = "lorem ipsum dolor sit amet "
-	var b strings.Builder
-	for b.Len() < 4*n {
-		b.WriteString(word)
+	for len(winFillerText) < 4*n {
+		winFillerText += winFillerText
 	}
-	return b.String()[:4*n]
+	return winFillerText[:4*n]
 }
 
 // winScript is a parsed window test transcript. Each line of the script is
