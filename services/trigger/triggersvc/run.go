@@ -1,22 +1,115 @@
-// Package triggersvc is Recall's trigger service.
+// Package triggersvc is Recall's trigger service. It follows every
+// session's transcript (durable consumer events.DurableTrigger on
+// RECALL_TRANSCRIPT), decides with memory.TriggerState when a session's
+// memory should be refreshed, and publishes extraction.requested events to
+// RECALL_EXTRACT (deduplicated by tenant:session:up_to_seq) and
+// RECALL_EVENTS. It also serves manual extraction on
+// recall.api.extract.<tenant>.<session>.
+//
+// Decisions are a pure function of a session's transcript and the
+// configuration, so state is rebuilt from the transcript after a restart,
+// an eviction or a failover, and a re-emitted decision is stored once.
+// Replicas run active/standby on a pinned priority group; see
+// docs/trigger.md.
+//
+// Shutdown, when the context given to Run is done: the manual endpoint
+// stops, the consumer drains (records already received are processed),
+// publications are awaited and acknowledged, the pin is released so a
+// standby takes over at once, and the connection drains. A clean stop
+// returns nil.
 package triggersvc
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/ops"
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/tenantcfg"
 )
-
-// Config configures the trigger service (environment variables RECALL_*).
-type Config struct {
-	NATS natsconn.Config
-	provision.Config
-}
 
 // Run serves until ctx is done.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	return errors.New("trigger: not implemented yet")
+	cfg = cfg.WithDefaults()
+	nc, err := natsconn.Connect(cfg.NATS, "recall-trigger")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("opening JetStream: %w", err)
+	}
+	for attempt := 0; ; attempt++ {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err = provision.Ensure(pctx, js, cfg.Config)
+		cancel()
+		if err == nil {
+			break
+		}
+		if errors.Is(err, provision.ErrIncompatible) || ctx.Err() != nil || attempt >= 20 {
+			return fmt.Errorf("provisioning: %w", err)
+		}
+		log.Warn("provisioning failed; retrying", "err", err)
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	tenants, err := tenantcfg.Watch(ctx, js, log)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("watching tenant configuration: %w", err)
+	}
+	t, err := New(nc, cfg, tenants, log)
+	if err != nil {
+		return err
+	}
+	svc, err := t.ServeManual(ctx)
+	if err != nil {
+		return fmt.Errorf("starting %s micro service: %w", ServiceName, err)
+	}
+	var ready atomic.Bool
+	opsDone := make(chan error, 1)
+	go func() {
+		opsDone <- ops.Serve(ctx, cfg.OpsAddr, ops.Handler(func() error {
+			if !nc.IsConnected() {
+				return errors.New("NATS disconnected")
+			}
+			if !ready.Load() {
+				return errors.New("consumer not started")
+			}
+			return nil
+		}), log)
+	}()
+	ready.Store(true)
+	log.InfoContext(ctx, "trigger running", "thresholds", cfg.Thresholds(), "max_sessions", cfg.MaxSessions)
+	runErr := t.Run(ctx)
+	ready.Store(false)
+	_ = svc.Stop()
+	if err := <-opsDone; err != nil {
+		log.Warn("operational endpoints", "err", err)
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	closed := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := nc.Drain(); err == nil {
+		select {
+		case <-closed:
+		case <-dctx.Done():
+		}
+	}
+	return runErr
 }

@@ -1,0 +1,87 @@
+package triggersvc
+
+import (
+	"time"
+
+	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/pkg/memory"
+)
+
+// Config configures the trigger service (environment variables RECALL_*).
+// Tests and embedders build it directly; zero values take the defaults
+// listed in the tags (see WithDefaults).
+type Config struct {
+	NATS natsconn.Config
+	provision.Config
+
+	MinTokensToInit         int64         `envconfig:"MIN_TOKENS_TO_INIT" default:"10000" desc:"context size (tokens) at which a session's memory is first extracted (reference minimumMessageTokensToInit)"`
+	MinTokensBetweenUpdate  int64         `envconfig:"MIN_TOKENS_BETWEEN_UPDATE" default:"5000" desc:"context growth (tokens) required between extractions (reference minimumTokensBetweenUpdate)"`
+	ToolCallsBetweenUpdates int           `envconfig:"TOOL_CALLS_BETWEEN_UPDATES" default:"3" desc:"tool calls since the last extraction that allow one inside a tool loop (reference toolCallsBetweenUpdates)"`
+	ResponseQuietPeriod     time.Duration `envconfig:"RESPONSE_QUIET_PERIOD" default:"5s" desc:"a response without stop_reason is complete when no record of it follows within this period"`
+	ReferenceCompat         bool          `envconfig:"TRIGGER_REFERENCE_COMPAT" default:"false" desc:"reproduce the reference's defects (no baseline reset after compaction; natural break from the last record only)"`
+	SessionMemoryOff        bool          `envconfig:"SESSION_MEMORY_OFF" default:"false" desc:"turn threshold extractions off for tenants whose config does not set session_memory (manual extraction still works)"`
+
+	MaxSessions   int           `envconfig:"TRIGGER_MAX_SESSIONS" default:"200000" desc:"sessions kept in memory; least recently used ones are evicted and rebuilt from the transcript on their next record"`
+	SessionIdle   time.Duration `envconfig:"TRIGGER_SESSION_IDLE" default:"10m" desc:"sessions without records for this long are evicted from memory"`
+	MaxAckPending int           `envconfig:"TRIGGER_MAX_ACK_PENDING" default:"200000" desc:"consumer MaxAckPending; must exceed the records stored per quiet period"`
+	AckWait       time.Duration `envconfig:"TRIGGER_ACK_WAIT" default:"30s" desc:"consumer AckWait"`
+	PullBatch     int           `envconfig:"TRIGGER_PULL_BATCH" default:"2000" desc:"messages buffered per pull"`
+	AckEvery      int           `envconfig:"TRIGGER_ACK_EVERY" default:"1000" desc:"records processed between acknowledgements (AckAll)"`
+	PinnedTTL     time.Duration `envconfig:"TRIGGER_PINNED_TTL" default:"10s" desc:"a standby replica takes over after the active one stopped pulling for this long"`
+
+	ExtractTimeout time.Duration `envconfig:"EXTRACT_TIMEOUT" default:"60s" desc:"how long a manual extraction waits for its result by default"`
+	OpsAddr        string        `envconfig:"TRIGGER_OPS_ADDR" desc:"address of /healthz /readyz /metrics (empty = off)"`
+}
+
+// WithDefaults returns c with zero values replaced by the defaults.
+func (c Config) WithDefaults() Config {
+	if c.MinTokensToInit <= 0 {
+		c.MinTokensToInit = memory.DefaultMinimumMessageTokensToInit
+	}
+	if c.MinTokensBetweenUpdate <= 0 {
+		c.MinTokensBetweenUpdate = memory.DefaultMinimumTokensBetweenUpdate
+	}
+	if c.ToolCallsBetweenUpdates <= 0 {
+		c.ToolCallsBetweenUpdates = memory.DefaultToolCallsBetweenUpdates
+	}
+	if c.ResponseQuietPeriod <= 0 {
+		c.ResponseQuietPeriod = memory.DefaultQuietPeriod
+	}
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = 200000
+	}
+	if c.SessionIdle <= 0 {
+		c.SessionIdle = 10 * time.Minute
+	}
+	if c.MaxAckPending <= 0 {
+		c.MaxAckPending = 200000
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.PullBatch <= 0 {
+		c.PullBatch = 2000
+	}
+	if c.AckEvery <= 0 {
+		c.AckEvery = 1000
+	}
+	if c.PinnedTTL <= 0 {
+		c.PinnedTTL = 10 * time.Second
+	}
+	if c.ExtractTimeout <= 0 {
+		c.ExtractTimeout = 60 * time.Second
+	}
+	return c
+}
+
+// Thresholds are the global defaults as a memory.Thresholds.
+func (c Config) Thresholds() memory.Thresholds {
+	return memory.Thresholds{
+		MinimumMessageTokensToInit: c.MinTokensToInit,
+		MinimumTokensBetweenUpdate: c.MinTokensBetweenUpdate,
+		ToolCallsBetweenUpdates:    c.ToolCallsBetweenUpdates,
+		QuietPeriod:                c.ResponseQuietPeriod,
+		ReferenceCompat:            c.ReferenceCompat,
+	}
+}

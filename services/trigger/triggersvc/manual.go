@@ -1,0 +1,181 @@
+package triggersvc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/events/natsce"
+)
+
+// ServiceName is the micro service the trigger registers.
+const ServiceName = "recall-trigger"
+
+// ErrNoMessages is the error text of a manual extraction of an empty
+// session, as the reference words it.
+const ErrNoMessages = "no messages to summarize"
+
+// maxManualTimeout caps the wait a client may ask for.
+const maxManualTimeout = 10 * time.Minute
+
+// ServeManual registers the micro service ServiceName with the endpoint
+// "extract" on recall.api.extract.<tenant>.<session>: a manual extraction
+// that bypasses thresholds and gates and answers events.ExtractResult once
+// the extractor finished (bounded by the request's timeout_ms or
+// Config.ExtractTimeout). Requests are served concurrently; ctx cancels the
+// waits in progress. The caller stops the returned service.
+func (t *Trigger) ServeManual(ctx context.Context) (micro.Service, error) {
+	svc, err := micro.AddService(t.nc, micro.Config{
+		Name:        ServiceName,
+		Version:     "1.0.0",
+		Description: "Recall trigger: manual extraction",
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = svc.AddEndpoint(events.VerbExtract, micro.HandlerFunc(func(req micro.Request) {
+		go t.manual(ctx, req) // handlers are serial per endpoint; a wait must not block others
+	}), micro.WithEndpointSubject(events.SubjectAPIRoot+"."+events.VerbExtract+".*.*"))
+	if err != nil {
+		_ = svc.Stop()
+		return nil, err
+	}
+	return svc, nil
+}
+
+func (t *Trigger) manual(ctx context.Context, req micro.Request) {
+	res, code, msg := t.extract(ctx, req.Subject(), nats.Header(req.Headers()), req.Data())
+	if code != "" {
+		t.m.manual.Add(ctx, 1, reasonAttr("error_"+code))
+		_ = req.Error(code, msg, nil)
+		return
+	}
+	outcome := "success"
+	if !res.Success {
+		outcome = "failure"
+	}
+	t.m.manual.Add(ctx, 1, reasonAttr(outcome))
+	_ = req.RespondJSON(res)
+}
+
+// extract runs one manual extraction; code is a micro error code when the
+// request could not be served.
+func (t *Trigger) extract(ctx context.Context, subject string, hdr nats.Header, data []byte) (res events.ExtractResult, code, msg string) {
+	tenant, session, ok := events.SplitSessionSubject(subject)
+	if !ok {
+		return res, "400", "subject must be recall.api.extract.<tenant>.<session> with valid ids"
+	}
+	var body events.ExtractRequest
+	if len(data) > 0 {
+		if err := json.Unmarshal(data, &body); err != nil {
+			return res, "400", "decoding extract request: " + err.Error()
+		}
+	}
+	timeout := t.cfg.ExtractTimeout
+	if body.TimeoutMS > 0 {
+		timeout = min(time.Duration(body.TimeoutMS)*time.Millisecond, maxManualTimeout)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if hdr != nil {
+		ctx = natsce.Extract(ctx, hdr)
+	}
+	ctx, span := t.tracer.Start(ctx, "trigger.manual_extract")
+	defer span.End()
+
+	head, err := t.reader.LastSeq(ctx, tenant, session)
+	if err != nil {
+		return res, "503", "reading transcript head: " + err.Error()
+	}
+	res.MemoryKey = events.MemoryKey(tenant, session)
+	if head == 0 {
+		res.Error = ErrNoMessages
+		return res, "", ""
+	}
+	res.UpToSeq = head
+	upToID := ""
+	if recs, err := t.reader.Read(ctx, tenant, session, head, head, 1); err == nil && len(recs) == 1 && recs[0].Message != nil {
+		upToID = recs[0].Message.UUID
+	}
+
+	// Subscribe before publishing so the outcome cannot be missed.
+	ch := make(chan *nats.Msg, 64)
+	for _, kind := range []string{events.KindExtractionCompleted, events.KindExtractionFailed} {
+		sub, err := t.nc.ChanSubscribe(events.EventsSubject(kind, tenant, session), ch)
+		if err != nil {
+			return res, "503", "subscribing to extraction outcomes: " + err.Error()
+		}
+		defer sub.Unsubscribe()
+	}
+	req := events.ExtractionRequested{Tenant: tenant, Session: session, UpToSeq: head, UpToID: upToID, Reason: events.ReasonManual}
+	for _, m := range requestMsgs(ctx, req) {
+		if _, err := t.js.PublishMsg(ctx, m); err != nil {
+			return res, "503", "publishing extraction request: " + err.Error()
+		}
+	}
+	t.m.decisions.Add(ctx, 1, reasonAttr(events.ReasonManual))
+
+	// Already covered (e.g. the same position was requested by a threshold
+	// decision that finished before we subscribed)?
+	if rev, covered := t.covered(ctx, tenant, session, head); covered {
+		res.Success, res.Revision = true, rev
+		return res, "", ""
+	}
+	for {
+		select {
+		case m := <-ch:
+			e, err := natsce.FromMsg(m)
+			if err != nil {
+				continue
+			}
+			switch e.Type() {
+			case events.TypeExtractionCompleted:
+				var c events.ExtractionCompleted
+				if json.Unmarshal(e.Data(), &c) == nil && (c.UpToSeq >= head || c.CoveredSeq >= head) {
+					res.Success, res.Revision = true, c.Revision
+					return res, "", ""
+				}
+			case events.TypeExtractionFailed:
+				var f events.ExtractionFailed
+				if json.Unmarshal(e.Data(), &f) == nil && f.UpToSeq >= head {
+					res.Error = f.Error
+					if res.Error == "" {
+						res.Error = "extraction failed: " + f.Reason
+					}
+					return res, "", ""
+				}
+			}
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return res, "504", "timed out waiting for the extraction; it continues in the background"
+			}
+			return res, "503", "trigger stopping"
+		}
+	}
+}
+
+// covered reports whether the session's memory already covers seq.
+func (t *Trigger) covered(ctx context.Context, tenant, session string, seq uint64) (uint64, bool) {
+	kv, err := t.js.KeyValue(ctx, events.BucketMemory)
+	if err != nil {
+		return 0, false
+	}
+	e, err := kv.Get(ctx, events.MemoryKey(tenant, session))
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			t.log.Debug("reading memory record", "err", err)
+		}
+		return 0, false
+	}
+	var rec events.MemoryRecord
+	if json.Unmarshal(e.Value(), &rec) != nil {
+		return 0, false
+	}
+	return e.Revision(), rec.CoveredSeq >= seq
+}
