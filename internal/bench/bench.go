@@ -112,7 +112,7 @@ func sizesFor(quick bool) sizes {
 		return sizes{
 			rawMessages: 5000, latencySamples: 1000,
 			ingestEvents: 5000, ingestSessions: 100,
-			triggerSessions: 2000, triggerPerSession: 3,
+			triggerSessions: 2000, triggerPerSession: 4,
 			compactSessions: 200, compactSizes: []int{100, 1000, 3000}, compactRequests: 200,
 			extractSessions: 16, extractWorkers: []int{1, 2, 4, 8}, extractLatency: 50 * time.Millisecond,
 			pipelineDuration: 3 * time.Second, pipelineSessions: 50,
@@ -121,7 +121,7 @@ func sizesFor(quick bool) sizes {
 	return sizes{
 		rawMessages: 100000, latencySamples: 20000,
 		ingestEvents: 100000, ingestSessions: 1000,
-		triggerSessions: 100000, triggerPerSession: 3,
+		triggerSessions: 100000, triggerPerSession: 4,
 		compactSessions: 10000, compactSizes: []int{1000, 10000, 100000}, compactRequests: 2000,
 		extractSessions: 64, extractWorkers: []int{1, 2, 4, 8}, extractLatency: 200 * time.Millisecond,
 		pipelineDuration: 20 * time.Second, pipelineSessions: 500,

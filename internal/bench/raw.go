@@ -156,7 +156,7 @@ func runRaw(ctx context.Context, e *env) error {
 func asyncPublish(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg) (time.Duration, error) {
 	start := time.Now()
 	for _, m := range msgs {
-		if _, err := js.PublishMsgAsync(m); err != nil {
+		if _, err := js.PublishMsgAsync(m, jetstream.WithStallWait(time.Minute)); err != nil {
 			return 0, fmt.Errorf("publishing: %w", err)
 		}
 	}
@@ -172,7 +172,7 @@ func asyncPublish(ctx context.Context, js jetstream.JetStream, msgs []*nats.Msg)
 }
 
 // consumeAll reads n messages of stream with a fresh pull consumer (no acks,
-// 1000 messages per pull) and returns the elapsed time from the start of
+// up to 2000 messages buffered per pull, like the trigger) and returns the elapsed time from the start of
 // consuming to the n-th message. The consumer is deleted afterwards.
 func consumeAll(ctx context.Context, js jetstream.JetStream, stream string, n uint64) (time.Duration, error) {
 	cons, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{
@@ -192,7 +192,7 @@ func consumeAll(ctx context.Context, js jetstream.JetStream, stream string, n ui
 		if got == n {
 			close(done)
 		}
-	}, jetstream.PullMaxMessages(1000))
+	}, jetstream.PullMaxMessages(2000))
 	if err != nil {
 		return 0, fmt.Errorf("consuming %s: %w", stream, err)
 	}

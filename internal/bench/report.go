@@ -55,7 +55,10 @@ func PrintTable(w io.Writer, r *Result) error {
 		mode = "quick (sizes too small for the targets to mean anything)"
 	}
 	fmt.Fprintf(tw, "recall bench, %s run, %.1f s, %s, %d CPUs, %s\n", mode, r.Meta.DurationS, r.Meta.GoVersion, r.Meta.CPUs, r.Meta.NATS)
-	fmt.Fprintf(tw, "transcript events: %d–%d bytes, mean %.0f (headers + data)\n\n", r.Meta.EventBytes.Min, r.Meta.EventBytes.Max, r.Meta.EventBytes.Mean)
+	if r.Meta.EventBytes.Mean > 0 {
+		fmt.Fprintf(tw, "transcript events: %d–%d bytes, mean %.0f (headers + data)\n", r.Meta.EventBytes.Min, r.Meta.EventBytes.Max, r.Meta.EventBytes.Mean)
+	}
+	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "metric\tvalue\tratio / note")
 	row := func(name string, v *float64, unit, note string) {
 		val := "—"

@@ -2,10 +2,6 @@ package bench
 
 import "context"
 
-func runTrigger(ctx context.Context, e *env) error {
-	return skipped("the trigger service is not implemented yet")
-}
-
 func runCompaction(ctx context.Context, e *env) error {
 	return skipped("the compactor service is not implemented yet")
 }

@@ -1,0 +1,98 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/recallhq/recall/internal/bench"
+)
+
+// issueKeys are the keys issue #7 requires, as paths into the JSON object.
+var issueKeys = []string{
+	"raw.js_publish_msgs_per_s", "raw.js_consume_msgs_per_s",
+	"raw.request_reply_p50_us", "raw.request_reply_p99_us", "raw.kv_get_p99_us",
+	"ingest.nats_events_per_s", "ingest.http_batch_events_per_s",
+	"ingest.ratio_nats_vs_raw", "ingest.ratio_http_vs_raw",
+	"trigger.events_per_s", "trigger.sessions", "trigger.ratio_vs_raw_consume", "trigger.bytes_per_session",
+	"compaction.by_size", "compaction.ratio_p99_vs_raw", "compaction.flatness",
+	"extraction.scaling", "extraction.ordering_violations",
+	"pipeline.trigger_lag_p99_ms",
+}
+
+func lookup(m map[string]any, path string) (any, bool) {
+	var v any = m
+	for _, k := range strings.Split(path, ".") {
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = obj[k]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// TestQuickRawShape runs the cheapest scenario in quick mode on an embedded
+// server and checks the JSON shape: every key of the issue is present, the
+// measured ones are numbers, the others null with a skip reason. It asserts
+// no values.
+func TestQuickRawShape(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	res, err := bench.Run(ctx, bench.Options{Quick: true, Only: []string{bench.ScenarioRaw}, Progress: &progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range issueKeys {
+		v, ok := lookup(m, k)
+		if !ok {
+			t.Errorf("key %s missing from %s", k, b)
+			continue
+		}
+		if strings.HasPrefix(k, "raw.") {
+			if _, isNum := v.(float64); !isNum {
+				t.Errorf("%s = %v, want a number (the raw scenario ran; progress:\n%s)", k, v, progress.String())
+			}
+		}
+	}
+	for _, group := range []string{"ingest", "trigger", "compaction", "extraction", "pipeline"} {
+		if r, _ := lookup(m, group+".skipped"); r == nil || r == "" {
+			t.Errorf("%s.skipped is empty although the scenario did not run", group)
+		}
+	}
+	if v, _ := lookup(m, "ingest.nats_events_per_s"); v != nil {
+		t.Errorf("ingest.nats_events_per_s = %v for a scenario that did not run, want null", v)
+	}
+	if tg, _ := m["targets"].([]any); len(tg) == 0 {
+		t.Errorf("no targets in %s", b)
+	}
+	var table bytes.Buffer
+	if err := bench.PrintTable(&table, res); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "raw.js_publish") {
+		t.Errorf("table lacks the raw rows:\n%s", table.String())
+	}
+}
+
+func TestUnknownScenario(t *testing.T) {
+	_, err := bench.Run(context.Background(), bench.Options{Quick: true, Only: []string{"nope"}})
+	if !errors.Is(err, bench.ErrUnknownScenario) {
+		t.Fatalf("err = %v, want ErrUnknownScenario", err)
+	}
+}

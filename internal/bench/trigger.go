@@ -1,0 +1,129 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/bench/benchgen"
+	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/tenantcfg"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/services/trigger/triggersvc"
+)
+
+// benchThresholds makes the generated conversations cross the trigger's
+// thresholds within four messages (user, tool call, tool result, answer),
+// so the trigger decides and publishes requests instead of only counting.
+var benchThresholds = events.TenantConfig{MinimumMessageTokensToInit: 3000, MinimumTokensBetweenUpdate: 1000, ToolCallsBetweenUpdates: 3}
+
+func runTrigger(ctx context.Context, e *env) error {
+	r := &e.res.Trigger
+	if _, err := tenantcfg.Put(ctx, e.js, benchTenant, benchThresholds); err != nil {
+		return fmt.Errorf("setting the tenant thresholds: %w", err)
+	}
+	sessions := benchgen.SessionIDs("t", e.sizes.triggerSessions)
+	plan := fillPlan{sessions: sessions, counts: make([]int, len(sessions))}
+	for i := range plan.counts {
+		plan.counts[i] = e.sizes.triggerPerSession
+	}
+	t0 := time.Now()
+	last, err := e.fill(ctx, benchgen.New(3), plan, nil)
+	if err != nil {
+		return err
+	}
+	n := plan.total()
+	r.Events = n
+	e.progress("   pre-filled %d sessions, %d events in %s", len(sessions), n, time.Since(t0).Round(time.Millisecond))
+
+	d, err := consumeAll(ctx, e.js, events.StreamTranscript, uint64(n))
+	if err != nil {
+		return err
+	}
+	r.RawConsumeMsgsPerS = f64(round1(rate(n, d)))
+	e.progress("   raw consume of the same transcript: %.0f msgs/s", *r.RawConsumeMsgsPerS)
+
+	heapBefore := heapInUse()
+	cfg := triggersvc.Config{NATS: natsconn.Config{URL: e.url}, Config: e.provisionConfig()}
+	started := time.Now()
+	svc, err := startService(ctx, "trigger", func(ctx context.Context) error {
+		return triggersvc.Run(ctx, cfg, e.log.With("service", "trigger"))
+	}, consumerReady(e.js, events.StreamTranscript, events.DurableTrigger))
+	if err != nil {
+		return err
+	}
+	defer svc.stop()
+	first, end, err := waitConsumed(ctx, e.js, events.StreamTranscript, events.DurableTrigger, last, svc)
+	if err != nil {
+		return err
+	}
+	e.progress("   trigger started pulling %s after start", first.Sub(started).Round(time.Millisecond))
+	r.EventsPerS = f64(round1(rate(n, end.Sub(first))))
+	r.RatioVsRawConsume = ratio(r.EventsPerS, r.RawConsumeMsgsPerS)
+	r.Sessions = ptrInt(len(sessions))
+	heapAfter := heapInUse()
+	r.BytesPerSession = f64(round1(float64(int64(heapAfter)-int64(heapBefore)) / float64(len(sessions))))
+	if s, err := e.js.Stream(ctx, events.StreamExtract); err == nil {
+		r.Requests = int(s.CachedInfo().State.Msgs)
+	}
+	e.progress("   trigger: %.0f events/s (%.2f x raw consume), %.0f bytes/session, %d extraction requests",
+		*r.EventsPerS, deref(r.RatioVsRawConsume), *r.BytesPerSession, r.Requests)
+	return nil
+}
+
+// consumerReady is a readiness check: the durable consumer exists.
+func consumerReady(js jetstream.JetStream, stream, durable string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := js.Consumer(ctx, stream, durable)
+		return err
+	}
+}
+
+// heapInUse returns the live heap after a full collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// waitConsumed polls the durable consumer until its ack floor reaches last.
+// It returns when the consumer first had delivered messages and when it had
+// acknowledged everything.
+func waitConsumed(ctx context.Context, js jetstream.JetStream, stream, durable string, last uint64, svc *service) (first, end time.Time, err error) {
+	deadline := time.Now().Add(5 * time.Minute)
+	var lastInfo *jetstream.ConsumerInfo
+	for time.Now().Before(deadline) {
+		select {
+		case <-svc.done:
+			return first, end, fmt.Errorf("the %s service stopped: %v", svc.name, svc.err)
+		case <-ctx.Done():
+			return first, end, ctx.Err()
+		default:
+		}
+		c, err := js.Consumer(ctx, stream, durable)
+		if err == nil {
+			info := c.CachedInfo()
+			lastInfo = info
+			now := time.Now()
+			if first.IsZero() && info.Delivered.Stream > 0 {
+				first = now
+			}
+			if info.AckFloor.Stream >= last {
+				return first, now, nil
+			}
+		} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return first, end, fmt.Errorf("reading consumer %s: %w", durable, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if lastInfo != nil {
+		return first, end, fmt.Errorf("consumer %s acknowledged up to %d of %d within 5m (delivered %d)", durable, lastInfo.AckFloor.Stream, last, lastInfo.Delivered.Stream)
+	}
+	return first, end, fmt.Errorf("consumer %s did not appear within 5m", durable)
+}
