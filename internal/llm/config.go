@@ -1,8 +1,10 @@
 package llm
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 )
 
@@ -57,8 +59,51 @@ func maskKey(s string) string {
 // New builds the configured provider, wrapped with WithRetry per the retry
 // settings. With Provider empty it picks anthropic when an Anthropic key is
 // set, else openai when an OpenAI key or a base URL is set, else offline —
-// and logs that choice. An unknown provider or a missing key for an explicit
-// provider is an error.
+// and logs that choice. An unknown provider, or anthropic without a key, is
+// an error (openai without a key is allowed: local servers need none).
 func New(cfg Config, log *slog.Logger) (Provider, error) {
-	return nil, fmt.Errorf("creating llm provider %q: not implemented yet", cfg.Provider)
+	kind := strings.ToLower(strings.TrimSpace(cfg.Provider))
+	if kind == "" {
+		switch {
+		case cfg.AnthropicAPIKey != "":
+			kind = KindAnthropic
+		case cfg.OpenAIAPIKey != "" || cfg.BaseURL != "":
+			kind = KindOpenAI
+		default:
+			kind = KindOffline
+			log.Info("no LLM API key configured: using the offline provider (deterministic extraction, no model calls); set RECALL_ANTHROPIC_API_KEY or RECALL_OPENAI_API_KEY to use a model")
+		}
+	}
+	opts := ClientOptions{Model: cfg.Model, BaseURL: cfg.BaseURL, MaxTokens: cfg.MaxTokens, Timeout: cfg.Timeout}
+	var p Provider
+	switch kind {
+	case KindAnthropic:
+		if cfg.AnthropicAPIKey == "" {
+			return nil, fmt.Errorf("creating llm provider: %w: anthropic needs RECALL_ANTHROPIC_API_KEY", ErrConfig)
+		}
+		opts.APIKey = cfg.AnthropicAPIKey
+		p = NewAnthropic(opts)
+	case KindOpenAI:
+		opts.APIKey = cfg.OpenAIAPIKey
+		if opts.APIKey == "" {
+			opts.APIKey = "none" // local OpenAI-compatible servers ignore it
+		}
+		p = NewOpenAI(opts)
+	case KindOffline:
+		return NewOffline(), nil
+	default:
+		return nil, fmt.Errorf("creating llm provider: %w: unknown provider %q (anthropic, openai, offline)", ErrConfig, cfg.Provider)
+	}
+	log.Info("llm provider", "provider", p.Name(), "model", p.Model())
+	return WithRetry(p, RetryPolicy{
+		Attempts:  cfg.RetryAttempts,
+		BaseDelay: cfg.RetryBaseDelay,
+		MaxDelay:  cfg.RetryMaxDelay,
+		OnRetry: func(attempt int, err error) {
+			log.Warn("llm call failed, retrying", "provider", p.Name(), "attempt", attempt, "err", err)
+		},
+	}), nil
 }
+
+// ErrConfig marks an invalid provider configuration.
+var ErrConfig = errors.New("invalid llm configuration")

@@ -1,0 +1,368 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/memory"
+)
+
+// OfflineModel is the model name the offline provider reports.
+const OfflineModel = "offline-v1"
+
+// Bounds of the offline provider's section bodies, so its documents stay far
+// below memory.MaxTotalTokens.
+const (
+	offlineMaxFiles    = 30
+	offlineMaxCommands = 20
+	offlineMaxErrors   = 15
+	offlineMaxWorklog  = 40
+	offlineLine        = 160
+)
+
+// OfflineProvider answers deterministically without a network. From the
+// conversation (every message but the last, which is the extraction prompt)
+// and the current notes it derives, per section of the default template:
+// the title from the first user request (kept once set), the task from the
+// first request, the current state from the latest request and reply, files
+// from tool inputs (file_path, path, notebook_path), the workflow from Bash
+// commands, errors from failed tool results and user corrections, and one
+// worklog line per user turn. List sections are merged with what the notes
+// already hold (entries keyed by path, command or request) and bounded.
+//
+// It answers with one Edit call per changed section, each replacing the whole
+// section text (header and description included, unchanged) so that the
+// edits go through the same Edit tool and guards as a model's. When the last
+// message carries tool results (its own edits came back), it stops with a
+// short text. Sections whose header it does not know are left alone.
+type OfflineProvider struct{}
+
+// NewOffline returns the offline provider.
+func NewOffline() *OfflineProvider { return &OfflineProvider{} }
+
+// Name implements Provider.
+func (*OfflineProvider) Name() string { return KindOffline }
+
+// Model implements Provider.
+func (*OfflineProvider) Model() string { return OfflineModel }
+
+// Complete implements Provider.
+func (p *OfflineProvider) Complete(ctx context.Context, req Request) (*Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("calling offline: %w", err)
+	}
+	resp := &Response{Model: OfflineModel, StopReason: "end_turn"}
+	for i := range req.Messages {
+		resp.Usage.InputTokens += memory.EstimateMessage(&req.Messages[i])
+	}
+	resp.Usage.InputTokens += memory.EstimateText(req.System)
+	n := len(req.Messages)
+	if n == 0 {
+		resp.Text = "Nothing to summarize."
+		return resp, nil
+	}
+	if hasToolResults(req.Messages[n-1].Content) {
+		resp.Text = "Notes updated."
+		return resp, nil
+	}
+	facts := derive(req.Messages[:n-1])
+	for _, e := range offlineEdits(req.Notes, facts) {
+		input, _ := json.Marshal(memory.EditInput{FilePath: req.NotesPath, OldString: e.OldString, NewString: e.NewString})
+		resp.ToolCalls = append(resp.ToolCalls, ToolCall{
+			ID:    fmt.Sprintf("offline_%d", len(resp.ToolCalls)),
+			Name:  memory.EditToolName,
+			Input: input,
+		})
+		resp.Usage.OutputTokens += memory.EstimateText(string(input))
+	}
+	if len(resp.ToolCalls) > 0 {
+		resp.StopReason = "tool_use"
+	} else {
+		resp.Text = "The notes are up to date."
+	}
+	return resp, nil
+}
+
+func hasToolResults(c events.Content) bool {
+	for i := range c {
+		if c[i].Type == events.BlockToolResult {
+			return true
+		}
+	}
+	return false
+}
+
+// facts is what the offline provider reads from a conversation.
+type facts struct {
+	firstRequest  string
+	latestRequest string
+	latestReply   string
+	files         []string // "- `path` — Tool, Tool"
+	commands      []string // "- `cmd`"
+	errors        []string
+	worklog       []string
+}
+
+var correction = regexp.MustCompile(`(?i)^(no[,.!:]|no\s|nope\b)|\b(actually|instead|don't|do not|wrong|that's not|that is not)\b`)
+
+func derive(msgs []events.Message) facts {
+	var f facts
+	type fileUse struct {
+		path  string
+		tools []string
+	}
+	var files []*fileUse
+	fileIdx := map[string]*fileUse{}
+	type toolRef struct{ name, arg string }
+	tools := map[string]toolRef{}
+
+	var turnReq string
+	var turnTools []string
+	turnCounts := map[string]int{}
+	inTurn := false
+	endTurn := func() {
+		if !inTurn {
+			return
+		}
+		action := "replied"
+		if len(turnTools) > 0 {
+			var parts []string
+			for _, t := range turnTools {
+				if c := turnCounts[t]; c > 1 {
+					parts = append(parts, fmt.Sprintf("%s×%d", t, c))
+				} else {
+					parts = append(parts, t)
+				}
+			}
+			action = strings.Join(parts, ", ")
+		}
+		f.worklog = append(f.worklog, "- "+clip(turnReq, 90)+" → "+action)
+		turnTools, turnCounts, inTurn = nil, map[string]int{}, false
+	}
+
+	for i := range msgs {
+		m := &msgs[i]
+		for j := range m.Content {
+			b := &m.Content[j]
+			switch {
+			case m.Role == events.RoleUser && b.Type == events.BlockText:
+				text := strings.TrimSpace(b.Text)
+				if isWrapper(text) {
+					continue
+				}
+				endTurn()
+				if f.firstRequest == "" {
+					f.firstRequest = text
+				}
+				f.latestRequest, f.latestReply = text, ""
+				turnReq, inTurn = text, true
+				if correction.MatchString(text) {
+					f.errors = append(f.errors, "- User correction: "+clip(text, offlineLine))
+				}
+			case m.Role == events.RoleAssistant && b.Type == events.BlockText:
+				if t := strings.TrimSpace(b.Text); t != "" {
+					f.latestReply = t
+				}
+			case b.Type == events.BlockToolUse:
+				var in map[string]any
+				_ = json.Unmarshal(b.Input, &in)
+				arg := ""
+				for _, k := range []string{"file_path", "path", "notebook_path"} {
+					if s, ok := in[k].(string); ok && s != "" {
+						arg = s
+						fu := fileIdx[s]
+						if fu == nil {
+							fu = &fileUse{path: s}
+							fileIdx[s] = fu
+							files = append(files, fu)
+						}
+						if !contains(fu.tools, b.Name) {
+							fu.tools = append(fu.tools, b.Name)
+						}
+						break
+					}
+				}
+				if cmd, ok := in["command"].(string); ok && cmd != "" && b.Name == "Bash" {
+					arg = cmd
+					line := "- `" + clip(cmd, offlineLine) + "`"
+					if !contains(f.commands, line) {
+						f.commands = append(f.commands, line)
+					}
+				}
+				tools[b.ID] = toolRef{b.Name, arg}
+				if turnCounts[b.Name] == 0 {
+					turnTools = append(turnTools, b.Name)
+				}
+				turnCounts[b.Name]++
+			case b.Type == events.BlockToolResult && b.IsError:
+				ref := tools[b.ToolUseID]
+				name := ref.name
+				if name == "" {
+					name = "tool"
+				}
+				line := "- " + name
+				if ref.arg != "" {
+					line += " `" + clip(ref.arg, 60) + "`"
+				}
+				line += " failed: " + clip(resultText(b), offlineLine)
+				f.errors = append(f.errors, line)
+			}
+		}
+	}
+	endTurn()
+	for _, fu := range files {
+		f.files = append(f.files, "- `"+fu.path+"` — "+strings.Join(fu.tools, ", "))
+	}
+	return f
+}
+
+// isWrapper reports user text that is platform plumbing rather than a
+// request: command wrappers, system reminders, interruption markers.
+func isWrapper(s string) bool {
+	return s == "" || strings.HasPrefix(s, "[Request interrupted") ||
+		(strings.HasPrefix(s, "<") && strings.HasSuffix(s, ">"))
+}
+
+func resultText(b *events.Block) string {
+	for i := range b.Content {
+		if b.Content[i].Type == events.BlockText && strings.TrimSpace(b.Content[i].Text) != "" {
+			return b.Content[i].Text
+		}
+	}
+	return "(no output)"
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// clip collapses whitespace and cuts s to at most n runes.
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// offlineEdits compares the notes with the derived facts and returns one
+// whole-section replacement per changed section.
+func offlineEdits(notes string, f facts) []memory.Edit {
+	_, sections := memory.Parse(notes)
+	var edits []memory.Edit
+	for i, s := range sections {
+		old := strings.TrimSpace(s.Body)
+		var body string
+		switch strings.ToLower(strings.TrimSpace(s.Header)) {
+		case "session title":
+			body = old
+			if body == "" && f.firstRequest != "" {
+				body = title(f.firstRequest)
+			}
+		case "current state":
+			var lines []string
+			if f.latestRequest != "" {
+				lines = append(lines, "Latest request: "+clip(f.latestRequest, 400))
+			}
+			if f.latestReply != "" {
+				lines = append(lines, "Latest reply: "+clip(f.latestReply, 400))
+			}
+			body = strings.Join(lines, "\n")
+			if body == "" {
+				body = old
+			}
+		case "task specification":
+			body = old
+			if body == "" && f.firstRequest != "" {
+				body = clip(f.firstRequest, 600)
+			}
+		case "files and functions":
+			body = mergeLines(old, f.files, fileKey, offlineMaxFiles)
+		case "workflow":
+			body = mergeLines(old, f.commands, lineKey, offlineMaxCommands)
+		case "errors & corrections":
+			body = mergeLines(old, f.errors, lineKey, offlineMaxErrors)
+		case "worklog":
+			body = mergeLines(old, f.worklog, worklogKey, offlineMaxWorklog)
+		default:
+			continue
+		}
+		if body == old {
+			continue
+		}
+		ns := s
+		ns.Body = body + "\n"
+		if i < len(sections)-1 {
+			ns.Body += "\n"
+		}
+		if ns.Text() == s.Text() {
+			continue
+		}
+		edits = append(edits, memory.Edit{OldString: s.Text(), NewString: ns.Text()})
+	}
+	return edits
+}
+
+// title makes a short title from the first request: its first sentence or
+// line, at most 10 words.
+func title(req string) string {
+	line := strings.TrimSpace(strings.SplitN(req, "\n", 2)[0])
+	if i := strings.IndexAny(line, ".?!"); i > 0 {
+		line = line[:i]
+	}
+	words := strings.Fields(line)
+	if len(words) > 10 {
+		words = words[:10]
+	}
+	return clip(strings.Join(words, " "), 100)
+}
+
+func lineKey(l string) string { return l }
+
+func fileKey(l string) string {
+	if i := strings.Index(l, "` — "); i > 0 {
+		return l[:i]
+	}
+	return l
+}
+
+func worklogKey(l string) string {
+	if i := strings.LastIndex(l, " → "); i > 0 {
+		return l[:i]
+	}
+	return l
+}
+
+// mergeLines merges existing body lines with new entries: an existing line
+// whose key a new entry shares is replaced by it (in the new entry's place);
+// the other existing lines come first, in their order, then every entry.
+// Only the last max lines are kept.
+func mergeLines(body string, entries []string, key func(string) string, max int) string {
+	newKeys := map[string]bool{}
+	for _, e := range entries {
+		newKeys[key(e)] = true
+	}
+	var out []string
+	for _, l := range strings.Split(body, "\n") {
+		if strings.TrimSpace(l) == "" || newKeys[key(l)] {
+			continue
+		}
+		out = append(out, l)
+	}
+	out = append(out, entries...)
+	if len(out) > max {
+		out = out[len(out)-max:]
+	}
+	return strings.Join(out, "\n")
+}
