@@ -1,0 +1,329 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/recallhq/recall/internal/importer"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/services/ingest/ingestsvc"
+)
+
+func init() {
+	register(command{"replay", "import a Claude Code JSONL transcript and publish it to Recall", runReplay})
+}
+
+// replayStats sums the per-event results of a replay.
+type replayStats struct {
+	published, duplicates, rejected int
+	firstErrors                     []string
+}
+
+func (s *replayStats) add(results []ingestsvc.EventResult, batch []event.Event) {
+	for _, r := range results {
+		switch {
+		case r.Accepted() && r.Duplicate:
+			s.duplicates++
+		case r.Accepted():
+			s.published++
+		default:
+			s.rejected++
+			if len(s.firstErrors) < 5 {
+				id := r.ID
+				if id == "" && r.Index < len(batch) {
+					id = batch[r.Index].ID()
+				}
+				s.firstErrors = append(s.firstErrors, fmt.Sprintf("event %s: %d %s %s", id, r.Status, r.Field, r.Error))
+			}
+		}
+	}
+}
+
+func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("replay")
+	tenant := fs.String("tenant", "", "tenant: the NATS subject's tenant (default \"default\"); over HTTP the token decides and this only asserts it")
+	session := fs.String("session", "", "session id (default: the transcript's sessionId)")
+	httpURL := fs.String("http", "http://127.0.0.1:8080", "base URL of the HTTP edge")
+	natsURL := fs.String("nats-url", "", "publish through the NATS ingest endpoint at this URL instead of HTTP")
+	token := fs.String("token", os.Getenv("RECALL_TOKEN"), "bearer token for the HTTP edge (default $RECALL_TOKEN)")
+	batchSize := fs.Int("batch", 100, "events per request")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "Usage: recall replay FILE [--tenant T] [--session S] [--http URL | --nats-url URL] [--token TOKEN]")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, reorderFlags(args)); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return fmt.Errorf("%w: replay takes exactly one FILE", errUsage)
+	}
+	if *batchSize < 1 {
+		*batchSize = 1
+	}
+	path := fs.Arg(0)
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	res, err := importer.ClaudeCode(f, importer.Options{Tenant: *tenant, Session: *session})
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("importing %s: %w", path, err)
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintln(os.Stderr, "warning:", w)
+	}
+	var send func(context.Context, []event.Event) ([]ingestsvc.EventResult, error)
+	target := *httpURL
+	if *natsURL != "" {
+		nc, err := nats.Connect(*natsURL, nats.Name("recall-replay"))
+		if err != nil {
+			return fmt.Errorf("connecting to NATS at %s: %w", *natsURL, err)
+		}
+		defer nc.Close()
+		t := *tenant
+		if t == "" {
+			t = ingestsvc.DefaultTenant
+		}
+		subject := events.APISubject(events.VerbIngest, t, res.Session)
+		target = *natsURL + " (" + subject + ")"
+		send = func(ctx context.Context, batch []event.Event) ([]ingestsvc.EventResult, error) {
+			return sendNATS(ctx, nc, subject, batch)
+		}
+	} else {
+		client := &http.Client{Timeout: 60 * time.Second}
+		url := strings.TrimRight(*httpURL, "/") + "/v1/events"
+		send = func(ctx context.Context, batch []event.Event) ([]ingestsvc.EventResult, error) {
+			return sendHTTP(ctx, client, url, *token, batch)
+		}
+	}
+
+	bar := newProgress(os.Stderr, len(res.Events))
+	var st replayStats
+	for start := 0; start < len(res.Events); {
+		end := nextBatch(res.Events, start, *batchSize, 4<<20)
+		batch := res.Events[start:end]
+		results, err := retry(ctx, func() ([]ingestsvc.EventResult, error) { return send(ctx, batch) })
+		if err != nil {
+			bar.done()
+			return fmt.Errorf("publishing events %d-%d of %d to %s: %w", start+1, end, len(res.Events), target, err)
+		}
+		st.add(results, batch)
+		start = end
+		bar.set(start)
+	}
+	bar.done()
+
+	fmt.Fprintf(stdout, "Replayed %s as session %s to %s\n", path, res.Session, target)
+	fmt.Fprintf(stdout, "  records:   %d\n", res.Records)
+	fmt.Fprintf(stdout, "  events:    %d (published %d, duplicates %d, rejected %d)\n", len(res.Events), st.published, st.duplicates, st.rejected)
+	fmt.Fprintf(stdout, "  imported:  %s\n", formatCounts(res.Counts))
+	fmt.Fprintf(stdout, "  skipped:   %s\n", formatCounts(res.Skipped))
+	for _, e := range st.firstErrors {
+		fmt.Fprintln(stdout, "  rejected:", e)
+	}
+	if st.rejected > 0 {
+		return fmt.Errorf("%d of %d events were rejected", st.rejected, len(res.Events))
+	}
+	return nil
+}
+
+// reorderFlags moves the FILE argument after the flags, so both
+// "replay FILE --session S" and "replay --session S FILE" work.
+func reorderFlags(args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			pos = append(pos, args[i+1:]...)
+			i = len(args)
+		case strings.HasPrefix(a, "-") && len(a) > 1:
+			flags = append(flags, a)
+			if !strings.Contains(a, "=") && i+1 < len(args) {
+				flags = append(flags, args[i+1])
+				i++
+			}
+		default:
+			pos = append(pos, a)
+		}
+	}
+	return append(flags, pos...)
+}
+
+// nextBatch returns the end of the batch starting at start: at most n
+// events and about maxBytes of encoded events.
+func nextBatch(evs []event.Event, start, n, maxBytes int) int {
+	size := 0
+	end := start
+	for end < len(evs) && end-start < n {
+		size += len(evs[end].Data()) + 512
+		if size > maxBytes && end > start {
+			break
+		}
+		end++
+	}
+	return end
+}
+
+// errRetryable marks failures worth retrying (the event ids make retries
+// safe).
+var errRetryable = errors.New("temporarily unavailable")
+
+func retry(ctx context.Context, f func() ([]ingestsvc.EventResult, error)) ([]ingestsvc.EventResult, error) {
+	wait := 200 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		res, err := f()
+		if err == nil || !errors.Is(err, errRetryable) || attempt == 5 {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+}
+
+func sendHTTP(ctx context.Context, client *http.Client, url, token string, batch []event.Event) ([]ingestsvc.EventResult, error) {
+	body, err := json.Marshal(batch)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", ingestsvc.MediaBatch)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errRetryable, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading reply: %v", errRetryable, err)
+	}
+	return decodeResults(resp.StatusCode, b)
+}
+
+func sendNATS(ctx context.Context, nc *nats.Conn, subject string, batch []event.Event) ([]ingestsvc.EventResult, error) {
+	body, err := json.Marshal(batch)
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	m, err := nc.RequestWithContext(rctx, subject, body)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, fmt.Errorf("%w: no ingest service answers on %s", errRetryable, subject)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errRetryable, err)
+	}
+	status := http.StatusAccepted
+	if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
+		status, _ = strconv.Atoi(code)
+	}
+	return decodeResults(status, m.Data)
+}
+
+// decodeResults reads the per-event results of a reply: a Response (202) or
+// a Problem (anything else).
+func decodeResults(status int, b []byte) ([]ingestsvc.EventResult, error) {
+	if status == http.StatusAccepted {
+		var r ingestsvc.Response
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("decoding reply: %w", err)
+		}
+		return r.Results, nil
+	}
+	var p ingestsvc.Problem
+	_ = json.Unmarshal(b, &p)
+	if len(p.Results) > 0 {
+		return p.Results, nil
+	}
+	if len(p.Errors) > 0 {
+		return p.Errors, nil
+	}
+	err := fmt.Errorf("%d %s: %s", status, http.StatusText(status), strings.TrimSpace(firstNonEmpty(p.Detail, string(b))))
+	if status == http.StatusServiceUnavailable || status == http.StatusBadGateway || status == http.StatusGatewayTimeout {
+		err = fmt.Errorf("%w: %v", errRetryable, err)
+	}
+	return nil, err
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func formatCounts(m map[string]int) string {
+	if len(m) == 0 {
+		return "nothing"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] || (m[keys[i]] == m[keys[j]] && keys[i] < keys[j]) })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// progress draws a one-line "\r" progress bar on a terminal, and nothing
+// elsewhere.
+type progress struct {
+	w     io.Writer
+	total int
+	on    bool
+}
+
+func newProgress(f *os.File, total int) *progress {
+	p := &progress{w: f, total: total}
+	if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 && total > 0 {
+		p.on = true
+		p.set(0)
+	}
+	return p
+}
+
+func (p *progress) set(n int) {
+	if !p.on {
+		return
+	}
+	const width = 30
+	filled := width * n / p.total
+	fmt.Fprintf(p.w, "\r[%s%s] %d/%d events", strings.Repeat("#", filled), strings.Repeat(".", width-filled), n, p.total)
+}
+
+func (p *progress) done() {
+	if p.on {
+		fmt.Fprintln(p.w)
+		p.on = false
+	}
+}
