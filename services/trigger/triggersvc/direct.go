@@ -16,15 +16,16 @@ import (
 const directBatch = 256
 
 // directRange calls fn for every stored transcript record with
-// from <= seq <= to, in order, using batch Direct Get over all subjects
-// (deleted sequences are stepped over).
-func directRange(ctx context.Context, nc *nats.Conn, from, to uint64, fn func(seq uint64, ts int64, subject string, h nats.Header, data []byte)) error {
+// from <= seq <= to, in order, using batch Direct Get over all subjects, or
+// only subject when it is not empty (deleted sequences are stepped over).
+func directRange(ctx context.Context, nc *nats.Conn, subject string, from, to uint64, fn func(seq uint64, ts int64, subject string, h nats.Header, data []byte)) error {
 	for from <= to {
 		req, _ := json.Marshal(struct {
 			Seq     uint64 `json:"seq"`
+			NextFor string `json:"next_by_subj,omitempty"`
 			Batch   int    `json:"batch"`
 			UpToSeq uint64 `json:"up_to_seq"`
-		}{from, directBatch, to})
+		}{from, subject, directBatch, to})
 		inbox := nc.NewRespInbox()
 		sub, err := nc.SubscribeSync(inbox)
 		if err != nil {

@@ -26,6 +26,8 @@ import (
 	"github.com/recallhq/recall/pkg/memory"
 )
 
+var instances atomic.Int64
+
 // Source is the CloudEvents source of the events the trigger publishes.
 const Source = "/recall/trigger"
 
@@ -42,6 +44,7 @@ const skewMargin = time.Second
 // events.DurableTrigger and publishes extraction requests. Create it with
 // New, run it with Run. Its exported methods are safe for concurrent use.
 type Trigger struct {
+	id      int64
 	cfg     Config
 	base    memory.Thresholds
 	log     *slog.Logger
@@ -70,6 +73,7 @@ type Trigger struct {
 	unflushed int
 	maxSeen   int64 // newest stream time processed (Unix ns)
 	caughtUp  bool  // the last delivery had nothing pending behind it
+	halted    bool  // a rebuild failed: nothing more is processed or acked
 	thCache   map[string]*tenantSettings
 	buf       []memory.TriggerDecision
 
@@ -150,6 +154,7 @@ func New(nc *nats.Conn, cfg Config, tenants *tenantcfg.Store, log *slog.Logger) 
 	}
 	t.lru.next, t.lru.prev = &t.lru, &t.lru
 	t.m = newMetrics(t)
+	t.id = instances.Add(1)
 	return t, nil
 }
 
@@ -193,6 +198,7 @@ func (t *Trigger) Run(ctx context.Context) error {
 	t.next = info.AckFloor.Stream + 1
 	t.fromStart = stream.CachedInfo().State.FirstSeq >= t.next || stream.CachedInfo().State.Msgs == 0
 	t.mu.Unlock()
+	t.log.Debug("consuming", "trigger", t.id, "next", t.next, "from_start", t.fromStart)
 
 	if t.tenants != nil {
 		go t.watchTenants(ctx)
@@ -216,6 +222,13 @@ func (t *Trigger) Run(ctx context.Context) error {
 		select {
 		case <-ticker.C:
 			t.tick()
+			t.mu.Lock()
+			halted := t.halted
+			t.mu.Unlock()
+			if halted {
+				cc.Stop()
+				return errors.New("trigger halted: a session could not be rebuilt from the transcript")
+			}
 		case <-ctx.Done():
 			cc.Drain()
 			select {
@@ -264,14 +277,22 @@ func (t *Trigger) onMsg(m jetstream.Msg) {
 	defer t.mu.Unlock()
 	t.stats.lag.Store(int64(md.NumPending))
 	t.caughtUp = md.NumPending == 0
+	if t.halted {
+		return
+	}
 	if seq < t.next {
 		t.stats.redelivered.Add(1)
 		return
 	}
 	if seq > t.next {
 		t.fillGap(seq)
+		if t.next != seq {
+			return // not filled: this delivery is redelivered later
+		}
 	}
-	t.process(seq, md.Timestamp.UnixNano(), m.Subject(), m.Headers(), m.Data())
+	if t.halted || !t.process(seq, md.Timestamp.UnixNano(), m.Subject(), m.Headers(), m.Data()) {
+		return
+	}
 	t.next = seq + 1
 	t.lastMsg, t.lastSeq = m, seq
 	t.unflushed++
@@ -285,23 +306,32 @@ func (t *Trigger) onMsg(m jetstream.Msg) {
 // replica processed them, its progress is adopted and every session in
 // memory is dropped (it may be stale) to be rebuilt on demand.
 func (t *Trigger) fillGap(upTo uint64) {
-	ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), 30*time.Second)
 	defer cancel()
 	if info, err := t.cons.Info(ctx); err == nil && info.AckFloor.Stream+1 > t.next {
 		t.stats.takeovers.Add(1)
+		t.log.Debug("takeover", "trigger", t.id, "next", t.next, "floor", info.AckFloor.Stream)
 		t.dropAll()
 		t.next = info.AckFloor.Stream + 1
 	}
 	if t.next >= upTo {
 		return
 	}
-	err := directRange(ctx, t.nc, t.next, upTo-1, func(seq uint64, ts int64, subject string, h nats.Header, data []byte) {
+	err := directRange(ctx, t.nc, "", t.next, upTo-1, func(seq uint64, ts int64, subject string, h nats.Header, data []byte) {
+		if t.halted {
+			return
+		}
 		t.stats.gapFilled.Add(1)
-		t.process(seq, ts, subject, h, data)
-		t.next = seq + 1
+		if t.process(seq, ts, subject, h, data) {
+			t.next = seq + 1
+		}
 	})
 	if err != nil {
 		t.log.Warn("reading skipped transcript records", "from", t.next, "to", upTo-1, "err", err)
+		return
+	}
+	if !t.halted {
+		t.next = upTo // what remains of the range was deleted
 	}
 }
 
@@ -319,8 +349,11 @@ func (t *Trigger) dropAll() {
 	t.stats.bytes.Store(0)
 }
 
-// process applies one stored record.
-func (t *Trigger) process(seq uint64, ts int64, subject string, h nats.Header, data []byte) {
+// process applies one stored record. It returns false, and halts the
+// trigger, when the record's session could not be rebuilt: nothing at or
+// after seq is processed or acknowledged any more, so a restart redelivers
+// it.
+func (t *Trigger) process(seq uint64, ts int64, subject string, h nats.Header, data []byte) bool {
 	t.stats.records.Add(1)
 	t.m.records.Add(t.ctx, 1)
 	if ts > t.maxSeen {
@@ -329,7 +362,7 @@ func (t *Trigger) process(seq uint64, ts int64, subject string, h nats.Header, d
 	key, ok := strings.CutPrefix(subject, events.SubjectTranscriptRoot+".")
 	dot := strings.IndexByte(key, '.')
 	if !ok || dot <= 0 {
-		return
+		return true
 	}
 	rec, err := decodeRecord(seq, ts, h, data)
 	if err != nil {
@@ -337,10 +370,16 @@ func (t *Trigger) process(seq uint64, ts int64, subject string, h nats.Header, d
 		rec = memory.TriggerRecord{Seq: seq, Kind: memory.RecOther}
 	}
 	s := t.lookup(key, dot, seq)
+	if s == nil {
+		t.halted = true
+		t.log.Error("halting: a session could not be rebuilt from the transcript; restart the trigger", "seq", seq, "session", key)
+		return false
+	}
 	ts2 := t.settings(s.tenant())
 	before := s.st.Size()
 	t.buf = s.st.Observe(rec, &ts2.th, t.buf[:0])
 	for _, d := range t.buf {
+		t.log.Debug("decision", "trigger", t.id, "session", s.key, "seq", seq, "up_to", d.UpToSeq, "counters", d.Counters)
 		tp := s.trace
 		if d.UpToSeq == seq {
 			tp = headerGet(h, "traceparent")
@@ -357,6 +396,7 @@ func (t *Trigger) process(seq uint64, ts int64, subject string, h nats.Header, d
 	if s.st.Ended() && !ok {
 		t.evict(s)
 	}
+	return true
 }
 
 // lookup returns the session of key, rebuilding it from the transcript
@@ -373,7 +413,9 @@ func (t *Trigger) lookup(key string, dot int, seq uint64) *session {
 	h := hashKey(key)
 	_, wasEvicted := t.evicted[h]
 	if (wasEvicted || !t.fromStart) && seq > 1 {
-		t.rebuild(s, seq)
+		if !t.rebuild(s, seq) {
+			return nil
+		}
 		delete(t.evicted, h)
 		if pseq, pts, ok := s.st.Pending(); ok {
 			// Its last record was acknowledged in an earlier life; this
@@ -399,27 +441,33 @@ const sessionOverhead = int(unsafe.Sizeof(session{})-unsafe.Sizeof(memory.Trigge
 
 // rebuild replays the session's stored records before seq into s, without
 // emitting: their decisions were published before they were acknowledged.
-func (t *Trigger) rebuild(s *session, seq uint64) {
+// It retries while the trigger runs and reports whether it succeeded.
+func (t *Trigger) rebuild(s *session, seq uint64) bool {
 	t.stats.rebuilds.Add(1)
 	t.m.rebuilds.Add(t.ctx, 1)
 	th := t.settings(s.tenant()).th
 	var discard []memory.TriggerDecision
-	ctx, cancel := context.WithTimeout(t.ctx, 30*time.Second)
-	defer cancel()
+	subject := events.TranscriptSubject(s.tenant(), s.session())
 	for attempt := 0; ; attempt++ {
 		s.st = memory.TriggerState{}
-		err := t.reader.Scan(ctx, s.tenant(), s.session(), 1, seq-1, func(r transcript.Record) bool {
-			discard = s.st.Observe(recordOf(&r), &th, discard[:0])
-			return true
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.ctx), 10*time.Second)
+		err := directRange(ctx, t.nc, subject, 1, seq-1, func(rseq uint64, ts int64, _ string, h nats.Header, data []byte) {
+			rec, err := decodeRecord(rseq, ts, h, data)
+			if err != nil {
+				rec = memory.TriggerRecord{Seq: rseq, Kind: memory.RecOther}
+			}
+			discard = s.st.Observe(rec, &th, discard[:0])
 		})
+		cancel()
 		if err == nil {
-			return
+			t.log.Debug("rebuilt", "trigger", t.id, "session", s.key, "before", seq, "last", s.st.LastSeq(), "tokens", s.st.Tokens(), "baseline", s.st.Baseline())
+			return true
 		}
-		if ctx.Err() != nil || attempt >= 5 {
-			t.log.Error("rebuilding session state failed; continuing with what was read", "session", s.key, "err", err)
-			return
+		t.log.Warn("rebuilding session state", "session", s.key, "attempt", attempt+1, "err", err)
+		if t.ctx.Err() != nil || attempt >= 50 {
+			return false
 		}
-		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
+		time.Sleep(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second))
 	}
 }
 
