@@ -9,10 +9,18 @@ package extraction
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/memory"
 )
 
 // Defaults of Input.
@@ -74,11 +82,189 @@ type Output struct {
 	Provider      string
 }
 
-// Run performs the forked edit with p. It returns an error wrapping
-// ErrNoValidToolCall when the model never produced a usable tool call, one
-// wrapping llm.ErrRetryable when the provider kept failing transiently (wrap
-// p with llm.WithRetry to retry those), or ctx's error. Run is safe for
-// concurrent use with distinct inputs.
+// DefaultSystem is the fork's system prompt when Input.System is empty.
+const DefaultSystem = "You maintain the session notes of a coding-agent session. The conversation below is the session so far. " +
+	"Follow the final instruction exactly; your only tool is Edit on the notes file."
+
+// Run performs the forked edit with p: it sends the conversation followed by
+// the extraction prompt (memory.BuildPrompt: default or custom, with the
+// size reminders), offers exactly one tool (Edit, memory.EditToolSchema),
+// places the cache breakpoint on the last conversation message, applies each
+// tool call with memory.ApplyToolCall, answers every call with a tool_result
+// (success text, the deny text or the edit error, as is_error) and lets the
+// model continue until it stops calling tools, every edit of a turn
+// succeeded, or MaxTurns model turns were used.
+//
+// When the first answer has no valid tool call (text only, or every Edit
+// input malformed) and the provider did not report the notes as up to date,
+// the call is repeated up to DefaultNoToolRetries times; then Run returns an
+// error wrapping ErrNoValidToolCall. Provider errors are returned wrapped
+// (llm.ErrRetryable ones after the provider's own retries: wrap p with
+// llm.WithRetry). A run whose edits were all rejected still returns an
+// Output (EditsApplied 0, Notes unchanged).
+//
+// Every model call is a span ("chat <model>") on the global tracer with
+// GenAI semantic-convention attributes. Run is safe for concurrent use.
 func Run(ctx context.Context, p llm.Provider, in Input) (*Output, error) {
-	return nil, errors.New("extraction: not implemented yet")
+	if len(in.Conversation) == 0 {
+		return nil, ErrNoMessages
+	}
+	maxTurns := in.MaxTurns
+	if maxTurns <= 0 {
+		maxTurns = DefaultMaxTurns
+	}
+	maxTokens := in.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = DefaultMaxOutputTokens
+	}
+	system := in.System
+	if system == "" {
+		system = DefaultSystem
+	}
+	notes := in.Notes
+	if notes == "" {
+		notes = in.Template
+	}
+	if notes == "" {
+		notes = memory.DefaultTemplate
+	}
+	path := memory.NotesPath(in.Tenant, in.Session)
+
+	msgs := make([]events.Message, 0, len(in.Conversation)+1+2*maxTurns)
+	msgs = append(msgs, in.Conversation...)
+	msgs = append(msgs, events.Message{Role: events.RoleUser, Content: events.Content{{
+		Type: events.BlockText, Text: memory.BuildPrompt(in.CustomPrompt, notes, path),
+	}}})
+	out := &Output{Notes: notes, Provider: p.Name(), Model: p.Model()}
+	req := llm.Request{
+		System:     system,
+		Tools:      []llm.Tool{EditTool()},
+		MaxTokens:  maxTokens,
+		CacheAfter: len(in.Conversation) - 1,
+		NotesPath:  path,
+	}
+
+	for turn := 0; turn < maxTurns; turn++ {
+		req.Messages, req.Notes = msgs, out.Notes
+		resp, err := call(ctx, p, req, out)
+		if err != nil {
+			return nil, err
+		}
+		if turn == 0 {
+			for attempt := 1; !validAnswer(resp); attempt++ {
+				if attempt > DefaultNoToolRetries {
+					return nil, fmt.Errorf("extracting memory after %d attempts: %w", attempt, ErrNoValidToolCall)
+				}
+				if resp, err = call(ctx, p, req, out); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if len(resp.ToolCalls) == 0 {
+			break
+		}
+		assistant := events.Message{Role: events.RoleAssistant}
+		if resp.Text != "" {
+			assistant.Content = append(assistant.Content, events.Block{Type: events.BlockText, Text: resp.Text})
+		}
+		results := events.Message{Role: events.RoleUser}
+		failed := false
+		for i, tc := range resp.ToolCalls {
+			id := tc.ID
+			if id == "" {
+				id = fmt.Sprintf("call_%d_%d", turn, i)
+			}
+			assistant.Content = append(assistant.Content, events.Block{Type: events.BlockToolUse, ID: id, Name: tc.Name, Input: objectJSON(tc.Input)})
+			doc, text, err := memory.ApplyToolCall(out.Notes, path, tc.Name, tc.Input)
+			if err != nil {
+				out.EditsRejected++
+				failed = true
+			} else {
+				out.Notes = doc
+				out.EditsApplied++
+			}
+			results.Content = append(results.Content, events.Block{
+				Type: events.BlockToolResult, ToolUseID: id, IsError: err != nil,
+				Content: events.Content{{Type: events.BlockText, Text: text}},
+			})
+		}
+		msgs = append(msgs, assistant, results)
+		if !failed {
+			break
+		}
+	}
+	return out, nil
+}
+
+// EditTool is the single tool offered to the fork.
+func EditTool() llm.Tool {
+	return llm.Tool{
+		Name:        memory.EditToolName,
+		Description: memory.EditToolDescription,
+		InputSchema: json.RawMessage(memory.EditToolSchema),
+	}
+}
+
+// validAnswer reports whether resp is a usable first answer: it has a tool
+// call that is not a malformed Edit, or the provider says the notes are up
+// to date.
+func validAnswer(resp *llm.Response) bool {
+	if resp.UpToDate {
+		return true
+	}
+	for _, tc := range resp.ToolCalls {
+		if tc.Name != memory.EditToolName {
+			return true // denied, but a well-formed call the model can learn from
+		}
+		if _, err := memory.ParseEditInput(tc.Input); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// objectJSON is raw when it is a JSON object, else {} (a malformed input
+// cannot be echoed back in the conversation).
+func objectJSON(raw json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil || m == nil {
+		return json.RawMessage(`{}`)
+	}
+	return raw
+}
+
+var tracer = otel.Tracer("recall/extraction")
+
+// call runs one model call in a span and accounts its usage in out.
+func call(ctx context.Context, p llm.Provider, req llm.Request, out *Output) (*llm.Response, error) {
+	ctx, span := tracer.Start(ctx, "chat "+p.Model(), trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("gen_ai.operation.name", "chat"),
+		attribute.String("gen_ai.system", p.Name()),
+		attribute.String("gen_ai.provider.name", p.Name()),
+		attribute.String("gen_ai.request.model", p.Model()),
+		attribute.Int("gen_ai.request.max_tokens", req.MaxTokens),
+		attribute.Int("recall.llm.messages", len(req.Messages)),
+	))
+	defer span.End()
+	resp, err := p.Complete(ctx, req)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		return nil, fmt.Errorf("calling %s model: %w", p.Name(), err)
+	}
+	span.SetAttributes(
+		attribute.String("gen_ai.response.model", resp.Model),
+		attribute.StringSlice("gen_ai.response.finish_reasons", []string{resp.StopReason}),
+		attribute.Int64("gen_ai.usage.input_tokens", resp.Usage.InputTokens),
+		attribute.Int64("gen_ai.usage.output_tokens", resp.Usage.OutputTokens),
+		attribute.Int64("gen_ai.usage.cache_read.input_tokens", resp.Usage.CacheReadTokens),
+		attribute.Int64("gen_ai.usage.cache_creation.input_tokens", resp.Usage.CacheCreationTokens),
+		attribute.Int("recall.llm.tool_calls", len(resp.ToolCalls)),
+	)
+	out.Usage = out.Usage.Add(resp.Usage)
+	out.Turns++
+	if resp.Model != "" {
+		out.Model = resp.Model
+	}
+	return resp, nil
 }

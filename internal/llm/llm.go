@@ -58,6 +58,10 @@ type Response struct {
 	StopReason string
 	Model      string
 	Usage      events.TokenUsage
+	// UpToDate is set by a provider that decided, without error, that the
+	// notes need no edit (the offline provider when nothing changed). A
+	// response without tool calls is otherwise an invalid extraction answer.
+	UpToDate bool
 }
 
 // Provider is a model endpoint. Implementations are safe for concurrent use.

@@ -84,6 +84,7 @@ func (p *OfflineProvider) Complete(ctx context.Context, req Request) (*Response,
 		resp.StopReason = "tool_use"
 	} else {
 		resp.Text = "The notes are up to date."
+		resp.UpToDate = true
 	}
 	return resp, nil
 }
