@@ -23,10 +23,11 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	force := fs.Bool("force", false, "with --nats-url: run even if the server holds Recall transcripts")
 	only := fs.String("only", "", "comma-separated scenarios to run ("+strings.Join(bench.Scenarios, ",")+")")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	profile := fs.String("profile-dir", "", "write a CPU profile of each scenario (<scenario>.cpu.pprof) to this directory")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	o := bench.Options{Quick: *quick, URL: *natsURL, Force: *force, Progress: os.Stderr}
+	o := bench.Options{Quick: *quick, URL: *natsURL, Force: *force, Progress: os.Stderr, ProfileDir: *profile}
 	if *quiet {
 		o.Progress = nil
 	}

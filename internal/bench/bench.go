@@ -24,7 +24,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -76,6 +78,10 @@ type Options struct {
 	Progress io.Writer
 	// Log receives the services' logs; nil discards.
 	Log *slog.Logger
+	// ProfileDir, when set, receives a CPU profile of each scenario
+	// (<scenario>.cpu.pprof) covering the whole process: the bench client,
+	// the services and the embedded server.
+	ProfileDir string
 }
 
 // env is what every scenario runs against.
@@ -124,7 +130,7 @@ func sizesFor(quick bool) sizes {
 		triggerSessions: 100000, triggerPerSession: 4,
 		compactSessions: 10000, compactSizes: []int{1000, 10000, 100000}, compactRequests: 2000,
 		extractSessions: 64, extractWorkers: []int{1, 2, 4, 8}, extractLatency: 200 * time.Millisecond,
-		pipelineDuration: 20 * time.Second, pipelineSessions: 500,
+		pipelineDuration: 15 * time.Second, pipelineSessions: 500,
 	}
 }
 
@@ -208,7 +214,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		t0 := time.Now()
 		err := e.reset(ctx)
 		if err == nil {
+			stopProfile := e.startProfile(st.name)
 			err = st.run(ctx, e)
+			stopProfile()
 		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -275,6 +283,25 @@ func (e *env) cleanup(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// startProfile starts a CPU profile of scenario when Options.ProfileDir is
+// set and returns the function that stops it.
+func (e *env) startProfile(scenario string) func() {
+	if e.opts.ProfileDir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(e.opts.ProfileDir, scenario+".cpu.pprof"))
+	if err != nil {
+		e.progress("   profile: %v", err)
+		return func() {}
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		e.progress("   profile: %v", err)
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
 func cpuModel() string {

@@ -9,7 +9,3 @@ func runCompaction(ctx context.Context, e *env) error {
 func runExtraction(ctx context.Context, e *env) error {
 	return skipped("the extractor service is not implemented yet")
 }
-
-func runPipeline(ctx context.Context, e *env) error {
-	return skipped("the trigger service is not implemented yet")
-}

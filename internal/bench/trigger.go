@@ -11,21 +11,18 @@ import (
 
 	"github.com/recallhq/recall/internal/bench/benchgen"
 	"github.com/recallhq/recall/internal/natsconn"
-	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/trigger/triggersvc"
 )
 
 // benchThresholds makes the generated conversations cross the trigger's
 // thresholds within four messages (user, tool call, tool result, answer),
-// so the trigger decides and publishes requests instead of only counting.
+// so the trigger decides and publishes requests (pipeline scenario). The
+// trigger scenario keeps the default thresholds: it measures decisions.
 var benchThresholds = events.TenantConfig{MinimumMessageTokensToInit: 3000, MinimumTokensBetweenUpdate: 1000, ToolCallsBetweenUpdates: 3}
 
 func runTrigger(ctx context.Context, e *env) error {
 	r := &e.res.Trigger
-	if _, err := tenantcfg.Put(ctx, e.js, benchTenant, benchThresholds); err != nil {
-		return fmt.Errorf("setting the tenant thresholds: %w", err)
-	}
 	sessions := benchgen.SessionIDs("t", e.sizes.triggerSessions)
 	plan := fillPlan{sessions: sessions, counts: make([]int, len(sessions))}
 	for i := range plan.counts {
