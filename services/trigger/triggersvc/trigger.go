@@ -40,6 +40,10 @@ const PriorityGroup = "recall"
 // and the NATS server that timestamps records.
 const skewMargin = time.Second
 
+// maxChecksPerTick bounds the Direct Get confirmations of quiet responses
+// per tick.
+const maxChecksPerTick = 256
+
 // Trigger follows RECALL_TRANSCRIPT with the durable consumer
 // events.DurableTrigger and publishes extraction requests. Create it with
 // New, run it with Run. Its exported methods are safe for concurrent use.
@@ -66,20 +70,18 @@ type Trigger struct {
 	fromStart bool
 	next      uint64 // next stream sequence to process
 	holds     []hold // FIFO by sequence (see hold)
-	lastMsg   jetstream.Msg
-	lastSeq   uint64 // stream sequence of lastMsg
+	unacked   []delivery // delivered, not acknowledged, in delivery order
 	ackedSeq  uint64
 	futures   []jetstream.PubAckFuture
 	unflushed int
 	maxSeen   int64 // newest stream time processed (Unix ns)
-	caughtUp  bool  // the last delivery had nothing pending behind it
 	halted    bool  // a rebuild failed: nothing more is processed or acked
 	thCache   map[string]*tenantSettings
 	buf       []memory.TriggerDecision
 
 	stats struct {
-		records, decisions, gated, rebuilds, redelivered, gapFilled, evictions, takeovers atomic.Int64
-		sessions, bytes, lag                                                            atomic.Int64
+		records, delivered, decisions, gated, rebuilds, redelivered, gapFilled, evictions, takeovers atomic.Int64
+		sessions, bytes, lag                                                              atomic.Int64
 	}
 }
 
@@ -102,11 +104,15 @@ func (s *session) session() string { return s.key[s.tenantLen+1:] }
 // the quiet-period decision cannot be lost. Holds are appended in sequence
 // order; one whose session moved on is dead and skipped.
 type hold struct {
-	s         *session
-	seq       uint64
-	deadline  int64         // stream time of the record + quiet period
-	before    jetstream.Msg // newest delivered message before the record
-	beforeSeq uint64
+	s        *session
+	seq      uint64
+	deadline int64 // stream time of the record + quiet period
+}
+
+// delivery is a delivered message not acknowledged yet.
+type delivery struct {
+	m   jetstream.Msg
+	seq uint64
 }
 
 func (h *hold) live() bool {
@@ -122,6 +128,7 @@ type tenantSettings struct {
 // Stats is a snapshot of the trigger's counters.
 type Stats struct {
 	Records     int64 // transcript records processed
+	Delivered   int64 // messages the consumer delivered to this replica
 	Decisions   int64 // extraction requests published (threshold)
 	Gated       int64 // decisions not published because session_memory is off
 	Rebuilds    int64 // sessions rebuilt from the transcript
@@ -197,6 +204,11 @@ func (t *Trigger) Run(ctx context.Context) error {
 	t.ctx, t.cons = ctx, cons
 	t.next = info.AckFloor.Stream + 1
 	t.fromStart = stream.CachedInfo().State.FirstSeq >= t.next || stream.CachedInfo().State.Msgs == 0
+	// Records delivered to a previous instance but not acknowledged would
+	// only be redelivered after AckWait: read them now.
+	if last := stream.CachedInfo().State.LastSeq; last >= t.next {
+		t.fillGap(last + 1)
+	}
 	t.mu.Unlock()
 	t.log.Debug("consuming", "trigger", t.id, "next", t.next, "from_start", t.fromStart)
 
@@ -252,7 +264,7 @@ func (t *Trigger) Run(ctx context.Context) error {
 // Stats returns the current counters.
 func (t *Trigger) Stats() Stats {
 	s := Stats{
-		Records: t.stats.records.Load(), Decisions: t.stats.decisions.Load(), Gated: t.stats.gated.Load(),
+		Records: t.stats.records.Load(), Delivered: t.stats.delivered.Load(), Decisions: t.stats.decisions.Load(), Gated: t.stats.gated.Load(),
 		Rebuilds: t.stats.rebuilds.Load(), Redelivered: t.stats.redelivered.Load(), GapFilled: t.stats.gapFilled.Load(),
 		Evictions: t.stats.evictions.Load(), Takeovers: t.stats.takeovers.Load(),
 		Sessions: t.stats.sessions.Load(), Lag: t.stats.lag.Load(),
@@ -276,12 +288,13 @@ func (t *Trigger) onMsg(m jetstream.Msg) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.stats.lag.Store(int64(md.NumPending))
-	t.caughtUp = md.NumPending == 0
 	if t.halted {
 		return
 	}
+	t.stats.delivered.Add(1)
 	if seq < t.next {
 		t.stats.redelivered.Add(1)
+		t.unacked = append(t.unacked, delivery{m, seq})
 		return
 	}
 	if seq > t.next {
@@ -294,7 +307,7 @@ func (t *Trigger) onMsg(m jetstream.Msg) {
 		return
 	}
 	t.next = seq + 1
-	t.lastMsg, t.lastSeq = m, seq
+	t.unacked = append(t.unacked, delivery{m, seq})
 	t.unflushed++
 	if t.unflushed >= t.cfg.AckEvery {
 		t.flush()
@@ -388,7 +401,7 @@ func (t *Trigger) process(seq uint64, ts int64, subject string, h nats.Header, d
 	}
 	if pseq, pts, ok := s.st.Pending(); ok && pseq == seq {
 		s.trace = headerGet(h, "traceparent")
-		t.holds = append(t.holds, hold{s: s, seq: seq, deadline: pts + int64(ts2.th.QuietPeriod), before: t.lastMsg, beforeSeq: t.lastSeq})
+		t.holds = append(t.holds, hold{s: s, seq: seq, deadline: pts + int64(ts2.th.QuietPeriod)})
 	} else if !ok {
 		s.trace = ""
 	}
@@ -421,7 +434,7 @@ func (t *Trigger) lookup(key string, dot int, seq uint64) *session {
 			// Its last record was acknowledged in an earlier life; this
 			// entry only arms the quiet-period timer.
 			th := t.settings(s.tenant()).th
-			t.holds = append(t.holds, hold{s: s, seq: pseq, deadline: pts + int64(th.QuietPeriod), before: t.lastMsg, beforeSeq: t.lastSeq})
+			t.holds = append(t.holds, hold{s: s, seq: pseq, deadline: pts + int64(th.QuietPeriod)})
 		}
 	}
 	t.sessions[key] = s
@@ -636,15 +649,36 @@ func (t *Trigger) flush() {
 		clear(t.holds[n:])
 		t.holds = t.holds[:n]
 	}
-	ack, ackSeq := t.lastMsg, t.lastSeq
+	// Everything below the oldest live hold, and below what was processed,
+	// may be acknowledged; one AckAll on the newest such delivery does it.
+	limit := t.next
 	if len(t.holds) > 0 {
-		ack, ackSeq = t.holds[0].before, t.holds[0].beforeSeq
+		limit = t.holds[0].seq
 	}
-	if ack != nil && ackSeq > t.ackedSeq {
-		if err := ack.Ack(); err == nil {
-			t.ackedSeq = ackSeq
+	best := -1
+	for i, d := range t.unacked {
+		if d.seq < limit && (best < 0 || d.seq > t.unacked[best].seq) {
+			best = i
 		}
 	}
+	if best < 0 {
+		return
+	}
+	bseq := t.unacked[best].seq
+	if bseq > t.ackedSeq {
+		if err := t.unacked[best].m.Ack(); err != nil {
+			return
+		}
+		t.ackedSeq = bseq
+	}
+	keep := t.unacked[:0]
+	for _, d := range t.unacked {
+		if d.seq > bseq {
+			keep = append(keep, d)
+		}
+	}
+	clear(t.unacked[len(keep):])
+	t.unacked = keep
 }
 
 // tick completes responses whose quiet period passed, evicts idle
@@ -668,7 +702,7 @@ func (t *Trigger) tick() {
 			t.completeQuiet(h.s)
 			continue
 		}
-		if t.caughtUp && now > h.deadline+int64(skewMargin) {
+		if now > h.deadline+int64(skewMargin) && len(check) < maxChecksPerTick {
 			check = append(check, *h)
 		}
 	}
