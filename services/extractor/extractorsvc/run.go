@@ -1,22 +1,111 @@
-// Package extractorsvc is Recall's extractor service.
+// Package extractorsvc is Recall's extractor service: workers that turn
+// extraction requests into updated session memory documents, one extraction
+// at a time per session across all workers, scaling out across sessions.
+//
+// Every worker is a member of a partitioned consumer group (internal/pcgroup)
+// on RECALL_EXTRACT. Per request it reads the memory and its revision, acks
+// covered requests without an LLM call, marks the session running in
+// RECALL_STATUS, runs the forked edit (internal/extraction) on the
+// transcript, commits with a compare-and-set on the revision it read, acks,
+// and publishes extraction.completed. Requests that fail permanently are
+// published as extraction.failed and parked in RECALL_PARKED (ListParked,
+// ReplayParked). docs/extraction.md explains the concurrency design.
+//
+// Shutdown, when the context given to Run is done: the workers stop
+// fetching, in-flight extractions finish for up to DrainTimeout, partitions
+// are unpinned and the membership key deleted (others take over at once),
+// the memory endpoint stops, then the connection drains. A clean stop
+// returns nil.
 package extractorsvc
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"sync/atomic"
+	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/ops"
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/pkg/events"
 )
 
-// Config configures the extractor service (environment variables RECALL_*).
-type Config struct {
-	NATS natsconn.Config
-	provision.Config
-}
-
-// Run serves until ctx is done.
+// Run serves until ctx is done. It uses cfg.Provider when set, else the
+// provider llm.New builds from cfg.LLMConfig. Several Runs with distinct
+// WorkerIDs may share a process (benchmarks).
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	return errors.New("extractor: not implemented yet")
+	cfg = cfg.withDefaults()
+	provider := cfg.Provider
+	if provider == nil {
+		p, err := llm.New(cfg.LLMConfig, log)
+		if err != nil {
+			return err
+		}
+		provider = p
+	}
+	nc, err := natsconn.Connect(cfg.NATS, "recall-extractor-"+cfg.WorkerID)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("opening JetStream: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	err = provision.Ensure(pctx, js, cfg.Config)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("provisioning: %w", err)
+	}
+	w, err := NewWorker(nc, cfg, provider, log)
+	if err != nil {
+		return err
+	}
+	kv, err := js.KeyValue(ctx, events.BucketMemory)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", events.BucketMemory, err)
+	}
+	svc, err := serveMemoryAPI(nc, kv)
+	if err != nil {
+		return fmt.Errorf("starting the memory endpoint: %w", err)
+	}
+
+	var running atomic.Bool
+	opsDone := make(chan error, 1)
+	octx, ocancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer ocancel()
+	go func() {
+		opsDone <- ops.Serve(octx, cfg.OpsAddr, ops.Handler(func() error {
+			if !nc.IsConnected() {
+				return errors.New("NATS is not connected")
+			}
+			if !running.Load() {
+				return errors.New("not serving")
+			}
+			return nil
+		}), log)
+	}()
+	log.InfoContext(ctx, "extractor started", "worker", w.ID(), "provider", provider.Name(), "model", provider.Model(),
+		"partitions", cfg.Partitions, "concurrency", cfg.Concurrency)
+	running.Store(true)
+	runErr := w.Run(ctx)
+	running.Store(false)
+	_ = svc.Stop()
+	ocancel()
+	if err := <-opsDone; err != nil {
+		log.Warn("operational endpoints", "err", err)
+	}
+	if err := nc.Drain(); err != nil {
+		log.Warn("draining NATS connection", "err", err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !nc.IsClosed() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return runErr
 }

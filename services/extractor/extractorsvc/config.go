@@ -1,0 +1,110 @@
+package extractorsvc
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"os"
+	"regexp"
+	"time"
+
+	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/provision"
+)
+
+// LLMConfig is llm.Config under a name that can be embedded beside
+// provision.Config (the variables stay RECALL_LLM_*).
+type LLMConfig = llm.Config
+
+// Config configures the extractor service (environment variables RECALL_*).
+type Config struct {
+	NATS natsconn.Config
+	provision.Config
+	LLMConfig
+
+	OpsAddr string `envconfig:"EXTRACTOR_OPS_ADDR" desc:"listen address of /healthz /readyz /metrics (empty = off)"`
+	// WorkerID names this worker in the consumer group; it must be unique
+	// among live workers.
+	WorkerID string `envconfig:"EXTRACTOR_WORKER_ID" desc:"worker id in the consumer group (default: hostname + random suffix)"`
+
+	AckWait        time.Duration `envconfig:"EXTRACTOR_ACK_WAIT" default:"30s" desc:"ack wait of the partition consumers; renewed with in-progress acks while working"`
+	PinnedTTL      time.Duration `envconfig:"EXTRACTOR_PINNED_TTL" desc:"priority-group pin TTL (default: the ack wait)"`
+	HeartbeatTTL   time.Duration `envconfig:"EXTRACTOR_HEARTBEAT_TTL" default:"10s" desc:"membership heartbeat TTL: a crashed worker's partitions move after this long"`
+	FetchWait      time.Duration `envconfig:"EXTRACTOR_FETCH_WAIT" default:"5s" desc:"longest pull request (bounds how long a lost partition keeps fetching)"`
+	StaleThreshold time.Duration `envconfig:"EXTRACTOR_STALE_THRESHOLD" default:"60s" desc:"TTL of the running-extraction status record (renewed while alive)"`
+	Concurrency    int           `envconfig:"EXTRACTOR_CONCURRENCY" default:"8" desc:"extractions one worker runs at once (across its partitions)"`
+	DrainTimeout   time.Duration `envconfig:"EXTRACTOR_DRAIN_TIMEOUT" default:"30s" desc:"on shutdown or hand-off, how long an in-flight extraction may finish"`
+
+	MaxTurns              int   `envconfig:"EXTRACTOR_MAX_TURNS" default:"4" desc:"model calls per extraction that may apply edits"`
+	MaxConversationTokens int64 `envconfig:"EXTRACTOR_MAX_CONVERSATION_TOKENS" default:"150000" desc:"cap of the transcript sent to the model (estimated tokens; oldest messages before the last summarized point dropped first)"`
+	MaxAttempts           int   `envconfig:"EXTRACTOR_MAX_ATTEMPTS" default:"5" desc:"deliveries of a request failing on infrastructure errors (NATS) before it is parked"`
+
+	// Provider, when set, is used instead of building one from llm.Config
+	// (tests and benchmarks).
+	Provider llm.Provider `ignored:"true" json:"-"`
+}
+
+// LogValue masks secrets.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.Any("nats", c.NATS),
+		slog.Any("llm", c.LLMConfig),
+		slog.String("ops_addr", c.OpsAddr),
+		slog.String("worker_id", c.WorkerID),
+		slog.Int("partitions", c.Partitions),
+		slog.Duration("ack_wait", c.AckWait),
+		slog.Duration("heartbeat_ttl", c.HeartbeatTTL),
+		slog.Duration("stale_threshold", c.StaleThreshold),
+		slog.Int("concurrency", c.Concurrency),
+		slog.Int("max_turns", c.MaxTurns),
+		slog.Int64("max_conversation_tokens", c.MaxConversationTokens),
+	)
+}
+
+var badIDChars = regexp.MustCompile(`[^-_a-zA-Z0-9]+`)
+
+// withDefaults fills zero values, so tests may build a Config literal.
+func (c Config) withDefaults() Config {
+	if c.WorkerID == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		c.WorkerID = host + "-" + hex.EncodeToString(b[:])
+	}
+	c.WorkerID = badIDChars.ReplaceAllString(c.WorkerID, "_")
+	if c.AckWait <= 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.HeartbeatTTL <= 0 {
+		c.HeartbeatTTL = 10 * time.Second
+	}
+	if c.FetchWait <= 0 {
+		c.FetchWait = 5 * time.Second
+	}
+	if c.StaleThreshold <= 0 {
+		c.StaleThreshold = 60 * time.Second
+	}
+	if c.StaleThreshold < time.Second {
+		c.StaleThreshold = time.Second
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 8
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	if c.MaxTurns <= 0 {
+		c.MaxTurns = 4
+	}
+	if c.MaxConversationTokens == 0 {
+		c.MaxConversationTokens = 150000
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 5
+	}
+	if c.Partitions <= 0 {
+		c.Partitions = 16
+	}
+	return c
+}

@@ -1,0 +1,261 @@
+package extractorsvc
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/recallhq/recall/internal/chunked"
+	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/services/extractor/extractorsvc/extractortest"
+)
+
+func TestExtractCommitsAndClearsStatus(t *testing.T) {
+	e := newEnv(t)
+	var sawStatus atomic.Bool
+	p := &extractortest.EditProvider{Fail: func(llm.Request) error {
+		sawStatus.Store(e.statusExists(t, "acme", "s1"))
+		return nil
+	}}
+	e.startWorker(t, testConfig("w1"), p)
+	seqs := e.appendMessages(t, "acme", "s1", 4)
+	e.request(t, "acme", "s1", seqs[3])
+
+	waitFor(t, 10*time.Second, "extraction.completed", func() bool { return len(e.completed()) == 1 })
+	c := e.completed()[0]
+	if c.Skipped || c.UpToSeq != seqs[3] || c.CoveredSeq != seqs[3] || c.Worker != "w1" || c.Revision == 0 {
+		t.Fatalf("completed = %+v", c)
+	}
+	rec, rev := e.memory(t, "acme", "s1")
+	if rev != c.Revision || rec.CoveredSeq != seqs[3] || rec.LastSummarizedSeq != seqs[3] || rec.Extractions != 1 {
+		t.Fatalf("memory rev %d = %+v", rev, rec)
+	}
+	if !strings.Contains(rec.Notes, "- step 1") || !strings.HasPrefix(rec.Notes, "# Session Title") {
+		t.Fatalf("notes were not edited:\n%s", rec.Notes)
+	}
+	if rec.Usage.InputTokens == 0 || rec.Provider != "test" || rec.Model != "edit-1" {
+		t.Fatalf("usage/provider not recorded: %+v", rec)
+	}
+	if !sawStatus.Load() {
+		t.Fatal("no status record while the extraction ran")
+	}
+	waitFor(t, 5*time.Second, "status cleared", func() bool { return !e.statusExists(t, "acme", "s1") })
+}
+
+func TestCoveredRequestCostsNoLLMCall(t *testing.T) {
+	e := newEnv(t)
+	p := extractortest.NewDetector(&extractortest.EditProvider{})
+	e.startWorker(t, testConfig("w1"), p)
+	seqs := e.appendMessages(t, "acme", "s1", 6)
+	e.request(t, "acme", "s1", seqs[5])
+	waitFor(t, 10*time.Second, "first extraction", func() bool { return len(e.completed()) == 1 })
+	calls := p.Total()
+	if calls == 0 {
+		t.Fatal("no LLM call for the first request")
+	}
+	e.request(t, "acme", "s1", seqs[3]) // older than coveredSeq
+	e.request(t, "acme", "s1", seqs[5]+0) // same: deduplicated by the stream
+	waitFor(t, 10*time.Second, "covered request", func() bool { return len(e.completed()) == 2 })
+	c := e.completed()[1]
+	if !c.Skipped || c.UpToSeq != seqs[3] || c.CoveredSeq != seqs[5] {
+		t.Fatalf("covered request: %+v", c)
+	}
+	if p.Total() != calls {
+		t.Fatalf("covered request cost %d LLM calls", p.Total()-calls)
+	}
+}
+
+func TestPendingRequestsOneExtraction(t *testing.T) {
+	e := newEnv(t)
+	p := extractortest.NewDetector(&extractortest.EditProvider{})
+	seqs := e.appendMessages(t, "acme", "s1", 6)
+	for _, i := range []int{1, 3, 5} {
+		e.request(t, "acme", "s1", seqs[i])
+	}
+	e.startWorker(t, testConfig("w1"), p)
+	waitFor(t, 10*time.Second, "three completions", func() bool { return len(e.completed()) == 3 })
+	rec, _ := e.memory(t, "acme", "s1")
+	if rec.Extractions != 1 || rec.CoveredSeq != seqs[5] {
+		t.Fatalf("memory after three pending requests: extractions %d covered %d, want 1 and %d", rec.Extractions, rec.CoveredSeq, seqs[5])
+	}
+	skipped := 0
+	for _, c := range e.completed() {
+		if c.Skipped {
+			skipped++
+		}
+	}
+	if skipped != 2 {
+		t.Fatalf("%d skipped completions, want 2: %+v", skipped, e.completed())
+	}
+}
+
+func TestFailureParksClearsStatusAndReplays(t *testing.T) {
+	e := newEnv(t)
+	var broken atomic.Bool
+	broken.Store(true)
+	var sawStatus atomic.Bool
+	p := &extractortest.EditProvider{Fail: func(llm.Request) error {
+		sawStatus.Store(e.statusExists(t, "acme", "s1"))
+		if broken.Load() {
+			return extractortest.ErrTextOnly
+		}
+		return nil
+	}}
+	e.startWorker(t, testConfig("w1"), p)
+	seqs := e.appendMessages(t, "acme", "s1", 4)
+	e.request(t, "acme", "s1", seqs[3])
+
+	waitFor(t, 10*time.Second, "extraction.failed", func() bool { return len(e.failed()) == 1 })
+	f := e.failed()[0]
+	if !f.Parked || f.Reason != ReasonNoValidToolCall || f.Attempts < 1 || f.UpToSeq != seqs[3] {
+		t.Fatalf("failed = %+v", f)
+	}
+	if !sawStatus.Load() {
+		t.Fatal("no status record while the extraction ran")
+	}
+	// The reference leaves the flag set after a failure; Recall clears it.
+	waitFor(t, 5*time.Second, "status cleared after failure", func() bool { return !e.statusExists(t, "acme", "s1") })
+	ctx := context.Background()
+	parked, err := ListParked(ctx, e.js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parked) != 1 || parked[0].Key != ParkedKey("acme", "s1", seqs[3]) || parked[0].Reason != ReasonNoValidToolCall || parked[0].Request.UpToSeq != seqs[3] {
+		t.Fatalf("parked = %+v", parked)
+	}
+	if rec, rev := e.memory(t, "acme", "s1"); rev != 0 {
+		t.Fatalf("a failed extraction wrote memory: %+v", rec)
+	}
+	// The queue is empty: nothing is redelivered.
+	st, _ := e.js.Stream(ctx, events.StreamExtract)
+	if info, _ := st.Info(ctx); info.State.Msgs != 0 {
+		t.Fatalf("%d messages left in the work queue", info.State.Msgs)
+	}
+
+	broken.Store(false)
+	n, err := ReplayParked(ctx, e.js, ParkedFilter{Session: "other"})
+	if err != nil || n != 0 {
+		t.Fatalf("replay of another session: %d, %v", n, err)
+	}
+	n, err = ReplayParked(ctx, e.js, ParkedFilter{Tenant: "acme", Session: "s1"})
+	if err != nil || n != 1 {
+		t.Fatalf("replay: %d, %v", n, err)
+	}
+	waitFor(t, 10*time.Second, "replayed extraction completed", func() bool { return len(e.completed()) == 1 })
+	if c := e.completed()[0]; c.Skipped || c.CoveredSeq != seqs[3] {
+		t.Fatalf("replayed: %+v", c)
+	}
+	if parked, _ := ListParked(ctx, e.js); len(parked) != 0 {
+		t.Fatalf("still parked after replay: %+v", parked)
+	}
+}
+
+func TestProviderErrorIsParked(t *testing.T) {
+	e := newEnv(t)
+	p := &extractortest.EditProvider{Fail: func(llm.Request) error {
+		return &llm.AttemptsError{Attempts: 3, Err: llm.ErrRetryable}
+	}}
+	e.startWorker(t, testConfig("w1"), p)
+	seqs := e.appendMessages(t, "acme", "s1", 2)
+	e.request(t, "acme", "s1", seqs[1])
+	waitFor(t, 10*time.Second, "extraction.failed", func() bool { return len(e.failed()) == 1 })
+	if f := e.failed()[0]; f.Reason != ReasonProvider || f.Attempts != 3 || !f.Parked {
+		t.Fatalf("failed = %+v", f)
+	}
+	waitFor(t, 5*time.Second, "status cleared after failure", func() bool { return !e.statusExists(t, "acme", "s1") })
+}
+
+// A zombie — a worker that lost the session but still finished its LLM
+// call — commits first. The fenced commit discards the result that was based
+// on the older revision instead of merging it.
+func TestFencedCommitDiscardsTheLoser(t *testing.T) {
+	e := newEnv(t)
+	seqs := e.appendMessages(t, "acme", "s1", 6)
+	kv, _ := e.js.KeyValue(context.Background(), events.BucketMemory)
+	var once sync.Once
+	zombie := func(session string, covered uint64) func(llm.Request) error {
+		return func(llm.Request) error {
+			once.Do(func() {
+				b, _ := json.Marshal(events.MemoryRecord{Notes: "ZOMBIE NOTES", CoveredSeq: covered, Extractions: 7})
+				if _, err := kv.Put(context.Background(), events.MemoryKey("acme", session), b); err != nil {
+					t.Error(err)
+				}
+			})
+			return nil
+		}
+	}
+	t.Run("zombie covered the request", func(t *testing.T) {
+		p := extractortest.NewDetector(&extractortest.EditProvider{Fail: zombie("s1", seqs[5])})
+		w := e.startWorker(t, testConfig("w1"), p)
+		e.request(t, "acme", "s1", seqs[3])
+		waitFor(t, 10*time.Second, "completion", func() bool { return len(e.completed()) == 1 })
+		w.stop(t)
+		rec, _ := e.memory(t, "acme", "s1")
+		if rec.Notes != "ZOMBIE NOTES" || rec.Extractions != 7 || rec.CoveredSeq != seqs[5] {
+			t.Fatalf("the losing result was written or merged: %+v", rec)
+		}
+		if c := e.completed()[0]; !c.Skipped {
+			t.Fatalf("completion after a lost commit must be the covered one: %+v", c)
+		}
+	})
+	t.Run("zombie did not cover it", func(t *testing.T) {
+		once = sync.Once{}
+		seqs := e.appendMessages(t, "acme", "s2", 6)
+		p := extractortest.NewDetector(&extractortest.EditProvider{Fail: zombie("s2", seqs[1])})
+		e.startWorker(t, testConfig("w2"), p)
+		e.request(t, "acme", "s2", seqs[5])
+		waitFor(t, 10*time.Second, "completion", func() bool { return len(e.completed()) == 2 })
+		rec, _ := e.memory(t, "acme", "s2")
+		// Redelivered and redone on top of the zombie's notes.
+		if !strings.HasPrefix(rec.Notes, "ZOMBIE NOTES") || rec.Extractions != 8 || rec.CoveredSeq != seqs[5] {
+			t.Fatalf("memory = %+v", rec)
+		}
+		if c := e.completed()[1]; c.Skipped || c.CoveredSeq != seqs[5] {
+			t.Fatalf("completion: %+v", c)
+		}
+	})
+}
+
+func TestMemoryEndpoint(t *testing.T) {
+	e := newEnv(t)
+	kv, _ := e.js.KeyValue(context.Background(), events.BucketMemory)
+	svc, err := serveMemoryAPI(e.nc, kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	big := strings.Repeat("x", 1045000) // fits a KV put; the reply needs chunks
+	b, _ := json.Marshal(events.MemoryRecord{Notes: big, CoveredSeq: 9})
+	rev, err := kv.Put(context.Background(), events.MemoryKey("acme", "s1"), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, err := chunked.Request(ctx, e.nc, events.APISubject(events.VerbMemory, "acme", "s1"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r events.MemoryReply
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Key != "acme.s1" || r.Revision != rev || r.Record.CoveredSeq != 9 || len(r.Record.Notes) != len(big) {
+		t.Fatalf("reply: key %q rev %d covered %d notes %d", r.Key, r.Revision, r.Record.CoveredSeq, len(r.Record.Notes))
+	}
+	m, err = chunked.Request(ctx, e.nc, events.APISubject(events.VerbMemory, "acme", "nope"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := m.Header.Get(micro.ErrorCodeHeader); code != "404" {
+		t.Fatalf("unknown session: code %q", code)
+	}
+}
+

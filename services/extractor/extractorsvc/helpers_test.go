@@ -1,0 +1,322 @@
+package extractorsvc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/extraction"
+	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/natstest"
+	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/events/natsce"
+	"github.com/recallhq/recall/pkg/memory"
+	"github.com/recallhq/recall/services/extractor/extractorsvc/extractortest"
+)
+
+// env is an embedded NATS with Recall provisioned.
+type env struct {
+	srv *natstest.Server
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	log *slog.Logger
+
+	mu     sync.Mutex
+	events []*nats.Msg // lifecycle notifications seen
+}
+
+const testPartitions = 4
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	s := natstest.Start(t)
+	nc, js := s.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := provision.Ensure(ctx, js, provision.Config{Partitions: testPartitions, MemoryStorage: true}); err != nil {
+		t.Fatal(err)
+	}
+	level := slog.LevelError
+	if testing.Verbose() && os.Getenv("EXTRACTOR_TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	e := &env{srv: s, nc: nc, js: js, log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))}
+	sub, err := nc.Subscribe(events.SubjectEventsRoot+".>", func(m *nats.Msg) {
+		e.mu.Lock()
+		e.events = append(e.events, m)
+		e.mu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	nc.Flush()
+	return e
+}
+
+// testConfig has small timeouts so that failover is fast.
+func testConfig(worker string) Config {
+	return Config{
+		Config:         provision.Config{Partitions: testPartitions, MemoryStorage: true},
+		WorkerID:       worker,
+		AckWait:        2 * time.Second,
+		PinnedTTL:      2 * time.Second,
+		HeartbeatTTL:   2 * time.Second,
+		FetchWait:      500 * time.Millisecond,
+		StaleThreshold: 3 * time.Second,
+		DrainTimeout:   5 * time.Second,
+		Concurrency:    8,
+		MaxAttempts:    3,
+	}
+}
+
+// worker is a running Worker on its own connection.
+type worker struct {
+	w      *Worker
+	nc     *nats.Conn
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startWorker runs a worker on its own connection until the test ends.
+func (e *env) startWorker(t *testing.T, cfg Config, p llm.Provider) *worker {
+	t.Helper()
+	nc, err := nats.Connect(e.srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWorker(nc, cfg, p, e.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if useStandIn {
+		w.extract = standInExtract
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	wk := &worker{w: w, nc: nc, cancel: cancel, done: make(chan error, 1)}
+	go func() { wk.done <- w.Run(ctx) }()
+	t.Cleanup(func() { wk.stop(t) })
+	return wk
+}
+
+// stop shuts the worker down cleanly.
+func (wk *worker) stop(t *testing.T) {
+	t.Helper()
+	if wk.cancel == nil {
+		return
+	}
+	wk.cancel()
+	wk.cancel = nil
+	select {
+	case err := <-wk.done:
+		if err != nil {
+			t.Errorf("worker %s: %v", wk.w.ID(), err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Errorf("worker %s did not stop", wk.w.ID())
+	}
+	wk.nc.Close()
+}
+
+// kill crashes the worker: the connection drops first, so nothing is
+// cleaned up (no ack, no unpin, no membership delete).
+func (wk *worker) kill() {
+	if wk.cancel == nil {
+		return
+	}
+	wk.nc.Close()
+	wk.cancel()
+	wk.cancel = nil
+	<-wk.done
+}
+
+// waitOwned waits until the workers own all partitions between them.
+func waitOwned(t *testing.T, ws ...*worker) {
+	t.Helper()
+	waitFor(t, 15*time.Second, "partitions assigned", func() bool {
+		n := 0
+		for _, w := range ws {
+			if len(w.w.Group().Members()) != len(ws) {
+				return false
+			}
+			n += len(w.w.Group().Owned())
+		}
+		return n == testPartitions
+	})
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// appendMessages stores n alternating user/assistant messages on the
+// session's transcript and returns their stream sequences.
+func (e *env) appendMessages(t *testing.T, tenant, session string, n int) []uint64 {
+	t.Helper()
+	ctx := context.Background()
+	var seqs []uint64
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("%s-%d-%d", session, time.Now().UnixNano(), i)
+		role := "user"
+		if i%2 == 1 {
+			role = "assistant"
+		}
+		m := events.Message{UUID: id, Role: role, Content: events.Content{{Type: events.BlockText, Text: fmt.Sprintf("%s message %d", role, i)}}}
+		ev := event.New()
+		ev.SetID(id)
+		ev.SetSource("/test")
+		ev.SetType(events.TypeMessage)
+		ev.SetSubject(session)
+		ev.SetExtension(events.ExtTenant, tenant)
+		if err := ev.SetData(event.ApplicationJSON, m); err != nil {
+			t.Fatal(err)
+		}
+		msg := natsce.NewMsg(events.TranscriptSubject(tenant, session), &ev)
+		ack, err := e.js.PublishMsg(ctx, msg, jetstream.WithMsgID(events.DedupID(tenant, id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, ack.Sequence)
+	}
+	return seqs
+}
+
+// request publishes an extraction request.
+func (e *env) request(t *testing.T, tenant, session string, upTo uint64) {
+	t.Helper()
+	r := events.ExtractionRequested{Tenant: tenant, Session: session, UpToSeq: upTo, Reason: "test"}
+	ev := event.New()
+	ev.SetID(r.RequestDedupID())
+	ev.SetSource("/test")
+	ev.SetType(events.TypeExtractionRequested)
+	ev.SetSubject(session)
+	ev.SetExtension(events.ExtTenant, tenant)
+	if err := ev.SetData(event.ApplicationJSON, r); err != nil {
+		t.Fatal(err)
+	}
+	msg := natsce.NewMsg(events.ExtractSubject(tenant, session), &ev)
+	if _, err := e.js.PublishMsg(context.Background(), msg, jetstream.WithMsgID(r.RequestDedupID())); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// notifications returns the data of the lifecycle notifications of kind.
+func notifications[T any](e *env, kind string) []T {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []T
+	for _, m := range e.events {
+		if !strings.HasPrefix(m.Subject, events.SubjectEventsRoot+"."+kind+".") {
+			continue
+		}
+		var v T
+		if json.Unmarshal(m.Data, &v) == nil {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func (e *env) completed() []events.ExtractionCompleted {
+	return notifications[events.ExtractionCompleted](e, events.KindExtractionCompleted)
+}
+
+func (e *env) failed() []events.ExtractionFailed {
+	return notifications[events.ExtractionFailed](e, events.KindExtractionFailed)
+}
+
+func (e *env) memory(t *testing.T, tenant, session string) (events.MemoryRecord, uint64) {
+	t.Helper()
+	kv, err := e.js.KeyValue(context.Background(), events.BucketMemory)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, rev, err := ReadMemory(context.Background(), kv, tenant, session)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec, rev
+}
+
+func (e *env) statusExists(t *testing.T, tenant, session string) bool {
+	t.Helper()
+	kv, err := e.js.KeyValue(context.Background(), events.BucketStatus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = kv.Get(context.Background(), events.MemoryKey(tenant, session))
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrKeyDeleted):
+		return false
+	default:
+		t.Fatal(err)
+		return false
+	}
+}
+
+// useStandIn is set while internal/extraction.Run is still a stub (it is
+// built in parallel): the tests then use standInExtract, a minimal edit
+// loop over the same provider and the same Edit guards.
+var useStandIn = func() bool {
+	_, err := extraction.Run(context.Background(), &extractortest.EditProvider{}, extraction.Input{
+		Tenant: "t", Session: "s", Notes: memory.DefaultTemplate, Template: memory.DefaultTemplate,
+		Conversation: []events.Message{{UUID: "u", Role: "user", Content: events.Content{{Type: events.BlockText, Text: "hi"}}}},
+	})
+	return err != nil && strings.Contains(err.Error(), "not implemented")
+}()
+
+func standInExtract(ctx context.Context, p llm.Provider, in extraction.Input) (*extraction.Output, error) {
+	path := memory.NotesPath(in.Tenant, in.Session)
+	notes := in.Notes
+	msgs := []events.Message{{Role: "user", Content: events.Content{{Type: events.BlockText, Text: memory.BuildPrompt(in.CustomPrompt, notes, path)}}}}
+	out := &extraction.Output{Provider: p.Name(), Model: p.Model()}
+	for turn := 0; turn < 3; turn++ {
+		resp, err := p.Complete(ctx, llm.Request{Messages: msgs, NotesPath: path, Notes: notes})
+		if err != nil {
+			return out, err
+		}
+		out.Turns++
+		out.Usage = out.Usage.Add(resp.Usage)
+		if len(resp.ToolCalls) == 0 {
+			if turn == 0 {
+				return out, extraction.ErrNoValidToolCall
+			}
+			break
+		}
+		var uses, results events.Content
+		for _, c := range resp.ToolCalls {
+			var text string
+			var err error
+			notes, text, err = memory.ApplyToolCall(notes, path, c.Name, c.Input)
+			if err == nil {
+				out.EditsApplied++
+			}
+			uses = append(uses, events.Block{Type: events.BlockToolUse, ID: c.ID, Name: c.Name, Input: c.Input})
+			results = append(results, events.Block{Type: events.BlockToolResult, ToolUseID: c.ID, Content: events.Content{{Type: events.BlockText, Text: text}}})
+		}
+		msgs = append(msgs, events.Message{Role: "assistant", Content: uses}, events.Message{Role: "user", Content: results})
+	}
+	out.Notes = notes
+	return out, nil
+}

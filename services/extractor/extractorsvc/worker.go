@@ -1,0 +1,569 @@
+package extractorsvc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/recallhq/recall/internal/extraction"
+	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/pcgroup"
+	"github.com/recallhq/recall/internal/tenantcfg"
+	"github.com/recallhq/recall/internal/transcript"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/events/natsce"
+	"github.com/recallhq/recall/pkg/memory"
+)
+
+// EventSource is the CloudEvents source of the notifications the extractor
+// publishes.
+const EventSource = "/recall/extractor"
+
+// Outcomes of one request (metric label "outcome").
+const (
+	OutcomeCompleted = "completed" // the notes were committed
+	OutcomeSkipped   = "skipped"   // already covered: no LLM call
+	OutcomeConflict  = "conflict"  // the fenced commit lost: result discarded
+	OutcomeFailed    = "failed"    // parked
+	OutcomeRetry     = "retry"     // infrastructure error: redelivered later
+)
+
+// Park reasons (ExtractionFailed.Reason, Parked.Reason).
+const (
+	ReasonNoValidToolCall = "no_valid_tool_call"
+	ReasonProvider        = "provider_unavailable"
+	ReasonLLM             = "llm_error"
+	ReasonInvalidRequest  = "invalid_request"
+	ReasonInfrastructure  = "infrastructure"
+)
+
+// errConflict: the memory changed since it was read (another, late worker
+// committed first).
+var errConflict = errors.New("memory revision changed during the extraction")
+
+// Worker is one extractor: a member of the partitioned consumer group on
+// RECALL_EXTRACT that runs extractions for the sessions of the partitions it
+// owns. Several workers may share one process (tests, benchmarks).
+type Worker struct {
+	cfg      Config
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	provider llm.Provider
+	log      *slog.Logger
+	group    *pcgroup.Group
+	reader   *transcript.Reader
+
+	memory  jetstream.KeyValue
+	status  jetstream.KeyValue
+	parked  jetstream.KeyValue
+	stream  jetstream.Stream
+	tenants *tenantcfg.Store
+
+	// extract is extraction.Run; tests may replace it.
+	extract func(context.Context, llm.Provider, extraction.Input) (*extraction.Output, error)
+}
+
+// NewWorker returns a worker that uses nc (which it does not close) and p.
+// The streams and buckets must exist (provision.Ensure).
+func NewWorker(nc *nats.Conn, cfg Config, p llm.Provider, log *slog.Logger) (*Worker, error) {
+	if p == nil {
+		return nil, errors.New("extractor: no LLM provider")
+	}
+	cfg = cfg.withDefaults()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("opening JetStream: %w", err)
+	}
+	w := &Worker{cfg: cfg, nc: nc, js: js, provider: p, log: log.With("worker", cfg.WorkerID),
+		reader: transcript.NewReader(nc), extract: extraction.Run}
+	w.group, err = pcgroup.New(js, pcgroup.Config{
+		Stream:        events.StreamExtract,
+		Partitions:    cfg.Partitions,
+		Filter:        events.ExtractPartitionFilter,
+		Durable:       events.ExtractDurable,
+		PriorityGroup: events.PriorityGroupExtract,
+		Bucket:        events.BucketWorkers,
+		Member:        cfg.WorkerID,
+		HeartbeatTTL:  cfg.HeartbeatTTL,
+		AckWait:       cfg.AckWait,
+		PinnedTTL:     cfg.PinnedTTL,
+		FetchWait:     cfg.FetchWait,
+		DrainTimeout:  cfg.DrainTimeout,
+		Concurrency:   cfg.Concurrency,
+		Log:           w.log,
+	}, w.handle)
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// ID is the worker's member id.
+func (w *Worker) ID() string { return w.cfg.WorkerID }
+
+// Group is the worker's consumer-group membership (partitions owned, live
+// members).
+func (w *Worker) Group() *pcgroup.Group { return w.group }
+
+// Run serves until ctx is done, then hands its partitions over (in-flight
+// extractions finish for up to DrainTimeout) and returns nil.
+func (w *Worker) Run(ctx context.Context) error {
+	var err error
+	if w.memory, err = w.js.KeyValue(ctx, events.BucketMemory); err != nil {
+		return fmt.Errorf("opening %s: %w", events.BucketMemory, err)
+	}
+	if w.status, err = w.js.KeyValue(ctx, events.BucketStatus); err != nil {
+		return fmt.Errorf("opening %s: %w", events.BucketStatus, err)
+	}
+	if w.parked, err = w.js.KeyValue(ctx, events.BucketParked); err != nil {
+		return fmt.Errorf("opening %s: %w", events.BucketParked, err)
+	}
+	if w.stream, err = w.js.Stream(ctx, events.StreamExtract); err != nil {
+		return fmt.Errorf("opening %s: %w", events.StreamExtract, err)
+	}
+	if w.tenants, err = tenantcfg.Watch(ctx, w.js, w.log); err != nil {
+		return err
+	}
+	unregister := registerWorker(w)
+	defer unregister()
+	return w.group.Run(ctx)
+}
+
+// request is one decoded extraction request.
+type request struct {
+	events.ExtractionRequested
+	id string // CloudEvent id
+}
+
+func decodeRequest(m *pcgroup.Msg) (request, error) {
+	e, err := natsce.FromMsg(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
+	if err != nil {
+		return request{}, fmt.Errorf("decoding extraction request: %w", err)
+	}
+	var r request
+	if err := json.Unmarshal(e.Data(), &r.ExtractionRequested); err != nil {
+		return request{}, fmt.Errorf("decoding extraction request data: %w", err)
+	}
+	r.id = e.ID()
+	if events.ValidateID(r.Tenant) != nil || events.ValidateID(r.Session) != nil || r.UpToSeq == 0 {
+		return r, fmt.Errorf("extraction request %q has an invalid tenant, session or up_to_seq", e.ID())
+	}
+	return r, nil
+}
+
+// handle is the pcgroup handler: one extraction request.
+func (w *Worker) handle(ctx context.Context, m *pcgroup.Msg) error {
+	start := time.Now()
+	remote := trace.SpanContextFromContext(natsce.Extract(context.Background(), m.Headers()))
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+	if remote.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: remote}))
+	}
+	ctx, span := tracer.Start(ctx, "extraction", opts...)
+	defer span.End()
+	meta, _ := m.Metadata()
+	delivered := 1
+	if meta != nil {
+		delivered = int(meta.NumDelivered)
+	}
+	span.SetAttributes(attribute.String("recall.worker", w.cfg.WorkerID), attribute.Int("recall.partition", m.Partition),
+		attribute.Int("recall.delivery", delivered))
+
+	req, err := decodeRequest(m)
+	if err != nil {
+		w.log.ErrorContext(ctx, "parking an invalid extraction request", "subject", m.Subject(), "err", err)
+		w.fail(ctx, m, req, ReasonInvalidRequest, err, delivered)
+		w.observe(ctx, start, OutcomeFailed, events.TokenUsage{})
+		return nil
+	}
+	span.SetAttributes(attribute.String("recall.tenant", req.Tenant), attribute.String("recall.session", req.Session),
+		attribute.Int64("recall.up_to_seq", int64(req.UpToSeq)))
+	log := w.log.With("tenant", req.Tenant, "session", req.Session, "up_to_seq", req.UpToSeq)
+
+	res, err := w.run(ctx, m, req, log)
+	outcome := res.outcome
+	switch {
+	case err == nil:
+	case errors.Is(err, errConflict):
+		// A late worker committed first; its result stands and ours is
+		// discarded (never merged). Check again whether the request is
+		// covered now.
+		log.WarnContext(ctx, "fenced commit lost; result discarded", "err", err)
+		mem, rev, rerr := w.readMemory(ctx, req.Tenant, req.Session)
+		if rerr == nil && req.UpToSeq <= mem.CoveredSeq {
+			res = result{outcome: OutcomeSkipped, record: mem, revision: rev}
+			err = nil
+			break
+		}
+		w.observe(ctx, start, OutcomeConflict, res.usage)
+		span.SetStatus(codes.Error, "conflict")
+		return m.Nak(100 * time.Millisecond)
+	case res.outcome == OutcomeFailed:
+		log.ErrorContext(ctx, "extraction failed; parking the request", "reason", res.reason, "err", err)
+		span.SetStatus(codes.Error, err.Error())
+		w.fail(ctx, m, req, res.reason, err, res.attempts)
+		w.observe(ctx, start, OutcomeFailed, res.usage)
+		return nil
+	case ctx.Err() != nil:
+		// Stopping or handed off past the drain timeout: the message is
+		// redelivered to the next owner.
+		w.observe(ctx, start, OutcomeRetry, res.usage)
+		return ctx.Err()
+	default:
+		if delivered >= w.cfg.MaxAttempts {
+			log.ErrorContext(ctx, "extraction kept failing; parking the request", "deliveries", delivered, "err", err)
+			span.SetStatus(codes.Error, err.Error())
+			w.fail(ctx, m, req, ReasonInfrastructure, err, delivered)
+			w.observe(ctx, start, OutcomeFailed, res.usage)
+			return nil
+		}
+		log.WarnContext(ctx, "extraction failed; will retry", "deliveries", delivered, "err", err)
+		w.observe(ctx, start, OutcomeRetry, res.usage)
+		span.SetStatus(codes.Error, err.Error())
+		return m.Nak(retryDelay(delivered))
+	}
+	outcome = res.outcome
+	// The memory is committed (or was already): ack, then announce.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := m.Ack(actx); err != nil {
+		log.WarnContext(ctx, "acking extraction request", "err", err)
+	}
+	done := events.ExtractionCompleted{
+		Tenant: req.Tenant, Session: req.Session, UpToSeq: req.UpToSeq,
+		CoveredSeq: res.record.CoveredSeq, LastSummarizedID: res.record.LastSummarizedID,
+		LastSummarizedSeq: res.record.LastSummarizedSeq, Revision: res.revision,
+		Skipped: outcome == OutcomeSkipped, Usage: res.usage, DurationMS: time.Since(start).Milliseconds(),
+		Worker: w.cfg.WorkerID, Provider: res.provider, Model: res.model,
+	}
+	if err := w.publish(actx, events.KindExtractionCompleted, events.TypeExtractionCompleted, req, done); err != nil {
+		log.WarnContext(ctx, "publishing extraction.completed", "err", err)
+	}
+	w.reply(req, events.ExtractResult{Success: true, MemoryKey: events.MemoryKey(req.Tenant, req.Session),
+		UpToSeq: res.record.CoveredSeq, Revision: res.revision})
+	log.InfoContext(ctx, "extraction done", "outcome", outcome, "covered_seq", res.record.CoveredSeq,
+		"revision", res.revision, "duration", time.Since(start))
+	w.observe(ctx, start, outcome, res.usage)
+	return nil
+}
+
+func retryDelay(delivered int) time.Duration {
+	d := time.Second << min(delivered, 5)
+	return min(d, 30*time.Second)
+}
+
+// result is the outcome of run.
+type result struct {
+	outcome  string
+	reason   string // for OutcomeFailed
+	attempts int    // for OutcomeFailed
+	record   events.MemoryRecord
+	revision uint64
+	usage    events.TokenUsage
+	provider string
+	model    string
+}
+
+// run reads the memory, skips covered requests, extends the request to the
+// newest pending one of the session, runs the forked edit and commits it
+// with a compare-and-set on the revision read first.
+func (w *Worker) run(ctx context.Context, m *pcgroup.Msg, req request, log *slog.Logger) (result, error) {
+	mem, rev, err := w.readMemory(ctx, req.Tenant, req.Session)
+	if err != nil {
+		return result{}, err
+	}
+	if req.UpToSeq <= mem.CoveredSeq {
+		return result{outcome: OutcomeSkipped, record: mem, revision: rev}, nil
+	}
+	target := req.UpToSeq
+	if newest, ok := w.newestPending(ctx, m); ok && newest > target {
+		log.DebugContext(ctx, "covering newer pending requests too", "up_to_seq", newest)
+		target = newest
+	}
+	key := events.MemoryKey(req.Tenant, req.Session)
+	stop := w.markRunning(ctx, key, events.StatusRecord{Running: true, Since: time.Now().UTC(), Worker: w.cfg.WorkerID, UpToSeq: target})
+	defer stop()
+
+	recs, err := w.reader.Read(ctx, req.Tenant, req.Session, 1, target, 0)
+	if err != nil {
+		return result{}, fmt.Errorf("reading the transcript: %w", err)
+	}
+	msgs := make([]events.Message, 0, len(recs))
+	seqs := make([]uint64, 0, len(recs))
+	for _, r := range recs {
+		if r.Message != nil {
+			msgs = append(msgs, *r.Message)
+			seqs = append(seqs, r.Seq)
+		}
+	}
+	lastIdx := -1
+	for i, s := range seqs {
+		if mem.LastSummarizedSeq > 0 && s <= mem.LastSummarizedSeq {
+			lastIdx = i
+		}
+	}
+	tc := w.tenants.Get(req.Tenant)
+	template := tc.Template
+	if strings.TrimSpace(template) == "" {
+		template = memory.DefaultTemplate
+	}
+	notes := mem.Notes
+	if strings.TrimSpace(notes) == "" {
+		notes = template
+	}
+	in := extraction.Input{
+		Tenant: req.Tenant, Session: req.Session, Notes: notes, Template: template, CustomPrompt: tc.Prompt,
+		Conversation: extraction.BuildConversation(msgs, lastIdx, w.cfg.MaxConversationTokens),
+		MaxTurns:     w.cfg.MaxTurns, MaxTokens: w.cfg.MaxTokens,
+	}
+	out, err := w.extract(ctx, w.provider, in)
+	var res result
+	switch {
+	case err == nil:
+		res.usage, res.provider, res.model = out.Usage, out.Provider, out.Model
+		notes = out.Notes
+	case errors.Is(err, extraction.ErrNoMessages):
+		// Nothing to summarize (only lifecycle or subagent records): the
+		// range is covered all the same.
+	case ctx.Err() != nil:
+		return result{}, ctx.Err()
+	default:
+		res.outcome, res.reason, res.attempts = OutcomeFailed, ReasonLLM, 1
+		if out != nil {
+			res.usage = out.Usage
+		}
+		switch {
+		case errors.Is(err, extraction.ErrNoValidToolCall):
+			res.reason, res.attempts = ReasonNoValidToolCall, extraction.DefaultNoToolRetries+1
+		case errors.Is(err, llm.ErrRetryable):
+			res.reason, res.attempts = ReasonProvider, max(w.cfg.RetryAttempts, 1)
+		}
+		if ae := (*llm.AttemptsError)(nil); errors.As(err, &ae) {
+			res.attempts = ae.Attempts
+		}
+		return res, err
+	}
+
+	next := mem
+	next.Notes = notes
+	if sp := memory.SafePoint(msgs); sp >= 0 && seqs[sp] > mem.LastSummarizedSeq {
+		next.LastSummarizedID, next.LastSummarizedSeq = msgs[sp].UUID, seqs[sp]
+	}
+	next.CoveredSeq = max(mem.CoveredSeq, target)
+	next.Usage = mem.Usage.Add(res.usage)
+	if err == nil {
+		next.Extractions++
+		next.Provider, next.Model = res.provider, res.model
+	}
+	next.UpdatedAt = time.Now().UTC()
+	newRev, err := w.commit(ctx, req.Tenant, req.Session, next, rev)
+	if err != nil {
+		return res, err
+	}
+	res.outcome, res.record, res.revision = OutcomeCompleted, next, newRev
+	return res, nil
+}
+
+// readMemory returns the session's memory record and its revision (0 when
+// the session has none yet).
+func (w *Worker) readMemory(ctx context.Context, tenant, session string) (events.MemoryRecord, uint64, error) {
+	return ReadMemory(ctx, w.memory, tenant, session)
+}
+
+// ReadMemory returns a session's memory record and its KV revision; a
+// session without memory yields a zero record and revision 0.
+func ReadMemory(ctx context.Context, kv jetstream.KeyValue, tenant, session string) (events.MemoryRecord, uint64, error) {
+	e, err := kv.Get(ctx, events.MemoryKey(tenant, session))
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return events.MemoryRecord{}, 0, nil
+	}
+	if err != nil {
+		return events.MemoryRecord{}, 0, fmt.Errorf("reading memory: %w", err)
+	}
+	var rec events.MemoryRecord
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return events.MemoryRecord{}, 0, fmt.Errorf("decoding memory %s revision %d: %w", e.Key(), e.Revision(), err)
+	}
+	return rec, e.Revision(), nil
+}
+
+// commit writes rec if the memory is still at revision rev (0: absent). It
+// returns errConflict when another writer got there first.
+func (w *Worker) commit(ctx context.Context, tenant, session string, rec events.MemoryRecord, rev uint64) (uint64, error) {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return 0, fmt.Errorf("encoding memory: %w", err)
+	}
+	key := events.MemoryKey(tenant, session)
+	var n uint64
+	if rev == 0 {
+		n, err = w.memory.Create(ctx, key, b)
+	} else {
+		n, err = w.memory.Update(ctx, key, b, rev)
+	}
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return 0, fmt.Errorf("committing memory at revision %d: %w", rev, errConflict)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("committing memory: %w", err)
+	}
+	return n, nil
+}
+
+// newestPending returns the up_to_seq of the newest request of m's session
+// still in the work queue (m itself or a later one). Requests of one session
+// share a stored subject, so that is the last message on m's subject.
+func (w *Worker) newestPending(ctx context.Context, m *pcgroup.Msg) (uint64, bool) {
+	raw, err := w.stream.GetLastMsgForSubject(ctx, m.Subject())
+	if err != nil {
+		return 0, false
+	}
+	e, err := natsce.Decode(raw.Header, raw.Data)
+	if err != nil {
+		return 0, false
+	}
+	var r events.ExtractionRequested
+	if json.Unmarshal(e.Data(), &r) != nil {
+		return 0, false
+	}
+	return r.UpToSeq, true
+}
+
+// markRunning stores the status record with a TTL of the stale threshold
+// and renews it while the extraction runs; the returned stop removes it (if
+// it is still ours) and must be called on every exit path.
+func (w *Worker) markRunning(ctx context.Context, key string, st events.StatusRecord) (stop func()) {
+	subject := "$KV." + events.BucketStatus + "." + key
+	body, _ := json.Marshal(st)
+	ttl := w.cfg.StaleThreshold
+	put := func(ctx context.Context, opts ...jetstream.PublishOpt) (uint64, error) {
+		// kv.Update would drop the per-key TTL: publish with Nats-TTL.
+		pa, err := w.js.Publish(ctx, subject, body, append(opts, jetstream.WithMsgTTL(ttl))...)
+		if err != nil {
+			return 0, err
+		}
+		return pa.Sequence, nil
+	}
+	rev, err := put(ctx)
+	if err != nil {
+		w.log.WarnContext(ctx, "writing extraction status", "key", key, "err", err)
+	}
+	done := make(chan struct{})
+	finished := make(chan uint64, 1)
+	go func() {
+		t := time.NewTicker(ttl / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				finished <- rev
+				return
+			case <-t.C:
+				if rev == 0 {
+					continue
+				}
+				n, err := put(ctx, jetstream.WithExpectLastSequencePerSubject(rev))
+				if err != nil {
+					var apiErr *jetstream.APIError
+					if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+						rev = 0 // another worker owns the status now
+					}
+					continue
+				}
+				rev = n
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		last := <-finished
+		if last == 0 {
+			return
+		}
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		// Purge only our own revision; the marker itself expires.
+		if err := w.status.Purge(dctx, key, jetstream.LastRevision(last), jetstream.PurgeTTL(time.Minute)); err != nil {
+			w.log.WarnContext(dctx, "clearing extraction status", "key", key, "err", err)
+		}
+	}
+}
+
+// publish sends a lifecycle notification as a binary-mode CloudEvent on
+// RECALL_EVENTS; the Nats-Msg-Id makes a re-sent notification of the same
+// request count once.
+func (w *Worker) publish(ctx context.Context, kind, typ string, req request, data any) error {
+	e := event.New()
+	dedup := kind + ":" + req.RequestDedupID()
+	e.SetID(uuid.NewString())
+	e.SetSource(EventSource)
+	e.SetType(typ)
+	e.SetSubject(req.Session)
+	e.SetTime(time.Now().UTC())
+	e.SetExtension(events.ExtTenant, req.Tenant)
+	if err := e.SetData(event.ApplicationJSON, data); err != nil {
+		return fmt.Errorf("encoding %s: %w", typ, err)
+	}
+	msg := natsce.NewMsg(events.EventsSubject(kind, req.Tenant, req.Session), &e)
+	natsce.Inject(ctx, msg.Header)
+	_, err := w.js.PublishMsg(ctx, msg, jetstream.WithMsgID(dedup))
+	return err
+}
+
+// reply answers a manual request's ReplyTo, if any.
+func (w *Worker) reply(req request, res events.ExtractResult) {
+	if req.ReplyTo == "" {
+		return
+	}
+	b, _ := json.Marshal(res)
+	if err := w.nc.Publish(req.ReplyTo, b); err != nil {
+		w.log.Warn("answering manual extraction", "reply_to", req.ReplyTo, "err", err)
+	}
+}
+
+// fail publishes extraction.failed, parks the request and removes it from
+// the work queue. If parking fails the message is left for redelivery, so a
+// request is never lost.
+func (w *Worker) fail(ctx context.Context, m *pcgroup.Msg, req request, reason string, cause error, attempts int) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	p := Parked{
+		Request: req.ExtractionRequested, EventID: req.id, Reason: reason, Error: cause.Error(),
+		Attempts: attempts, ParkedAt: time.Now().UTC(), Worker: w.cfg.WorkerID, Subject: m.Subject(),
+	}
+	if req.Tenant == "" || req.Session == "" {
+		p.Raw = m.Data()
+	}
+	if meta, err := m.Metadata(); err == nil {
+		p.StreamSeq = meta.Sequence.Stream
+	}
+	if err := park(ctx, w.parked, &p); err != nil {
+		w.log.ErrorContext(ctx, "parking failed request; leaving it in the queue", "err", err)
+		_ = m.Nak(retryDelay(attempts))
+		return
+	}
+	if req.Tenant != "" && req.Session != "" {
+		f := events.ExtractionFailed{Tenant: req.Tenant, Session: req.Session, UpToSeq: req.UpToSeq, Reason: reason,
+			Error: cause.Error(), Attempts: attempts, Parked: true, Worker: w.cfg.WorkerID}
+		if err := w.publish(ctx, events.KindExtractionFailed, events.TypeExtractionFailed, req, f); err != nil {
+			w.log.WarnContext(ctx, "publishing extraction.failed", "err", err)
+		}
+	}
+	// Parked: remove it from the work queue (an ack deletes it there).
+	if err := m.Ack(ctx); err != nil {
+		w.log.WarnContext(ctx, "removing parked request from the queue", "err", err)
+	}
+	w.reply(req, events.ExtractResult{Success: false, MemoryKey: events.MemoryKey(req.Tenant, req.Session), Error: cause.Error()})
+}
