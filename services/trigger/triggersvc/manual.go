@@ -81,7 +81,9 @@ func (t *Trigger) extract(ctx context.Context, subject string, hdr nats.Header, 
 	if body.TimeoutMS > 0 {
 		timeout = min(time.Duration(body.TimeoutMS)*time.Millisecond, maxManualTimeout)
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	wait := time.NewTimer(timeout)
+	defer wait.Stop()
+	ctx, cancel := context.WithTimeout(ctx, timeout+10*time.Second) // reads and publishes get their own margin
 	defer cancel()
 	if hdr != nil {
 		ctx = natsce.Extract(ctx, hdr)
@@ -151,10 +153,9 @@ func (t *Trigger) extract(ctx context.Context, subject string, hdr nats.Header, 
 					return res, "", ""
 				}
 			}
+		case <-wait.C:
+			return res, "504", "timed out waiting for the extraction; it continues in the background"
 		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return res, "504", "timed out waiting for the extraction; it continues in the background"
-			}
 			return res, "503", "trigger stopping"
 		}
 	}

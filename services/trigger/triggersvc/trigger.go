@@ -68,8 +68,8 @@ type Trigger struct {
 	// fromStart: no record before next exists, so a session never seen is
 	// new and needs no rebuild.
 	fromStart bool
-	next      uint64 // next stream sequence to process
-	holds     []hold // FIFO by sequence (see hold)
+	next      uint64     // next stream sequence to process
+	holds     []hold     // FIFO by sequence (see hold)
 	unacked   []delivery // delivered, not acknowledged, in delivery order
 	ackedSeq  uint64
 	futures   []jetstream.PubAckFuture
@@ -81,7 +81,7 @@ type Trigger struct {
 
 	stats struct {
 		records, delivered, decisions, gated, rebuilds, redelivered, gapFilled, evictions, takeovers atomic.Int64
-		sessions, bytes, lag                                                              atomic.Int64
+		sessions, bytes, lag                                                                         atomic.Int64
 	}
 }
 
