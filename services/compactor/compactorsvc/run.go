@@ -1,22 +1,176 @@
-// Package compactorsvc is Recall's compactor service.
+// Package compactorsvc is Recall's compactor service: it answers compaction
+// requests on recall.api.compact.<tenant>.<session> (a nats micro service
+// named recall-compactor) from the session memory the extractors keep
+// current, without calling an LLM on that path.
+//
+// Each request is handled in its own goroutine (at most Config.Concurrency
+// at once; more are refused with a 503 error), so a request waiting for a
+// running extraction never delays another session's compaction. Replies
+// larger than the server's max payload are sent with internal/chunked.
+//
+// Shutdown, when the context given to Run is done: the micro service stops
+// taking requests, in-flight compactions finish and are answered, then the
+// connection drains. A clean stop returns nil.
 package compactorsvc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"sync"
+	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/recallhq/recall/internal/chunked"
+	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/ops"
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/tenantcfg"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/events/natsce"
 )
 
-// Config configures the compactor service (environment variables RECALL_*).
-type Config struct {
-	NATS natsconn.Config
-	provision.Config
-}
+// ServiceName is the micro service name.
+const ServiceName = "recall-compactor"
 
 // Run serves until ctx is done.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
-	return errors.New("compactor: not implemented yet")
+	cfg = cfg.withDefaults()
+	nc, err := natsconn.Connect(cfg.NATS, ServiceName)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("opening JetStream: %w", err)
+	}
+	if err := provision.Ensure(ctx, js, cfg.Config); err != nil {
+		return err
+	}
+	var provider llm.Provider
+	if cfg.FullCompact {
+		provider = cfg.Provider
+		if provider == nil {
+			if provider, err = llm.New(cfg.LLMConfig, log); err != nil {
+				return fmt.Errorf("full compaction (RECALL_FULL_COMPACT=false disables it): %w", err)
+			}
+		}
+	}
+	// The watcher must outlive the request goroutines that read it.
+	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWatch()
+	tenants, err := tenantcfg.Watch(wctx, js, log)
+	if err != nil {
+		return err
+	}
+	c, err := New(ctx, nc, js, cfg, tenants, provider, log)
+	if err != nil {
+		return err
+	}
+
+	svc, err := micro.AddService(nc, micro.Config{
+		Name:        ServiceName,
+		Version:     "1.0.0",
+		Description: "Recall compaction from session memory",
+	})
+	if err != nil {
+		return fmt.Errorf("adding micro service: %w", err)
+	}
+	h := &handler{c: c, nc: nc, log: log, sem: make(chan struct{}, cfg.Concurrency), base: context.WithoutCancel(ctx)}
+	g := svc.AddGroup(events.SubjectAPIRoot + "." + events.VerbCompact)
+	if err := g.AddEndpoint(events.VerbCompact, micro.HandlerFunc(h.serve), micro.WithEndpointSubject("*.*")); err != nil {
+		_ = svc.Stop()
+		return fmt.Errorf("adding compact endpoint: %w", err)
+	}
+	log.InfoContext(ctx, "serving compactions", "subject", events.APISubject(events.VerbCompact, "*", "*"), "full_compact", provider != nil)
+
+	opsErr := make(chan error, 1)
+	octx, stopOps := context.WithCancel(ctx)
+	defer stopOps()
+	go func() {
+		opsErr <- ops.Serve(octx, cfg.OpsAddr, ops.Handler(func() error {
+			if !nc.IsConnected() {
+				return errors.New("not connected to NATS")
+			}
+			return nil
+		}), log)
+	}()
+
+	select {
+	case <-ctx.Done():
+	case err := <-opsErr:
+		if err != nil {
+			_ = svc.Stop()
+			h.wg.Wait()
+			return fmt.Errorf("serving operational endpoints: %w", err)
+		}
+		<-ctx.Done()
+	}
+	if err := svc.Stop(); err != nil {
+		log.Warn("stopping micro service", "err", err)
+	}
+	h.wg.Wait()
+	stopWatch()
+	closed := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := nc.Drain(); err == nil {
+		select {
+		case <-closed:
+		case <-time.After(30 * time.Second):
+		}
+	}
+	return nil
+}
+
+// handler adapts micro requests to the Compactor, one goroutine per request.
+type handler struct {
+	c    *Compactor
+	nc   *nats.Conn
+	log  *slog.Logger
+	sem  chan struct{}
+	wg   sync.WaitGroup
+	base context.Context
+}
+
+func (h *handler) serve(req micro.Request) {
+	tenant, session, ok := events.SplitSessionSubject(req.Subject())
+	if !ok {
+		_ = req.Error("400", "subject must be recall.api.compact.<tenant>.<session> with valid ids", nil)
+		return
+	}
+	r, err := events.DecodeCompactRequest(req.Data())
+	if err != nil {
+		_ = req.Error("400", err.Error(), nil)
+		return
+	}
+	select {
+	case h.sem <- struct{}{}:
+	default:
+		_ = req.Error("503", "compactor busy: too many compactions in flight; retry shortly", nil)
+		return
+	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		defer func() { <-h.sem }()
+		ctx := natsce.Extract(h.base, nats.Header(req.Headers()))
+		reply := h.c.Compact(ctx, tenant, session, r)
+		data, err := json.Marshal(reply)
+		if err != nil {
+			_ = req.Error("500", "encoding the reply: "+err.Error(), nil)
+			return
+		}
+		hdr := nats.Header{"Content-Type": []string{"application/json"}}
+		if err := chunked.Respond(h.nc, req.Reply(), hdr, data); err != nil {
+			h.log.WarnContext(ctx, "sending compaction reply", "tenant", tenant, "session", session, "err", err)
+		}
+		h.c.Announce(ctx, tenant, session, reply)
+	}()
 }

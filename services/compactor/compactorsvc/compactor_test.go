@@ -1,0 +1,620 @@
+package compactorsvc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/chunked"
+	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/natstest"
+	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/tenantcfg"
+	"github.com/recallhq/recall/pkg/client"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/events/natsce"
+	"github.com/recallhq/recall/pkg/memory"
+)
+
+const tenant = "acme"
+
+// env is a running compactor on an embedded JetStream.
+type env struct {
+	t      *testing.T
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	cl     *client.Client
+	mem    jetstream.KeyValue
+	status jetstream.KeyValue
+	n      int // events published, for unique ids
+}
+
+type envOptions struct {
+	server *server.Options
+	config func(*Config)
+	// before runs after provisioning, before the service starts.
+	before func(*env)
+}
+
+func startEnv(t *testing.T, o envOptions) *env {
+	t.Helper()
+	if o.server == nil {
+		o.server = &server.Options{}
+	}
+	s := natstest.StartWith(t, o.server)
+	nc, js := s.Connect(t)
+	pc := provision.Config{Partitions: 2, MemoryStorage: true}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := provision.Ensure(ctx, js, pc); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, nc: nc, js: js}
+	e.cl, _ = client.New(js, tenant)
+	e.mem, _ = js.KeyValue(ctx, events.BucketMemory)
+	e.status, _ = js.KeyValue(ctx, events.BucketStatus)
+	if o.before != nil {
+		o.before(e)
+	}
+	cfg := Config{NATS: natsconn.Config{URL: s.ClientURL()}, Config: pc, FullCompact: false}
+	if o.config != nil {
+		o.config(&cfg)
+	}
+	rctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(rctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	t.Cleanup(func() {
+		stop()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run returned %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("Run did not return after cancel")
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := nc.Request("$SRV.PING."+ServiceName, nil, time.Second); err == nil {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("Run: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("compactor did not start")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return e
+}
+
+// rec describes one transcript record to publish.
+type rec struct {
+	role, text string
+	use, result string // tool_use id / tool_result id
+	size        int    // tokens of the tool payload
+	msgID       string
+	compacted   bool
+}
+
+func filler(n int) string { return strings.Repeat("abcd", n) }
+
+// publish stores records of session and returns their uuids and seqs.
+func (e *env) publish(session string, recs ...rec) (uuids []string, seqs []uint64) {
+	e.t.Helper()
+	evs := make([]event.Event, len(recs))
+	for i, r := range recs {
+		e.n++
+		id := fmt.Sprintf("%s-%d", session, e.n)
+		ev := event.New()
+		ev.SetID(id)
+		ev.SetSource("test")
+		ev.SetSubject(session)
+		if r.compacted {
+			ev.SetType(events.TypeSessionCompacted)
+			_ = ev.SetData("application/json", events.SessionCompacted{PreTokens: 150000, PostTokens: 20000})
+		} else {
+			m := events.Message{UUID: id, Role: r.role, MessageID: r.msgID}
+			if r.text != "" {
+				m.Content = append(m.Content, events.Block{Type: events.BlockText, Text: r.text})
+			}
+			if r.use != "" {
+				in, _ := json.Marshal(map[string]string{"command": filler(r.size)})
+				m.Content = append(m.Content, events.Block{Type: events.BlockToolUse, ID: r.use, Name: "Bash", Input: in})
+			}
+			if r.result != "" {
+				m.Content = append(m.Content, events.Block{Type: events.BlockToolResult, ToolUseID: r.result,
+					Content: events.Content{{Type: events.BlockText, Text: filler(r.size)}}})
+			}
+			ev.SetType(events.TypeMessage)
+			_ = ev.SetData("application/json", m)
+		}
+		evs[i] = ev
+		uuids = append(uuids, id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := e.cl.PublishBatch(ctx, evs)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, r := range res {
+		seqs = append(seqs, r.Seq)
+	}
+	return uuids, seqs
+}
+
+var turnCounter atomic.Int64
+
+// conversation is a coding-session-like run of turns: a request, a tool
+// call and its result, an answer.
+func conversation(turns, resultTokens int) []rec {
+	var out []rec
+	for range turns {
+		i := turnCounter.Add(1) // unique message and tool ids
+		out = append(out,
+			rec{role: events.RoleUser, text: fmt.Sprintf("request %d: %s", i, filler(200))},
+			rec{role: events.RoleAssistant, msgID: fmt.Sprintf("msg_%d", i), use: fmt.Sprintf("toolu_%d", i), size: 20},
+			rec{role: events.RoleUser, result: fmt.Sprintf("toolu_%d", i), size: resultTokens},
+			rec{role: events.RoleAssistant, msgID: fmt.Sprintf("msg_%d_b", i), text: fmt.Sprintf("answer %d: %s", i, filler(300))},
+		)
+	}
+	return out
+}
+
+func (e *env) putMemory(session string, r events.MemoryRecord) uint64 {
+	e.t.Helper()
+	b, _ := json.Marshal(r)
+	rev, err := e.mem.Put(context.Background(), events.MemoryKey(tenant, session), b)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return rev
+}
+
+func notes(s string) string {
+	return strings.Replace(memory.DefaultTemplate, "# Current State\n_What is actively being worked on right now? Pending tasks not yet completed. Immediate next steps._\n",
+		"# Current State\n_What is actively being worked on right now? Pending tasks not yet completed. Immediate next steps._\n"+s+"\n", 1)
+}
+
+// compact sends a request and decodes the reply.
+func (e *env) compact(session string, req any) *events.CompactReply {
+	e.t.Helper()
+	r, err := e.tryCompact(session, req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+func (e *env) tryCompact(session string, req any) (*events.CompactReply, error) {
+	var body []byte
+	switch v := req.(type) {
+	case nil:
+	case string:
+		body = []byte(v)
+	default:
+		body, _ = json.Marshal(v)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := chunked.Request(ctx, e.nc, events.APISubject(events.VerbCompact, tenant, session), nil, body)
+	if err != nil {
+		return nil, err
+	}
+	if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
+		return nil, fmt.Errorf("service error %s: %s", code, m.Header.Get("Nats-Service-Error"))
+	}
+	var r events.CompactReply
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return nil, fmt.Errorf("decoding reply (%d bytes): %w", len(m.Data), err)
+	}
+	return &r, nil
+}
+
+func keptUUIDs(t *testing.T, r *events.CompactReply) []string {
+	t.Helper()
+	var out []string
+	for _, e := range r.Kept {
+		var m events.Message
+		if err := json.Unmarshal(e.Data(), &m); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m.UUID)
+	}
+	return out
+}
+
+func TestServedFromSessionMemory(t *testing.T) {
+	e := startEnv(t, envOptions{})
+	// Another session's records interleave, so sequences are sparse.
+	e.publish("other", conversation(3, 100)...)
+	uuids, seqs := e.publish("s1", conversation(6, 3000)...)
+	e.publish("other", conversation(2, 100)...)
+	more, moreSeqs := e.publish("s1", conversation(1, 100)...)
+	uuids, seqs = append(uuids, more...), append(seqs, moreSeqs...)
+
+	// The notes cover up to the answer of turn 3 (index 15).
+	rev := e.putMemory("s1", events.MemoryRecord{Notes: notes("Adding rate limiting."), LastSummarizedID: uuids[15], LastSummarizedSeq: seqs[15], CoveredSeq: seqs[15]})
+	r := e.compact("s1", events.CompactRequest{Trigger: events.TriggerManual})
+
+	if r.Outcome != memory.OutcomeSessionMemory || !r.Served {
+		t.Fatalf("outcome %q (%s)", r.Outcome, r.Reason)
+	}
+	got := keptUUIDs(t, r)
+	// After the summarized point: turns 4, 5 (~3,535 tokens each) and the
+	// last one (~635): 7,705 tokens, under 10,000. Growth adds the answer
+	// of turn 3 and its tool_result (11,010 tokens) and stops; the
+	// tool_result pulls in its tool_use (index 13).
+	if want := uuids[13:]; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("kept %v\nwant %v", got, want)
+	}
+	if r.KeptCount != len(got) || r.FirstKeptSeq != seqs[13] || r.LastSeq != seqs[len(seqs)-1] {
+		t.Errorf("kept_count %d first %d last %d", r.KeptCount, r.FirstKeptSeq, r.LastSeq)
+	}
+	for i, ev := range r.Kept {
+		if s, _ := ev.Extensions()[events.ExtSeq].(string); s != fmt.Sprint(seqs[13+i]) {
+			t.Errorf("kept %d: %s = %q, want %d", i, events.ExtSeq, s, seqs[13+i])
+		}
+	}
+	if r.Summary == nil || !r.Summary.IsCompactSummary || r.Summary.Role != events.RoleUser || !strings.Contains(r.Summary.Content[0].Text, "Adding rate limiting.") {
+		t.Fatalf("summary %+v", r.Summary)
+	}
+	b := r.Boundary
+	if b == nil || b.Type != "system" || b.Subtype != "compact_boundary" || b.Trigger != "manual" || b.PreTokens != r.TokensBefore || b.PreservedSegment == nil ||
+		b.PreservedSegment.HeadUUID != uuids[13] || b.PreservedSegment.TailUUID != uuids[len(uuids)-1] || b.PreservedSegment.AnchorUUID != r.Summary.UUID {
+		t.Fatalf("boundary %+v %+v", b, b.PreservedSegment)
+	}
+	if r.LastSummarizedID != uuids[15] || r.LastSummarizedSeq != seqs[15] || r.MemoryRevision != rev || r.Threshold != 167000 {
+		t.Errorf("ids/seqs/revision/threshold: %+v", r)
+	}
+	if r.TokensAfter <= memory.EstimateText(r.Summary.Content[0].Text) || r.TokensBefore <= r.TokensAfter {
+		t.Errorf("tokens %d -> %d", r.TokensBefore, r.TokensAfter)
+	}
+
+	// compaction.served was published.
+	ctx := context.Background()
+	st, _ := e.js.Stream(ctx, events.StreamEvents)
+	m, err := st.GetLastMsgForSubject(ctx, events.EventsSubject(events.KindCompactionServed, tenant, "s1"))
+	for i := 0; err != nil && i < 100; i++ { // published right after the reply
+		time.Sleep(20 * time.Millisecond)
+		m, err = st.GetLastMsgForSubject(ctx, events.EventsSubject(events.KindCompactionServed, tenant, "s1"))
+	}
+	if err != nil {
+		t.Fatalf("compaction.served: %v", err)
+	}
+	var served events.CompactionServed
+	ev, _ := natsce.Decode(m.Header, m.Data)
+	_ = json.Unmarshal(ev.Data(), &served)
+	if ev.Type() != events.TypeCompactionServed || served.Outcome != memory.OutcomeSessionMemory || served.KeptMessages != len(got) || served.TokensAfter != r.TokensAfter {
+		t.Errorf("compaction.served %s %+v", ev.Type(), served)
+	}
+
+	// Reads used Direct Get: no consumer on the transcript stream.
+	ts, _ := e.js.Stream(ctx, events.StreamTranscript)
+	info, _ := ts.Info(ctx)
+	if info.State.Consumers != 0 {
+		t.Errorf("transcript stream has %d consumers", info.State.Consumers)
+	}
+}
+
+func TestGrowsBackwardsAcrossSparseHistory(t *testing.T) {
+	e := startEnv(t, envOptions{})
+	uuids, seqs := e.publish("s1", conversation(8, 1000)...)
+	// 5,000 records of other sessions push the summarized point far back
+	// in sequence space: the backwards reads must stretch.
+	var noise []rec
+	for i := 0; i < 5000; i++ {
+		noise = append(noise, rec{role: events.RoleUser, text: "noise"})
+	}
+	e.publish("noise", noise...)
+	more, moreSeqs := e.publish("s1", rec{role: events.RoleUser, text: "last request"}, rec{role: events.RoleAssistant, msgID: "m_last", text: "done"})
+	uuids, seqs = append(uuids, more...), append(seqs, moreSeqs...)
+	e.putMemory("s1", events.MemoryRecord{Notes: notes("x"), LastSummarizedID: uuids[len(uuids)-1], LastSummarizedSeq: seqs[len(seqs)-1]})
+	r := e.compact("s1", nil)
+	if r.Outcome != memory.OutcomeSessionMemory {
+		t.Fatalf("outcome %q (%s)", r.Outcome, r.Reason)
+	}
+	got := keptUUIDs(t, r)
+	// Each turn is ~1,520 tokens with 2 text messages: growing back from
+	// the end needs 10,000 tokens, so 7 whole turns... and it stops on a
+	// record; the kept part must start at a request or an answer, never on
+	// a tool_result without its tool_use.
+	if r.TokensAfter-memory.EstimateText(r.Summary.Content[0].Text) < 10000 || len(got) < 20 {
+		t.Fatalf("kept %d records, %d tokens", len(got), r.TokensAfter)
+	}
+	first := r.Kept[0]
+	var m events.Message
+	_ = json.Unmarshal(first.Data(), &m)
+	if len(m.Content) > 0 && m.Content[0].Type == events.BlockToolResult {
+		t.Fatalf("window starts with a tool_result: %+v", m)
+	}
+}
+
+func TestOutcomes(t *testing.T) {
+	e := startEnv(t, envOptions{})
+	uuids, seqs := e.publish("s1", conversation(4, 500)...)
+
+	tests := []struct {
+		name    string
+		memory  *events.MemoryRecord
+		req     events.CompactRequest
+		outcome string
+	}{
+		{"no session memory", nil, events.CompactRequest{}, memory.OutcomeNoSessionMemory},
+		{"empty template", &events.MemoryRecord{Notes: memory.DefaultTemplate}, events.CompactRequest{}, memory.OutcomeEmptyTemplate},
+		{"summarized id not found", &events.MemoryRecord{Notes: notes("n"), LastSummarizedID: "gone", LastSummarizedSeq: seqs[5]}, events.CompactRequest{}, memory.OutcomeSummarizedIDNotFound},
+		{"summarized id without seq found by search", &events.MemoryRecord{Notes: notes("n"), LastSummarizedID: uuids[11]}, events.CompactRequest{}, memory.OutcomeSessionMemory},
+		{"resumed session", &events.MemoryRecord{Notes: notes("n")}, events.CompactRequest{}, memory.OutcomeResumedSession},
+		{"threshold exceeded", &events.MemoryRecord{Notes: notes("n"), LastSummarizedID: uuids[3], LastSummarizedSeq: seqs[3]}, events.CompactRequest{AutoCompactThreshold: 1000}, memory.OutcomeThresholdExceeded},
+		{"threshold from a small window", &events.MemoryRecord{Notes: notes("n"), LastSummarizedID: uuids[3], LastSummarizedSeq: seqs[3]}, events.CompactRequest{ContextWindow: 16000, MaxOutputTokens: 2000}, memory.OutcomeThresholdExceeded},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			session := "s1"
+			if tc.memory != nil {
+				e.putMemory(session, *tc.memory)
+			} else {
+				_ = e.mem.Purge(context.Background(), events.MemoryKey(tenant, session))
+			}
+			r := e.compact(session, tc.req)
+			if r.Outcome != tc.outcome {
+				t.Fatalf("case %d: outcome %q, want %q (%s)", i, r.Outcome, tc.outcome, r.Reason)
+			}
+			if memory.Served(r.Outcome) != r.Served {
+				t.Fatalf("served flag %v for %q", r.Served, r.Outcome)
+			}
+			if !r.Served && (r.Reason == "" || len(r.Kept) != 0 || r.Summary != nil) {
+				t.Fatalf("not served, but reply %+v", r)
+			}
+			if r.Served && (r.Summary == nil || len(r.Kept) == 0) {
+				t.Fatalf("served without summary or kept")
+			}
+		})
+	}
+}
+
+func TestDisabledGate(t *testing.T) {
+	off := false
+	e := startEnv(t, envOptions{before: func(e *env) {
+		if _, err := tenantcfg.Put(context.Background(), e.js, tenant, events.TenantConfig{SMCompact: &off}); err != nil {
+			t.Fatal(err)
+		}
+	}})
+	uuids, seqs := e.publish("s1", conversation(2, 100)...)
+	e.putMemory("s1", events.MemoryRecord{Notes: notes("n"), LastSummarizedID: uuids[1], LastSummarizedSeq: seqs[1]})
+	if r := e.compact("s1", nil); r.Outcome != memory.OutcomeDisabled || r.Served || !strings.Contains(r.Reason, "sm_compact") {
+		t.Fatalf("reply %+v", r)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	e := startEnv(t, envOptions{})
+	for _, body := range []string{`{`, `{"trigger":"sometimes"}`, `{"wait_timeout_ms":-1}`, `{"bogus":1}`, `[1]`, `{"context_window":1000}`} {
+		_, err := e.tryCompact("s1", body)
+		if err == nil || !strings.Contains(err.Error(), "service error 400") {
+			t.Errorf("body %s: %v", body, err)
+		}
+	}
+}
+
+// waitForWatcher waits until the compactor watches the status bucket (its
+// watcher is an ordered consumer on the bucket's stream).
+func (e *env) waitForWatcher() {
+	e.t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		s, err := e.js.Stream(ctx, "KV_"+events.BucketStatus)
+		if err == nil {
+			if info, err := s.Info(ctx); err == nil && info.State.Consumers > 0 {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.t.Fatal("the compactor never started waiting")
+}
+
+func (e *env) putStatus(session string, since time.Time) {
+	e.t.Helper()
+	b, _ := json.Marshal(events.StatusRecord{Running: true, Since: since, Worker: "w1"})
+	if _, err := e.status.Put(context.Background(), events.MemoryKey(tenant, session), b); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func TestWaitForRunningExtraction(t *testing.T) {
+	e := startEnv(t, envOptions{})
+	uuids, seqs := e.publish("s1", conversation(4, 500)...)
+	e.putMemory("s1", events.MemoryRecord{Notes: notes("OLD notes"), LastSummarizedID: uuids[3], LastSummarizedSeq: seqs[3]})
+
+	t.Run("completes during the wait", func(t *testing.T) {
+		e.putStatus("s1", time.Now())
+		done := make(chan *events.CompactReply, 1)
+		go func() { done <- e.compact("s1", map[string]int{"wait_timeout_ms": 20000}) }()
+		e.waitForWatcher()
+		e.putMemory("s1", events.MemoryRecord{Notes: notes("FRESH notes"), LastSummarizedID: uuids[11], LastSummarizedSeq: seqs[11]})
+		if err := e.status.Delete(context.Background(), events.MemoryKey(tenant, "s1")); err != nil {
+			t.Fatal(err)
+		}
+		r := <-done
+		if !strings.Contains(r.Summary.Content[0].Text, "FRESH notes") || r.LastSummarizedID != uuids[11] {
+			t.Fatalf("did not get the fresh summary: %q", r.Summary.Content[0].Text[:200])
+		}
+		if r.WaitedMS <= 0 || r.WaitedMS >= 20000 {
+			t.Fatalf("waited %d ms", r.WaitedMS)
+		}
+	})
+
+	t.Run("stale status is ignored", func(t *testing.T) {
+		e.putStatus("s1", time.Now().Add(-2*time.Minute))
+		r := e.compact("s1", map[string]int{"wait_timeout_ms": 20000})
+		if r.WaitedMS != 0 || !r.Served {
+			t.Fatalf("waited %d ms on a stale status (%s)", r.WaitedMS, r.Outcome)
+		}
+		_ = e.status.Delete(context.Background(), events.MemoryKey(tenant, "s1"))
+	})
+
+	t.Run("timeout returns the old summary", func(t *testing.T) {
+		e.putMemory("s1", events.MemoryRecord{Notes: notes("OLD notes"), LastSummarizedID: uuids[3], LastSummarizedSeq: seqs[3]})
+		e.putStatus("s1", time.Now())
+		r := e.compact("s1", map[string]int{"wait_timeout_ms": 300})
+		if !strings.Contains(r.Summary.Content[0].Text, "OLD notes") {
+			t.Fatal("not the old summary")
+		}
+		if r.WaitedMS < 300 || r.WaitedMS > 5000 {
+			t.Fatalf("waited %d ms, want about 300", r.WaitedMS)
+		}
+		_ = e.status.Delete(context.Background(), events.MemoryKey(tenant, "s1"))
+	})
+
+	t.Run("a waiting request does not block other sessions", func(t *testing.T) {
+		e.publish("s2", conversation(2, 100)...)
+		e.putStatus("s1", time.Now())
+		done := make(chan *events.CompactReply, 1)
+		go func() { done <- e.compact("s1", map[string]int{"wait_timeout_ms": 20000}) }()
+		e.waitForWatcher()
+		r := e.compact("s2", nil)
+		if r.Outcome != memory.OutcomeNoSessionMemory {
+			t.Fatalf("s2: %q", r.Outcome)
+		}
+		select {
+		case <-done:
+			t.Fatal("the waiting request returned before its status changed")
+		default:
+		}
+		_ = e.status.Delete(context.Background(), events.MemoryKey(tenant, "s1"))
+		if r := <-done; !r.Served {
+			t.Fatalf("s1: %q", r.Outcome)
+		}
+	})
+}
+
+func TestChunkedReply(t *testing.T) {
+	e := startEnv(t, envOptions{server: &server.Options{MaxPayload: 64 << 10}})
+	// Tool results of ~40 KB each: the kept window is several hundred KB.
+	uuids, seqs := e.publish("big", conversation(6, 10000)...)
+	e.putMemory("big", events.MemoryRecord{Notes: notes("big"), LastSummarizedID: uuids[3], LastSummarizedSeq: seqs[3]})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m, err := chunked.Request(ctx, e.nc, events.APISubject(events.VerbCompact, tenant, "big"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Data) <= 64<<10 {
+		t.Fatalf("reply of %d bytes did not need chunks", len(m.Data))
+	}
+	var r events.CompactReply
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		t.Fatalf("reassembled reply is not JSON: %v", err)
+	}
+	if r.Outcome != memory.OutcomeSessionMemory || len(r.Kept) != 20 {
+		t.Fatalf("outcome %q, %d kept", r.Outcome, len(r.Kept))
+	}
+	// Every kept record is byte-identical to what is stored.
+	ts, _ := e.js.Stream(ctx, events.StreamTranscript)
+	for i, ev := range r.Kept {
+		raw, err := ts.GetMsg(ctx, seqs[4+i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(ev.Data()) != string(raw.Data) {
+			t.Fatalf("kept record %d differs from the stored one", i)
+		}
+	}
+}
+
+// fakeProvider answers full compactions.
+type fakeProvider struct {
+	calls atomic.Int32
+	err   error
+	mu    sync.Mutex
+	last  llm.Request
+}
+
+func (p *fakeProvider) Name() string  { return "fake" }
+func (p *fakeProvider) Model() string { return "fake-1" }
+func (p *fakeProvider) Complete(_ context.Context, req llm.Request) (*llm.Response, error) {
+	p.calls.Add(1)
+	p.mu.Lock()
+	p.last = req
+	p.mu.Unlock()
+	if p.err != nil {
+		return nil, p.err
+	}
+	return &llm.Response{Text: "## Summary\nThe user is adding rate limiting."}, nil
+}
+
+func TestFullCompactFallback(t *testing.T) {
+	p := &fakeProvider{}
+	e := startEnv(t, envOptions{config: func(c *Config) { c.FullCompact, c.Provider = true, p }})
+	uuids, _ := e.publish("s1", conversation(3, 200)...)
+	r := e.compact("s1", nil)
+	if r.Outcome != memory.OutcomeFullCompact || !r.Served || r.FallbackFrom != memory.OutcomeNoSessionMemory {
+		t.Fatalf("reply %q from %q (%s)", r.Outcome, r.FallbackFrom, r.Reason)
+	}
+	if !strings.Contains(r.Summary.Content[0].Text, "The user is adding rate limiting.") {
+		t.Fatalf("summary %q", r.Summary.Content[0].Text)
+	}
+	// The latest request and what follows are kept verbatim.
+	if got := keptUUIDs(t, r); fmt.Sprint(got) != fmt.Sprint(uuids[8:]) {
+		t.Fatalf("kept %v, want %v", got, uuids[8:])
+	}
+	if n := strings.Count(p.last.Messages[0].Content[0].Text, "[user] request "); n != 2 {
+		t.Errorf("the model got %d of the requests, want the 2 before the latest", n)
+	}
+
+	// Served from memory: no LLM call.
+	e.putMemory("s1", events.MemoryRecord{Notes: notes("n"), LastSummarizedID: uuids[3]})
+	before := p.calls.Load()
+	if r := e.compact("s1", nil); r.Outcome != memory.OutcomeSessionMemory || p.calls.Load() != before {
+		t.Fatalf("outcome %q, %d LLM calls", r.Outcome, p.calls.Load()-before)
+	}
+}
+
+func TestFullCompactCircuitBreaker(t *testing.T) {
+	p := &fakeProvider{err: errors.New("provider down")}
+	e := startEnv(t, envOptions{config: func(c *Config) { c.FullCompact, c.Provider = true, p }})
+	e.publish("s1", conversation(2, 100)...)
+	for i := 0; i < 5; i++ {
+		r := e.compact("s1", nil)
+		if r.Outcome != memory.OutcomeNoSessionMemory || r.Served {
+			t.Fatalf("attempt %d: %q", i, r.Outcome)
+		}
+		want := "full compaction failed"
+		if i >= 3 {
+			want = "not tried"
+		}
+		if !strings.Contains(r.Reason, want) {
+			t.Fatalf("attempt %d: reason %q lacks %q", i, r.Reason, want)
+		}
+	}
+	if n := p.calls.Load(); n != 3 {
+		t.Fatalf("%d LLM calls, want 3", n)
+	}
+	// Another session has its own breaker.
+	e.publish("s2", conversation(2, 100)...)
+	e.compact("s2", nil)
+	if n := p.calls.Load(); n != 4 {
+		t.Fatalf("s2 was not tried: %d calls", n)
+	}
+}

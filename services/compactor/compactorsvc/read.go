@@ -1,0 +1,141 @@
+package compactorsvc
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/recallhq/recall/internal/transcript"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/memory"
+)
+
+// firstSpan is the first stretch of stream sequences read backwards; each
+// further read doubles it.
+const firstSpan = 2048
+
+// history is a contiguous run of one session's transcript records, ending
+// at the newest, read with batch Direct Get and extended backwards on
+// demand.
+type history struct {
+	c               *Compactor
+	tenant, session string
+	recs            []transcript.Record
+	// lowest is the lowest stream sequence covered (records of the session
+	// below it are not read yet); complete says nothing earlier exists or
+	// may be read.
+	lowest   uint64
+	complete bool
+	span     uint64
+	earlier  int // records read backwards, bounded by MaxReadRecords
+}
+
+// readTail reads every record from seq from on (from >= 1).
+func (c *Compactor) readTail(ctx context.Context, tenant, session string, from uint64) (*history, error) {
+	recs, err := c.reader.Read(ctx, tenant, session, from, 0, 0)
+	if err != nil {
+		return nil, fmt.Errorf("reading the transcript from seq %d: %w", from, err)
+	}
+	return &history{c: c, tenant: tenant, session: session, recs: recs, lowest: from, complete: from <= 1, span: firstSpan}, nil
+}
+
+// readEnd starts a history at the session's newest record with nothing read
+// yet (resumed sessions).
+func (c *Compactor) readEnd(ctx context.Context, tenant, session string) (*history, error) {
+	last, err := c.reader.LastSeq(ctx, tenant, session)
+	if err != nil {
+		return nil, fmt.Errorf("reading the transcript head: %w", err)
+	}
+	h := &history{c: c, tenant: tenant, session: session, lowest: last + 1, complete: last == 0, span: firstSpan}
+	if last > 0 {
+		err = h.earlierRecords(ctx)
+	}
+	return h, err
+}
+
+// earlierRecords prepends the session's records in the next stretch of
+// sequences below h.lowest (the stretch doubles each time), so reads stay
+// bounded however long the stream is.
+func (h *history) earlierRecords(ctx context.Context) error {
+	if h.complete {
+		return nil
+	}
+	hi := h.lowest - 1
+	lo := uint64(1)
+	if hi > h.span {
+		lo = hi - h.span + 1
+	}
+	h.span *= 2
+	recs, err := h.c.reader.Read(ctx, h.tenant, h.session, lo, hi, 0)
+	if err != nil {
+		return fmt.Errorf("reading the transcript between seq %d and %d: %w", lo, hi, err)
+	}
+	h.recs = append(recs, h.recs...)
+	h.lowest = lo
+	h.earlier += len(recs)
+	if lo <= 1 || h.earlier >= h.c.cfg.MaxReadRecords {
+		h.complete = true
+	}
+	return nil
+}
+
+// entries converts the records for window selection.
+func (h *history) entries() []memory.WindowEntry {
+	es := make([]memory.WindowEntry, len(h.recs))
+	for i := range h.recs {
+		r := &h.recs[i]
+		es[i] = memory.WindowEntry{Seq: r.Seq, Message: r.Message}
+		if r.Compacted != nil {
+			es[i].Boundary, es[i].PostTokens = true, r.Compacted.PostTokens
+		}
+	}
+	return es
+}
+
+// index returns the index of the record with uuid id, -1 when absent.
+func (h *history) index(id string) int {
+	for i := len(h.recs) - 1; i >= 0; i-- {
+		if m := h.recs[i].Message; m != nil && m.UUID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// planWithTranscript reads the transcript from the memory's
+// lastSummarizedSeq (or grows back from the end for a resumed session) and
+// plans, reading earlier records in bounded stretches while the selection
+// asks for them. It never scans the stream and creates no consumer.
+func (c *Compactor) planWithTranscript(ctx context.Context, tenant, session string, rec *events.MemoryRecord, in memory.CompactInput) (memory.CompactPlan, []transcript.Record, error) {
+	var h *history
+	var err error
+	if rec.LastSummarizedID != "" && rec.LastSummarizedSeq > 0 {
+		h, err = c.readTail(ctx, tenant, session, rec.LastSummarizedSeq)
+	} else {
+		h, err = c.readEnd(ctx, tenant, session)
+	}
+	if err != nil {
+		return memory.CompactPlan{}, nil, err
+	}
+	for {
+		in.SummarizedIndex = -1
+		if rec.LastSummarizedID != "" {
+			in.SummarizedIndex = h.index(rec.LastSummarizedID)
+			if in.SummarizedIndex < 0 && !h.complete {
+				// Not at the recorded sequence (or none was recorded):
+				// look further back.
+				if err := h.earlierRecords(ctx); err != nil {
+					return memory.CompactPlan{}, nil, err
+				}
+				continue
+			}
+		}
+		in.Entries, in.Complete = h.entries(), h.complete
+		p := memory.PlanCompaction(in)
+		if !p.NeedEarlier || h.complete {
+			return p, h.recs, nil
+		}
+		if err := h.earlierRecords(ctx); err != nil {
+			return memory.CompactPlan{}, nil, err
+		}
+	}
+}
