@@ -108,7 +108,7 @@ func startEnv(t *testing.T, o envOptions) *env {
 
 // rec describes one transcript record to publish.
 type rec struct {
-	role, text string
+	role, text  string
 	use, result string // tool_use id / tool_result id
 	size        int    // tokens of the tool payload
 	msgID       string
