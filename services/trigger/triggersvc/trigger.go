@@ -206,7 +206,7 @@ func (t *Trigger) Run(ctx context.Context) error {
 	t.fromStart = stream.CachedInfo().State.FirstSeq >= t.next || stream.CachedInfo().State.Msgs == 0
 	// Records delivered to a previous instance but not acknowledged would
 	// only be redelivered after AckWait: read them now.
-	if last := stream.CachedInfo().State.LastSeq; last >= t.next {
+	if last := info.Delivered.Stream; last >= t.next {
 		t.fillGap(last + 1)
 	}
 	t.mu.Unlock()

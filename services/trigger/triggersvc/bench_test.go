@@ -1,0 +1,115 @@
+package triggersvc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/natstest"
+	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/events/natsce"
+)
+
+// benchStream stores n small records over sessions sessions.
+func benchStream(b *testing.B, n, sessions int) (*natstest.Server, jetstream.JetStream) {
+	s := natstest.Start(b)
+	nc, js := s.Connect(b)
+	ctx := context.Background()
+	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 4}); err != nil {
+		b.Fatal(err)
+	}
+	var futs []jetstream.PubAckFuture
+	for i := 0; i < n; i++ {
+		sess := fmt.Sprintf("s%d", i%sessions)
+		m := events.Message{UUID: fmt.Sprintf("u%d", i), Role: events.RoleUser, Content: events.Content{{Type: "text", Text: "hello there, this is a short message of a typical size"}}}
+		if i%2 == 1 {
+			m.Role, m.MessageID, m.StopReason = events.RoleAssistant, fmt.Sprintf("m%d", i), "end_turn"
+			m.Usage = &events.Usage{InputTokens: int64(1000 + (i/sessions)*50), OutputTokens: 10}
+		}
+		data, _ := json.Marshal(m)
+		e := event.New()
+		e.SetID(m.UUID)
+		e.SetSource("/bench")
+		e.SetType(events.TypeMessage)
+		e.SetSubject(sess)
+		e.SetExtension(events.ExtTenant, "acme")
+		_ = e.SetData(event.ApplicationJSON, data)
+		msg := natsce.NewMsg(events.TranscriptSubject("acme", sess), &e)
+		f, err := js.PublishMsgAsync(msg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		futs = append(futs, f)
+		if len(futs) >= 4000 {
+			<-js.PublishAsyncComplete()
+			futs = futs[:0]
+		}
+	}
+	<-js.PublishAsyncComplete()
+	_ = nc
+	return s, js
+}
+
+func BenchmarkTriggerThroughput(b *testing.B) {
+	const n, sessions = 50000, 10000
+	s, js := benchStream(b, n, sessions)
+	b.Run("raw", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			nc, _ := s.Connect(b)
+			cons, err := js.CreateOrUpdateConsumer(context.Background(), events.StreamTranscript, jetstream.ConsumerConfig{
+				Durable: fmt.Sprintf("raw%d", i), AckPolicy: jetstream.AckAllPolicy, MaxAckPending: 200000})
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = nc
+			done := make(chan struct{})
+			count := 0
+			var start time.Time
+			cc, _ := cons.Consume(func(m jetstream.Msg) {
+				if count == 0 {
+					start = time.Now()
+				}
+				count++
+				if count%1000 == 0 || count == n {
+					_ = m.Ack()
+				}
+				if count == n {
+					close(done)
+				}
+			}, jetstream.PullMaxMessages(2000))
+			<-done
+			b.ReportMetric(float64(n)/time.Since(start).Seconds(), "records/s")
+			cc.Stop()
+		}
+	})
+	b.Run("trigger", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			nc, _ := s.Connect(b)
+			_ = js.DeleteConsumer(context.Background(), events.StreamTranscript, events.DurableTrigger)
+			tr, err := New(nc, Config{}, nil, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			go tr.Run(ctx)
+			for tr.Stats().Records == 0 {
+				time.Sleep(100 * time.Microsecond)
+			}
+			start := time.Now()
+			for tr.Stats().Records < n {
+				time.Sleep(time.Millisecond)
+			}
+			b.ReportMetric(float64(n)/time.Since(start).Seconds(), "records/s")
+			st := tr.Stats()
+			b.ReportMetric(float64(st.BytesPerSession), "bytes/session")
+			b.ReportMetric(float64(st.Decisions), "decisions")
+			cancel()
+		}
+	})
+}
