@@ -109,6 +109,8 @@ type facts struct {
 	worklog       []string
 }
 
+var sentenceEnd = regexp.MustCompile(`[.?!:](\s|$)`)
+
 var correction = regexp.MustCompile(`(?i)^(no[,.!:]|no\s|nope\b)|\b(actually|instead|don't|do not|wrong|that's not|that is not)\b`)
 
 func derive(msgs []events.Message) facts {
@@ -319,8 +321,8 @@ func offlineEdits(notes string, f facts) []memory.Edit {
 // line, at most 10 words.
 func title(req string) string {
 	line := strings.TrimSpace(strings.SplitN(req, "\n", 2)[0])
-	if i := strings.IndexAny(line, ".?!"); i > 0 {
-		line = line[:i]
+	if loc := sentenceEnd.FindStringIndex(line); loc != nil && loc[0] > 0 {
+		line = line[:loc[0]]
 	}
 	words := strings.Fields(line)
 	if len(words) > 10 {

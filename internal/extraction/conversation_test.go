@@ -1,0 +1,202 @@
+package extraction_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/recallhq/recall/internal/extraction"
+	"github.com/recallhq/recall/pkg/events"
+)
+
+func u(blocks ...events.Block) events.Message {
+	return events.Message{Role: events.RoleUser, Content: blocks}
+}
+
+func as(msgID string, blocks ...events.Block) events.Message {
+	return events.Message{Role: events.RoleAssistant, MessageID: msgID, Content: blocks}
+}
+
+func tx(s string) events.Block { return events.Block{Type: events.BlockText, Text: s} }
+func use(id string) events.Block {
+	return events.Block{Type: events.BlockToolUse, ID: id, Name: "Bash", Input: json.RawMessage(`{"command":"ls"}`)}
+}
+func res(id string) events.Block {
+	return events.Block{Type: events.BlockToolResult, ToolUseID: id, Content: events.Content{tx("out")}}
+}
+func think() events.Block {
+	return events.Block{Type: events.BlockThinking, Thinking: "hmm", Signature: "sig"}
+}
+
+func sub(m events.Message) events.Message { m.QuerySource = events.QuerySubagent; return m }
+
+func TestBuildConversation(t *testing.T) {
+	omitted := `text("` + extraction.OmittedNote + `")`
+	tests := []struct {
+		name    string
+		records []events.Message
+		want    string
+	}{
+		{"streamed records merge", []events.Message{
+			u(tx("go")), as("m1", think()), as("m1", tx("ok")), as("m1", use("a")), u(res("a")), as("m2", tx("done")),
+		}, `user: text("go")
+assistant: text("ok") use(a)
+user: result(a)
+assistant: text("done")
+`},
+		{"stream continued after a result", []events.Message{
+			u(tx("go")), as("m1", use("a")), u(res("a")), as("m1", use("b")), u(res("b")), as("m2", tx("done")),
+		}, `user: text("go")
+assistant: use(a) use(b)
+user: result(a) result(b)
+assistant: text("done")
+`},
+		{"different responses stay apart", []events.Message{
+			u(tx("go")), as("m1", use("a")), u(res("a")), as("m2", use("b")), u(res("b")),
+		}, `user: text("go")
+assistant: use(a)
+user: result(a)
+assistant: use(b)
+user: result(b)
+`},
+		{"trailing unanswered tool_use dropped", []events.Message{
+			u(tx("go")), as("m1", tx("let me look"), use("a")),
+		}, `user: text("go")
+assistant: text("let me look")
+`},
+		{"trailing tool_use only: message dropped", []events.Message{
+			u(tx("go")), as("m1", tx("hi")), u(tx("more")), as("m2", use("a")),
+		}, `user: text("go")
+assistant: text("hi")
+user: text("more")
+`},
+		{"missing result gets a synthetic one", []events.Message{
+			u(tx("go")), as("m1", use("a"), use("b")), u(res("b"), tx("stop that")),
+		}, `user: text("go")
+assistant: use(a) use(b)
+user: result!(a) result(b) text("stop that")
+`},
+		{"orphan results dropped", []events.Message{
+			u(res("zz"), tx("go")), as("m1", use("a")), u(res("a"), res("a"), res("q")),
+		}, `user: text("go")
+assistant: use(a)
+user: result(a)
+`},
+		{"subagent records skipped", []events.Message{
+			u(tx("go")), sub(u(tx("sub task"))), sub(as("s1", tx("sub reply"))), as("m1", tx("done")),
+		}, `user: text("go")
+assistant: text("done")
+`},
+		{"starts with assistant", []events.Message{
+			as("m1", tx("resumed")), u(tx("go")),
+		}, `user: ` + omitted + `
+assistant: text("resumed")
+user: text("go")
+`},
+		{"results first in user messages", []events.Message{
+			u(tx("go")), as("m1", use("a")), u(tx("also this")), u(res("a")),
+		}, `user: text("go")
+assistant: use(a)
+user: result(a) text("also this")
+`},
+		{"thinking-only and empty records vanish", []events.Message{
+			u(tx("go")), as("m1", think()), u(tx("")), as("m2", tx("x")),
+		}, `user: text("go")
+assistant: text("x")
+`},
+		{"empty", nil, ``},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before, _ := json.Marshal(tt.records)
+			got := extraction.String(extraction.BuildConversation(tt.records, -1, 0))
+			if got != tt.want {
+				t.Errorf("got\n%s\nwant\n%s", got, tt.want)
+			}
+			after, _ := json.Marshal(tt.records)
+			if string(before) != string(after) {
+				t.Error("BuildConversation modified its input")
+			}
+		})
+	}
+}
+
+func TestBuildConversationCap(t *testing.T) {
+	big := strings.Repeat("x", 4000) // 1000 tokens
+	records := []events.Message{
+		u(tx("first " + big)),             // 0
+		as("m1", tx("a1 "+big), use("a")), // 1
+		u(res("a")),                       // 2
+		as("m1", use("b")),                // 3 (same response)
+		u(res("b"), tx("next "+big)),      // 4
+		as("m2", tx("a2 "+big)),           // 5
+		u(tx("third " + big)),             // 6
+		as("m3", tx("a3 "+big)),           // 7
+	}
+	tests := []struct {
+		name           string
+		lastSummarized int
+		max            int64
+		want           string
+	}{
+		{"no cap", -1, 0, `user: text
+assistant: text use(a) use(b)
+user: result(a) result(b) text
+assistant: text
+user: text
+assistant: text
+`},
+		{"under cap", -1, 100000, `user: text
+assistant: text use(a) use(b)
+user: result(a) result(b) text
+assistant: text
+user: text
+assistant: text
+`},
+		{"drop oldest, tool pair dropped whole", 7, 4500, `user: note text
+assistant: text
+user: text
+assistant: text
+`},
+		{"cut lands on an assistant turn: drop it too", 7, 3500, `user: note text
+assistant: text
+`},
+		{"keep everything after the summarized point", 3, 1500, `user: note text
+assistant: text
+user: text
+assistant: text
+`},
+		{"nothing summarized: nothing dropped", -1, 1500, `user: text
+assistant: text use(a) use(b)
+user: result(a) result(b) text
+assistant: text
+user: text
+assistant: text
+`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conv := extraction.BuildConversation(records, tt.lastSummarized, tt.max)
+			var b strings.Builder
+			for _, m := range conv {
+				b.WriteString(m.Role + ":")
+				for _, bl := range m.Content {
+					switch {
+					case bl.Type == events.BlockText && bl.Text == extraction.OmittedNote:
+						b.WriteString(" note")
+					case bl.Type == events.BlockText:
+						b.WriteString(" text")
+					case bl.Type == events.BlockToolUse:
+						b.WriteString(" use(" + bl.ID + ")")
+					case bl.Type == events.BlockToolResult:
+						b.WriteString(" result(" + bl.ToolUseID + ")")
+					}
+				}
+				b.WriteString("\n")
+			}
+			if b.String() != tt.want {
+				t.Errorf("got\n%s\nwant\n%s", b.String(), tt.want)
+			}
+		})
+	}
+}
