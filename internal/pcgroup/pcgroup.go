@@ -360,13 +360,7 @@ loop:
 					break loop
 				}
 				// The watcher ended (connection closed); retry.
-				time.Sleep(time.Second)
-				if w, err = kv.WatchAll(ctx); err != nil {
-					g.log.WarnContext(ctx, "watching membership", "err", err)
-					updates = nil
-					continue
-				}
-				members, synced, updates = map[string]bool{}, false, w.Updates()
+				updates = nil // re-watched on the next heartbeat tick
 				continue
 			}
 			if e == nil {
@@ -384,8 +378,12 @@ loop:
 				lastBeat = time.Now()
 			}
 			if updates == nil && ctx.Err() == nil {
-				if w, err = kv.WatchAll(ctx); err == nil {
+				if nw, err := kv.WatchAll(ctx); err == nil {
+					_ = w.Stop()
+					w = nw
 					members, synced, updates = map[string]bool{}, false, w.Updates()
+				} else {
+					g.log.WarnContext(ctx, "watching membership", "err", err)
 				}
 			}
 			reconcile()

@@ -37,7 +37,7 @@ type env struct {
 	events []*nats.Msg // lifecycle notifications seen
 }
 
-const testPartitions = 4
+const testPartitions = 8
 
 func newEnv(t *testing.T) *env {
 	t.Helper()

@@ -235,12 +235,12 @@ func (w *Worker) handle(ctx context.Context, m *pcgroup.Msg) error {
 		return m.Nak(retryDelay(delivered))
 	}
 	outcome = res.outcome
-	// The memory is committed (or was already): ack, then announce.
+	// The memory is committed (or was already): announce, then ack. A crash
+	// between the two redelivers the request, which is covered by then and
+	// announced again under the same Nats-Msg-Id, so RECALL_EVENTS stores
+	// one completion; announcing after the ack would lose it instead.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := m.Ack(actx); err != nil {
-		log.WarnContext(ctx, "acking extraction request", "err", err)
-	}
 	done := events.ExtractionCompleted{
 		Tenant: req.Tenant, Session: req.Session, UpToSeq: req.UpToSeq,
 		CoveredSeq: res.record.CoveredSeq, LastSummarizedID: res.record.LastSummarizedID,
@@ -249,7 +249,14 @@ func (w *Worker) handle(ctx context.Context, m *pcgroup.Msg) error {
 		Worker: w.cfg.WorkerID, Provider: res.provider, Model: res.model,
 	}
 	if err := w.publish(actx, events.KindExtractionCompleted, events.TypeExtractionCompleted, req, done); err != nil {
-		log.WarnContext(ctx, "publishing extraction.completed", "err", err)
+		// Not announced: leave the request for redelivery (it is covered
+		// now, so that costs no LLM call).
+		log.WarnContext(ctx, "publishing extraction.completed; will redeliver", "err", err)
+		w.observe(ctx, start, OutcomeRetry, res.usage)
+		return m.Nak(retryDelay(delivered))
+	}
+	if err := m.Ack(actx); err != nil {
+		log.WarnContext(ctx, "acking extraction request", "err", err)
 	}
 	w.reply(req, events.ExtractResult{Success: true, MemoryKey: events.MemoryKey(req.Tenant, req.Session),
 		UpToSeq: res.record.CoveredSeq, Revision: res.revision})
