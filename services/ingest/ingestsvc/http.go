@@ -15,9 +15,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/cloudevents/sdk-go/v2/binding"
-	"github.com/cloudevents/sdk-go/v2/binding/format"
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
+	jsoniter "github.com/json-iterator/go"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
@@ -214,11 +214,15 @@ func decodeSingle(ctx context.Context, hdr http.Header, body []byte, maxEvent in
 // decodeBatch splits a batch body into events, each decoded on its own so
 // one malformed event does not hide the others.
 func decodeBatch(body []byte, l Limits) ([]item, *problemReason) {
-	var raws []json.RawMessage
-	if t := bytes.TrimSpace(body); len(t) > 0 && t[0] != '[' && json.Valid(t) {
-		return nil, &problemReason{newProblem(ProblemInvalidBody, http.StatusBadRequest, "batch body must be a JSON array of CloudEvents"), "invalid_body"}
-	}
-	if err := json.Unmarshal(body, &raws); err != nil {
+	raws, err := splitArray(body)
+	if err != nil {
+		var generic any
+		if t := bytes.TrimSpace(body); len(t) > 0 && t[0] != '[' && json.Unmarshal(t, &generic) == nil {
+			return nil, &problemReason{newProblem(ProblemInvalidBody, http.StatusBadRequest, "batch body must be a JSON array of CloudEvents"), "invalid_body"}
+		}
+		if serr := json.Unmarshal(body, &generic); serr != nil {
+			err = serr // the standard library words syntax errors better
+		}
 		return nil, &problemReason{newProblem(ProblemInvalidBody, http.StatusBadRequest, "batch body is not valid JSON: "+jsonErr(err)), "invalid_body"}
 	}
 	if len(raws) == 0 {
@@ -234,8 +238,33 @@ func decodeBatch(body []byte, l Limits) ([]item, *problemReason) {
 	return items, nil
 }
 
+// splitArray returns the elements of a JSON array in one pass. Elements are
+// only delimited here; decoding each one validates it.
+func splitArray(body []byte) ([][]byte, error) {
+	it := jsoniter.ConfigFastest.BorrowIterator(body)
+	defer jsoniter.ConfigFastest.ReturnIterator(it)
+	if it.WhatIsNext() != jsoniter.ArrayValue {
+		return nil, errors.New("not an array")
+	}
+	raws := make([][]byte, 0, 128)
+	for it.ReadArray() {
+		raw := it.SkipAndReturnBytes()
+		if it.Error != nil {
+			return nil, it.Error
+		}
+		raws = append(raws, raw)
+	}
+	if it.Error != nil {
+		return nil, it.Error
+	}
+	if it.WhatIsNext() != jsoniter.InvalidValue || (it.Error != nil && !errors.Is(it.Error, io.EOF)) {
+		return nil, errors.New("data after the array")
+	}
+	return raws, nil
+}
+
 // decodeStructured decodes one structured-mode event (JSON) with the SDK's
-// JSON event format.
+// event decoder.
 func decodeStructured(raw []byte, maxEvent int) item {
 	if len(raw) > maxEvent {
 		return item{id: probeID(raw), err: errTooLarge{len(raw), maxEvent}}
@@ -245,7 +274,7 @@ func decodeStructured(raw []byte, maxEvent int) item {
 		return item{err: &events.FieldError{Field: "event", Reason: "not a CloudEvent: expected a JSON object"}}
 	}
 	var it item
-	if err := format.JSON.Unmarshal(raw, &it.ev); err != nil {
+	if err := it.ev.UnmarshalJSON(raw); err != nil {
 		return item{id: probeID(raw), err: diagnose(raw, err)}
 	}
 	return it
