@@ -54,7 +54,7 @@ type Session struct {
 
 // ValidateIngest checks an event a platform submitted for tenant and decodes
 // its data. The session id is the CloudEvents "subject" attribute. On success
-// the event carries the tenant extension. Errors are *FieldError (wrapping
+// the returned Session's event carries the tenant extension; e is not modified. Errors are *FieldError (wrapping
 // ErrInvalidEvent) or ErrTenantMismatch.
 func ValidateIngest(e event.Event, tenant string) (*Session, error) {
 	if err := ValidateID(tenant); err != nil {
@@ -104,7 +104,12 @@ func ValidateIngest(e event.Event, tenant string) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.SetExtension(ExtTenant, tenant)
+	// Copies of an event share their extension map: clone before stamping
+	// the tenant so the caller's event is left as it was.
+	if _, ok := e.Extensions()[ExtTenant]; !ok {
+		e = e.Clone()
+		e.SetExtension(ExtTenant, tenant)
+	}
 	s.Event = e
 	return s, nil
 }
