@@ -785,11 +785,11 @@ func decodeRecord(seq uint64, ts int64, h nats.Header, data []byte) (memory.Trig
 	}
 	switch typ {
 	case events.TypeMessage:
-		var m events.Message
-		if err := json.Unmarshal(data, &m); err != nil {
+		rec, err := memory.DecodeTriggerMessage(seq, ts, data)
+		if err != nil {
 			return memory.TriggerRecord{}, fmt.Errorf("decoding message: %w", err)
 		}
-		return memory.MessageRecord(seq, ts, &m), nil
+		return rec, nil
 	case events.TypeSessionCompacting:
 		return memory.TriggerRecord{Seq: seq, Time: ts, Kind: memory.RecCompacting}, nil
 	case events.TypeSessionCompacted:
