@@ -125,7 +125,7 @@ func TestDecodeTriggerMessageRandom(t *testing.T) {
 
 func BenchmarkDecodeTriggerMessage(b *testing.B) {
 	m := events.Message{UUID: "0b7a4c1e-2f59-4d7e-9d1a-3c5e8f0a1b2c", Role: "assistant", MessageID: "msg_01ABCDEFGHIJ", StopReason: "tool_use",
-		Usage: &events.Usage{InputTokens: 12000, OutputTokens: 300},
+		Usage:   &events.Usage{InputTokens: 12000, OutputTokens: 300},
 		Content: events.Content{{Type: "text", Text: strings.Repeat("some text here ", 40)}, {Type: "tool_use", Name: "Bash", Input: json.RawMessage(`{"command":"go test ./..."}`)}}}
 	data, _ := json.Marshal(m)
 	b.Run("fast", func(b *testing.B) {
