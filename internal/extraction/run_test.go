@@ -535,3 +535,28 @@ func TestRunMaxTurns(t *testing.T) {
 		t.Errorf("calls %d rejected %d applied %d", s.Calls(), out.EditsRejected, out.EditsApplied)
 	}
 }
+
+func TestRunAppendWorklogResponder(t *testing.T) {
+	for _, a := range apis {
+		t.Run(a.name, func(t *testing.T) {
+			s := a.server(t)
+			s.SetResponder(llmtest.AppendWorklog)
+			p := a.provider(s)
+			in := input()
+			for i := range 2 {
+				out, err := extraction.Run(context.Background(), p, in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if out.EditsApplied != 1 {
+					t.Fatalf("extraction %d applied %d edits", i, out.EditsApplied)
+				}
+				in.Notes = out.Notes
+			}
+			want := strings.Replace(memory.DefaultTemplate, worklogDesc, worklogDesc+"- step 1\n- step 0\n", 1)
+			if in.Notes != want {
+				t.Errorf("notes:\n%s", in.Notes)
+			}
+		})
+	}
+}
