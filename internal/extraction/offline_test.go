@@ -165,3 +165,26 @@ func TestOfflineSections(t *testing.T) {
 		t.Errorf("provider %s model %s turns %d applied %d", out.Provider, out.Model, out.Turns, out.EditsApplied)
 	}
 }
+
+// TestOfflineIgnoresOmittedNote: after the cost cap cut the conversation, the
+// note about omitted messages is not taken for a user request.
+func TestOfflineIgnoresOmittedNote(t *testing.T) {
+	big := strings.Repeat("y", 8000)
+	records := []events.Message{
+		text(events.RoleUser, "old request "+big),
+		text(events.RoleAssistant, "old reply "+big),
+		text(events.RoleUser, "Rename the package to ledger"),
+		text(events.RoleAssistant, "Renamed."),
+	}
+	conv := extraction.BuildConversation(records, 1, 1000)
+	if conv[0].Content[0].Text != extraction.OmittedNote {
+		t.Fatalf("conversation not cut:\n%s", extraction.String(conv))
+	}
+	out, err := extraction.Run(context.Background(), llm.NewOffline(), extraction.Input{Tenant: tenant, Session: session, Conversation: conv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.Notes, "Earlier messages") || !strings.Contains(out.Notes, "# Session Title\n_A short and distinctive 5-10 word descriptive title for the session. Super info dense, no filler_\nRename the package to ledger\n") {
+		t.Errorf("notes:\n%s", out.Notes)
+	}
+}

@@ -380,6 +380,15 @@ func TestRunHeaderEditRejectedThenFixed(t *testing.T) {
 			}
 			// The second request replays the rejected call and the model's text.
 			msgs := s.Request(t, 1)["messages"].([]any)
+			if a.name == "anthropic" {
+				// The cache breakpoint stays after the transcript.
+				for i, m := range msgs {
+					has := strings.Contains(jsonString(m), "cache_control")
+					if has != (i == len(conversation())-1) {
+						t.Errorf("turn 2: cache_control on message %d = %v", i, has)
+					}
+				}
+			}
 			if !strings.Contains(jsonString(msgs), "Updating.") {
 				t.Error("the model's text of turn 1 is not in turn 2's request")
 			}

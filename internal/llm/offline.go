@@ -224,11 +224,13 @@ func derive(msgs []events.Message) facts {
 	return f
 }
 
-// isWrapper reports user text that is platform plumbing rather than a
-// request: command wrappers, system reminders, interruption markers.
+// isWrapper reports user text that is plumbing rather than a request:
+// command wrappers and system reminders (<...>), markers such as
+// "[Request interrupted by user]" or the extraction's own note about omitted
+// messages ([...]).
 func isWrapper(s string) bool {
-	return s == "" || strings.HasPrefix(s, "[Request interrupted") ||
-		(strings.HasPrefix(s, "<") && strings.HasSuffix(s, ">"))
+	return s == "" || (strings.HasPrefix(s, "<") && strings.HasSuffix(s, ">")) ||
+		(strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]"))
 }
 
 func resultText(b *events.Block) string {
