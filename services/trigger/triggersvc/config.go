@@ -30,7 +30,7 @@ type Config struct {
 	AckEvery      int           `envconfig:"TRIGGER_ACK_EVERY" default:"1000" desc:"records processed between acknowledgements (AckAll)"`
 	PinnedTTL     time.Duration `envconfig:"TRIGGER_PINNED_TTL" default:"10s" desc:"a standby replica takes over after the active one stopped pulling for this long"`
 
-	ExtractTimeout time.Duration `envconfig:"EXTRACT_TIMEOUT" default:"60s" desc:"how long a manual extraction waits for its result by default"`
+	ExtractTimeout time.Duration `envconfig:"MANUAL_EXTRACT_TIMEOUT" default:"60s" desc:"how long a manual extraction waits for its result by default"`
 	OpsAddr        string        `envconfig:"TRIGGER_OPS_ADDR" desc:"address of /healthz /readyz /metrics (empty = off)"`
 }
 
