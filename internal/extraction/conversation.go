@@ -44,7 +44,8 @@ type turn struct {
 // lastSummarizedIndex is the index in records of the newest record the notes
 // already cover (-1 when none). When maxTokens > 0 and the conversation's
 // estimate exceeds it, the oldest messages are dropped until it fits, but
-// never a message holding a record after lastSummarizedIndex; a tool pair is
+// never a message holding a record after lastSummarizedIndex, nor the last
+// message; a tool pair is
 // dropped whole, and OmittedNote marks the cut. The result may therefore
 // still exceed maxTokens. BuildConversation does not modify records.
 func BuildConversation(records []events.Message, lastSummarizedIndex int, maxTokens int64) []events.Message {
@@ -254,7 +255,7 @@ func missingResults(ids []string, got map[string]bool) events.Content {
 }
 
 // capTurns drops the oldest turns while the conversation exceeds maxTokens,
-// never a turn holding a record after lastSummarized.
+// never a turn holding a record after lastSummarized, nor the newest turn.
 func capTurns(turns []turn, lastSummarized int, maxTokens int64) []turn {
 	if maxTokens <= 0 || len(turns) == 0 {
 		return turns
@@ -268,8 +269,9 @@ func capTurns(turns []turn, lastSummarized int, maxTokens int64) []turn {
 	if total <= maxTokens {
 		return turns
 	}
-	// protect: first turn holding an unsummarized record.
-	protect := len(turns)
+	// protect: first turn holding an unsummarized record; the newest turn
+	// is always kept.
+	protect := len(turns) - 1
 	for i := range turns {
 		if turns[i].lastRec > lastSummarized {
 			protect = i

@@ -2,6 +2,8 @@ package extraction_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -198,5 +200,88 @@ assistant: text
 				t.Errorf("got\n%s\nwant\n%s", b.String(), tt.want)
 			}
 		})
+	}
+}
+
+// TestBuildConversationInvariants checks the API's rules on random
+// transcripts: roles alternate starting with a user message, every tool_use
+// is answered in the next message and every tool_result answers one, no
+// thinking is sent, and the newest record is never cut.
+func TestBuildConversationInvariants(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for n := range 500 {
+		var records []events.Message
+		nextID := 0
+		var open []string
+		for range r.IntN(30) {
+			switch r.IntN(6) {
+			case 0, 1:
+				var blocks []events.Block
+				for _, id := range open {
+					if r.IntN(4) > 0 {
+						blocks = append(blocks, res(id))
+					}
+				}
+				open = nil
+				if r.IntN(2) == 0 || len(blocks) == 0 {
+					blocks = append(blocks, tx(strings.Repeat("u", r.IntN(400))))
+				}
+				if r.IntN(10) == 0 {
+					blocks = append(blocks, res("stray"))
+				}
+				records = append(records, u(blocks...))
+			case 2, 3, 4:
+				var blocks []events.Block
+				if r.IntN(3) == 0 {
+					blocks = append(blocks, think())
+				}
+				if r.IntN(2) == 0 {
+					blocks = append(blocks, tx(strings.Repeat("a", r.IntN(400))))
+				}
+				for range r.IntN(3) {
+					id := fmt.Sprintf("t%d", nextID)
+					nextID++
+					open = append(open, id)
+					blocks = append(blocks, use(id))
+				}
+				records = append(records, as(fmt.Sprintf("m%d", r.IntN(4)), blocks...))
+			case 5:
+				records = append(records, sub(u(tx("sub"))))
+			}
+		}
+		lastSummarized := r.IntN(len(records)+1) - 1
+		conv := extraction.BuildConversation(records, lastSummarized, int64(r.IntN(400)))
+		dump := extraction.String(conv)
+		var pending map[string]bool
+		for i, m := range conv {
+			wantRole := events.RoleUser
+			if i%2 == 1 {
+				wantRole = events.RoleAssistant
+			}
+			if m.Role != wantRole || len(m.Content) == 0 {
+				t.Fatalf("transcript %d: message %d role %s (%d blocks):\n%s", n, i, m.Role, len(m.Content), dump)
+			}
+			uses := map[string]bool{}
+			for _, b := range m.Content {
+				switch b.Type {
+				case events.BlockThinking, events.BlockRedactedThinking:
+					t.Fatalf("transcript %d: thinking sent", n)
+				case events.BlockToolUse:
+					uses[b.ID] = true
+				case events.BlockToolResult:
+					if !pending[b.ToolUseID] {
+						t.Fatalf("transcript %d: message %d answers %s, not pending:\n%s", n, i, b.ToolUseID, dump)
+					}
+					delete(pending, b.ToolUseID)
+				}
+			}
+			if len(pending) > 0 {
+				t.Fatalf("transcript %d: message %d leaves %v unanswered:\n%s", n, i, pending, dump)
+			}
+			pending = uses
+		}
+		if len(pending) > 0 {
+			t.Fatalf("transcript %d: final tool_use unanswered:\n%s", n, dump)
+		}
 	}
 }
