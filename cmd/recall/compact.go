@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/recallhq/recall/internal/chunked"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/memory"
+)
+
+func init() {
+	register(command{"compact", "compact a session from its memory and print the result", runCompact})
+}
+
+func runCompact(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("compact")
+	session := fs.String("session", "", "session id (required)")
+	tenant := fs.String("tenant", "default", "tenant")
+	asJSON := fs.Bool("json", false, "print the whole reply as JSON")
+	natsURL := fs.String("nats-url", envOr("RECALL_NATS_URL", nats.DefaultURL), "NATS server URL (default $RECALL_NATS_URL or "+nats.DefaultURL+")")
+	trigger := fs.String("trigger", events.TriggerManual, "trigger recorded in the boundary: auto or manual")
+	threshold := fs.Int64("threshold", 0, "auto-compact threshold in tokens (0 = the compactor's default, 167,000 for a 200K window)")
+	wait := fs.Duration("wait", -1, "longest wait for a running extraction (negative = the compactor's default, 15s)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *session == "" {
+		return fmt.Errorf("%w: --session is required", errUsage)
+	}
+	if err := events.ValidateID(*session); err != nil {
+		return fmt.Errorf("%w: --session: %v", errUsage, err)
+	}
+	if err := events.ValidateID(*tenant); err != nil {
+		return fmt.Errorf("%w: --tenant: %v", errUsage, err)
+	}
+	req := events.CompactRequest{Trigger: *trigger, AutoCompactThreshold: *threshold}
+	if *wait >= 0 {
+		ms := wait.Milliseconds()
+		req.WaitTimeoutMS = &ms
+	}
+	nc, err := nats.Connect(*natsURL, nats.Name("recall-compact"))
+	if err != nil {
+		return fmt.Errorf("connecting to NATS at %s: %w", *natsURL, err)
+	}
+	defer nc.Close()
+	reply, latency, err := requestCompaction(ctx, nc, *tenant, *session, req)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(reply)
+	}
+	printCompaction(stdout, *tenant, *session, reply, latency, true)
+	return nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// requestCompaction asks the compactor and returns its reply and the
+// round-trip latency.
+func requestCompaction(ctx context.Context, nc *nats.Conn, tenant, session string, req events.CompactRequest) (*events.CompactReply, time.Duration, error) {
+	body, _ := json.Marshal(req)
+	wait := 15 * time.Second
+	if req.WaitTimeoutMS != nil {
+		wait = time.Duration(*req.WaitTimeoutMS) * time.Millisecond
+	}
+	// Waiting, plus a full compaction (LLM call) in the worst case.
+	rctx, cancel := context.WithTimeout(ctx, wait+150*time.Second)
+	defer cancel()
+	subject := events.APISubject(events.VerbCompact, tenant, session)
+	start := time.Now()
+	m, err := chunked.Request(rctx, nc, subject, nil, body)
+	latency := time.Since(start)
+	if err != nil {
+		return nil, 0, fmt.Errorf("requesting compaction on %s (is the compactor running? try 'recall up'): %w", subject, err)
+	}
+	if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
+		return nil, 0, fmt.Errorf("compactor refused (%s): %s", code, m.Header.Get("Nats-Service-Error"))
+	}
+	var reply events.CompactReply
+	if err := json.Unmarshal(m.Data, &reply); err != nil {
+		return nil, 0, fmt.Errorf("decoding the compaction reply: %w", err)
+	}
+	return &reply, latency, nil
+}
+
+// printCompaction writes a human summary of a compaction reply.
+func printCompaction(w io.Writer, tenant, session string, r *events.CompactReply, latency time.Duration, listKept bool) {
+	served := "not served"
+	if r.Served {
+		served = "served"
+	}
+	fmt.Fprintf(w, "Compaction of %s/%s: %s (%s)\n", tenant, session, r.Outcome, served)
+	if r.FallbackFrom != "" {
+		fmt.Fprintf(w, "  fallback from:  %s\n", r.FallbackFrom)
+	}
+	if r.Reason != "" {
+		fmt.Fprintf(w, "  reason:         %s\n", r.Reason)
+	}
+	if r.Served {
+		span := ""
+		if r.KeptCount > 0 {
+			span = fmt.Sprintf(" (transcript seq %d–%d)", r.FirstKeptSeq, r.LastSeq)
+		}
+		fmt.Fprintf(w, "  messages kept:  %d%s\n", r.KeptCount, span)
+	}
+	fmt.Fprintf(w, "  tokens:         %s → %s (auto-compact threshold %s)\n", thousands(r.TokensBefore), thousands(r.TokensAfter), thousands(r.Threshold))
+	if r.Summary != nil && len(r.Summary.Content) > 0 {
+		trunc := ""
+		if r.Truncated {
+			trunc = ", sections cut to fit"
+		}
+		fmt.Fprintf(w, "  summary:        %s tokens%s\n", thousands(memory.EstimateText(r.Summary.Content[0].Text)), trunc)
+	}
+	fmt.Fprintf(w, "  waited:         %d ms for a running extraction\n", r.WaitedMS)
+	llmNote := ", no LLM call"
+	if r.Outcome == memory.OutcomeFullCompact {
+		llmNote = ", LLM summary"
+	}
+	fmt.Fprintf(w, "  latency:        %s round trip (%s in the compactor)%s\n", fmtDuration(latency), fmtDuration(time.Duration(r.DurationUS)*time.Microsecond), llmNote)
+	if !listKept || len(r.Kept) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "  kept messages:")
+	for _, e := range r.Kept {
+		var m events.Message
+		if err := json.Unmarshal(e.Data(), &m); err != nil {
+			continue
+		}
+		seq, _ := e.Extensions()[events.ExtSeq].(string)
+		fmt.Fprintf(w, "    #%-6s %-9s %s\n", seq, m.Role, describeMessage(&m))
+	}
+}
+
+// describeMessage is a one-line description of a message.
+func describeMessage(m *events.Message) string {
+	var parts []string
+	for _, b := range m.Content {
+		switch b.Type {
+		case events.BlockText:
+			parts = append(parts, fmt.Sprintf("%q", clip(b.Text, 60)))
+		case events.BlockThinking:
+			parts = append(parts, "(thinking)")
+		case events.BlockToolUse:
+			parts = append(parts, "→ "+b.Name)
+		case events.BlockToolResult:
+			label := "← result"
+			if b.IsError {
+				label = "← error"
+			}
+			parts = append(parts, fmt.Sprintf("%s (%s tokens)", label, thousands(memory.EstimateContent(b.Content))))
+		default:
+			parts = append(parts, "("+b.Type+")")
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// thousands formats n with comma separators.
+func thousands(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+func fmtDuration(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%d µs", d.Microseconds())
+	case d < time.Second:
+		return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
+	default:
+		return d.Round(10 * time.Millisecond).String()
+	}
+}
