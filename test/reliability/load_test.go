@@ -28,10 +28,12 @@ func eventID(session string, n int) string { return fmt.Sprintf("%s-e%05d", sess
 // transcriptEvent builds event n of a session: user and assistant messages
 // in turn, with a tool_use/tool_result pair every few turns, large enough for
 // the trigger's thresholds to fire after a few dozen events.
-func transcriptEvent(session string, n int, textBytes int) event.Event {
+// Every text starts with "<tenant>:<event id>:", so data that reaches the
+// wrong tenant or session is recognisable.
+func transcriptEvent(tenant, session string, n int, textBytes int) event.Event {
 	id := eventID(session, n)
 	m := events.Message{UUID: id}
-	filler := fmt.Sprintf("%s: %s", id, repeatWord("lorem", textBytes/6))
+	filler := fmt.Sprintf("%s:%s: %s", tenant, id, repeatWord("lorem", textBytes/6))
 	switch {
 	case n%8 == 2: // assistant calls a tool
 		m.Role = events.RoleAssistant
@@ -156,7 +158,7 @@ func (g *loadGen) worker(ctx context.Context, w int, cl *client.Client) error {
 			}
 			evs := make([]event.Event, n)
 			for j := range evs {
-				evs[j] = transcriptEvent(s, next[k]+j, g.TextBytes)
+				evs[j] = transcriptEvent(g.Tenant, s, next[k]+j, g.TextBytes)
 			}
 			if err := g.publish(ctx, cl, evs, false); err != nil {
 				return err
