@@ -45,8 +45,7 @@ type turn struct {
 // already cover (-1 when none). When maxTokens > 0 and the conversation's
 // estimate exceeds it, the oldest messages are dropped until it fits, but
 // never a message holding a record after lastSummarizedIndex, nor the last
-// message; a tool pair is
-// dropped whole, and OmittedNote marks the cut. The result may therefore
+// message; a tool pair is dropped whole, and OmittedNote marks the cut. The result may therefore
 // still exceed maxTokens. BuildConversation does not modify records.
 func BuildConversation(records []events.Message, lastSummarizedIndex int, maxTokens int64) []events.Message {
 	var turns []turn
