@@ -119,7 +119,8 @@ func printCompaction(w io.Writer, tenant, session string, r *events.CompactReply
 		}
 		fmt.Fprintf(w, "  messages kept:  %d%s\n", r.KeptCount, span)
 	}
-	fmt.Fprintf(w, "  tokens:         %s → %s (auto-compact threshold %s)\n", thousands(r.TokensBefore), thousands(r.TokensAfter), thousands(r.Threshold))
+	fmt.Fprintf(w, "  tokens:         %s → %s (before: last API usage + newer messages; after: summary + kept messages, estimated; threshold %s)\n",
+		thousands(r.TokensBefore), thousands(r.TokensAfter), thousands(r.Threshold))
 	if r.Summary != nil && len(r.Summary.Content) > 0 {
 		trunc := ""
 		if r.Truncated {
