@@ -2,6 +2,7 @@ package extraction
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
@@ -29,7 +30,7 @@ type turn struct {
 //
 //   - Only main-thread messages are used (subagent records are skipped: the
 //     main thread carries their results as tool results).
-//   - Thinking and redacted_thinking blocks and empty texts are dropped.
+//   - Thinking and redacted_thinking blocks and blank texts are dropped.
 //   - Consecutive records of one role are merged into one message, so the
 //     roles alternate; streamed assistant records sharing a message_id
 //     become one message even when tool results were recorded between
@@ -135,8 +136,8 @@ func cleanContent(c events.Content) events.Content {
 		case events.BlockThinking, events.BlockRedactedThinking:
 			continue
 		case events.BlockText:
-			if b.Text == "" {
-				continue
+			if strings.TrimSpace(b.Text) == "" {
+				continue // the APIs reject blank text blocks
 			}
 		}
 		out = append(out, b)

@@ -196,15 +196,15 @@ func anthropicSchema(raw json.RawMessage) (anthropic.ToolInputSchemaParam, error
 	return s, nil
 }
 
-// anthropicBlocks converts content; thinking blocks and empty text are
-// dropped.
+// anthropicBlocks converts content; thinking blocks and blank texts are
+// dropped (the API rejects blank text blocks).
 func anthropicBlocks(c events.Content) []anthropic.ContentBlockParamUnion {
 	var out []anthropic.ContentBlockParamUnion
 	for i := range c {
 		b := &c[i]
 		switch b.Type {
 		case events.BlockText:
-			if b.Text != "" {
+			if strings.TrimSpace(b.Text) != "" {
 				out = append(out, anthropic.NewTextBlock(b.Text))
 			}
 		case events.BlockToolUse:
@@ -220,7 +220,7 @@ func anthropicBlocks(c events.Content) []anthropic.ContentBlockParamUnion {
 				rb := &b.Content[j]
 				switch rb.Type {
 				case events.BlockText:
-					if rb.Text != "" {
+					if strings.TrimSpace(rb.Text) != "" {
 						tr.Content = append(tr.Content, anthropic.ToolResultBlockParamContentUnion{OfText: &anthropic.TextBlockParam{Text: rb.Text}})
 					}
 				case events.BlockImage:
