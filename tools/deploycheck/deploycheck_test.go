@@ -1,0 +1,94 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+const deployment = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: recall-extractor
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app.kubernetes.io/name: recall-extractor}
+  template:
+    metadata:
+      labels: {app.kubernetes.io/name: recall-extractor}
+    spec:
+      containers:
+        - name: extractor
+          image: ghcr.io/recallhq/recall:v1
+`
+
+func TestDecodeManifestsIsStrict(t *testing.T) {
+	tests := []struct {
+		name, doc, wantErr string
+	}{
+		{"valid", deployment, ""},
+		{"unknown field", strings.Replace(deployment, "  replicas: 2", "  replica: 2", 1), `unknown field "replica"`},
+		{"wrong type", strings.Replace(deployment, "  replicas: 2", "  replicas: two", 1), "replicas"},
+		{"unknown kind", "apiVersion: v1\nkind: Pod2\nmetadata: {name: x}\n", "unknown apiVersion/kind"},
+		{"no kind", "apiVersion: v1\nmetadata: {name: x}\n", "missing apiVersion or kind"},
+		{"duplicate key", deployment + "  replicas: 3\n", "replicas"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			objs, errs := decodeManifests("test", []byte(tt.doc))
+			if tt.wantErr == "" {
+				if len(errs) != 0 || len(objs) != 1 {
+					t.Fatalf("objs=%d errs=%v", len(objs), errs)
+				}
+				return
+			}
+			if len(errs) == 0 || !strings.Contains(errs[0].Error(), tt.wantErr) {
+				t.Fatalf("errs = %v, want one containing %q", errs, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestSplitDocs(t *testing.T) {
+	docs := splitDocs([]byte("# header only\n---\na: 1\n---\n\n---\nb: 2\n"))
+	if len(docs) != 2 {
+		t.Fatalf("got %d docs: %q", len(docs), docs)
+	}
+}
+
+func TestScaledObjectCappedAtPartitions(t *testing.T) {
+	scaled := `apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata: {name: recall-extractor}
+spec:
+  scaleTargetRef: {name: recall-extractor}
+  minReplicaCount: 2
+  maxReplicaCount: 32
+  triggers:
+    - type: prometheus
+      metadata:
+        serverAddress: http://prometheus:9090
+        query: sum({__name__=~"nats_consumer_num_pending|nats_consumer_num_ack_pending", stream_name="RECALL_EXTRACT", consumer_name=~"recall-extract-[0-9]+"})
+        threshold: "8"
+`
+	config := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: recall-config}\ndata: {RECALL_PARTITIONS: \"16\"}\n"
+	objs, errs := decodeManifests("test", []byte(deployment+"---\n"+scaled+"---\n"+config))
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	c := &checker{}
+	c.checkSet("test", objs)
+	found := false
+	for _, e := range c.errs {
+		found = found || strings.Contains(e, "maxReplicaCount 32 must equal RECALL_PARTITIONS 16")
+	}
+	if !found {
+		t.Errorf("errors %q lack the partition cap", c.errs)
+	}
+	// The bare Deployment also lacks hardening, probes and a PDB.
+	for _, want := range []string{"runAsNonRoot", "no securityContext", "liveness probe", "PodDisruptionBudget"} {
+		if !strings.Contains(strings.Join(c.errs, "\n"), want) {
+			t.Errorf("errors lack %q", want)
+		}
+	}
+}
