@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -107,14 +108,25 @@ type harness struct {
 }
 
 func newHarness(t *testing.T) *harness {
+	return newHarnessWith(t, &server.Options{}, natsconn.Config{})
+}
+
+// newHarnessWith starts the server with o; every service and the admin
+// connection authenticate with auth's credentials (URL is filled in).
+func newHarnessWith(t *testing.T, o *server.Options, auth natsconn.Config) *harness {
 	t.Helper()
 	h := &harness{t: t, logs: &logSink{}}
-	h.srv = natstest.Start(t)
+	h.srv = natstest.StartWith(t, o)
 	h.url = h.srv.ClientURL()
-	h.natsCfg = natsconn.Config{URL: h.url}
+	h.natsCfg = auth
+	h.natsCfg.URL = h.url
 	h.log = telemetry.NewLogger(h.logs, telemetry.Config{LogLevel: "debug", LogFormat: "json"})
 	h.prov = provision.Config{Partitions: 4, MemoryHistory: 64}
-	h.admin, h.js = h.srv.Connect(t)
+	adminOpts, err := h.natsCfg.Options("reliability-admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.admin, h.js = h.srv.Connect(t, adminOpts...)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := provision.Ensure(ctx, h.js, h.prov); err != nil {
