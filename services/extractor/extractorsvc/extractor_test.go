@@ -259,3 +259,40 @@ func TestMemoryEndpoint(t *testing.T) {
 	}
 }
 
+
+func TestRunServesAndStopsCleanly(t *testing.T) {
+	e := newEnv(t)
+	cfg := testConfig("svc1")
+	cfg.NATS.URL = e.srv.ClientURL()
+	cfg.Provider = &extractortest.EditProvider{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, e.log) }()
+	seqs := e.appendMessages(t, "acme", "s1", 2)
+	e.request(t, "acme", "s1", seqs[1])
+	waitFor(t, 15*time.Second, "extraction through Run", func() bool { return len(e.completed()) == 1 })
+	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer rcancel()
+	m, err := chunked.Request(rctx, e.nc, events.APISubject(events.VerbMemory, "acme", "s1"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r events.MemoryReply
+	if err := json.Unmarshal(m.Data, &r); err != nil || r.Record.CoveredSeq != seqs[1] {
+		t.Fatalf("memory reply %s: %v", m.Data, err)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	// It left the group: its membership key is gone at once.
+	kv, _ := e.js.KeyValue(context.Background(), events.BucketWorkers)
+	if _, err := kv.Get(context.Background(), "svc1"); err == nil {
+		t.Fatal("membership key still present after a clean stop")
+	}
+}

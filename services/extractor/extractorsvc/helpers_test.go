@@ -16,14 +16,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/recallhq/recall/internal/extraction"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
-	"github.com/recallhq/recall/pkg/memory"
-	"github.com/recallhq/recall/services/extractor/extractorsvc/extractortest"
 )
 
 // env is an embedded NATS with Recall provisioned.
@@ -100,9 +97,6 @@ func (e *env) startWorker(t *testing.T, cfg Config, p llm.Provider) *worker {
 	w, err := NewWorker(nc, cfg, p, e.log)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if useStandIn {
-		w.extract = standInExtract
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	wk := &worker{w: w, nc: nc, cancel: cancel, done: make(chan error, 1)}
@@ -273,50 +267,4 @@ func (e *env) statusExists(t *testing.T, tenant, session string) bool {
 		t.Fatal(err)
 		return false
 	}
-}
-
-// useStandIn is set while internal/extraction.Run is still a stub (it is
-// built in parallel): the tests then use standInExtract, a minimal edit
-// loop over the same provider and the same Edit guards.
-var useStandIn = func() bool {
-	_, err := extraction.Run(context.Background(), &extractortest.EditProvider{}, extraction.Input{
-		Tenant: "t", Session: "s", Notes: memory.DefaultTemplate, Template: memory.DefaultTemplate,
-		Conversation: []events.Message{{UUID: "u", Role: "user", Content: events.Content{{Type: events.BlockText, Text: "hi"}}}},
-	})
-	return err != nil && strings.Contains(err.Error(), "not implemented")
-}()
-
-func standInExtract(ctx context.Context, p llm.Provider, in extraction.Input) (*extraction.Output, error) {
-	path := memory.NotesPath(in.Tenant, in.Session)
-	notes := in.Notes
-	msgs := []events.Message{{Role: "user", Content: events.Content{{Type: events.BlockText, Text: memory.BuildPrompt(in.CustomPrompt, notes, path)}}}}
-	out := &extraction.Output{Provider: p.Name(), Model: p.Model()}
-	for turn := 0; turn < 3; turn++ {
-		resp, err := p.Complete(ctx, llm.Request{Messages: msgs, NotesPath: path, Notes: notes})
-		if err != nil {
-			return out, err
-		}
-		out.Turns++
-		out.Usage = out.Usage.Add(resp.Usage)
-		if len(resp.ToolCalls) == 0 {
-			if turn == 0 {
-				return out, extraction.ErrNoValidToolCall
-			}
-			break
-		}
-		var uses, results events.Content
-		for _, c := range resp.ToolCalls {
-			var text string
-			var err error
-			notes, text, err = memory.ApplyToolCall(notes, path, c.Name, c.Input)
-			if err == nil {
-				out.EditsApplied++
-			}
-			uses = append(uses, events.Block{Type: events.BlockToolUse, ID: c.ID, Name: c.Name, Input: c.Input})
-			results = append(results, events.Block{Type: events.BlockToolResult, ToolUseID: c.ID, Content: events.Content{{Type: events.BlockText, Text: text}}})
-		}
-		msgs = append(msgs, events.Message{Role: "assistant", Content: uses}, events.Message{Role: "user", Content: results})
-	}
-	out.Notes = notes
-	return out, nil
 }
