@@ -19,11 +19,13 @@
 // with nats.CustomInboxPrefix(InboxPrefix(tenant)); without it their request
 // and publish replies cannot reach them.
 //
-// The service users get what the services use: the $JS API (stream and
-// bucket deletion and purging excepted — Recall never deletes), the $KV
-// subjects of Recall's buckets, their own subjects, the shared inbox, and
-// unlimited responses to requests they serve (chunked replies send several
-// messages to one reply subject).
+// The service users get what the services use: the $JS API (stream
+// deletion and purging excepted — Recall never deletes a stream), the $KV
+// subjects of the buckets they write, the subjects they publish and serve,
+// the shared inbox (replies to their own requests and to manual extractions
+// the trigger forwards), and unlimited responses to requests they serve
+// (chunked replies send several messages to one reply subject). Every
+// service may read the per-tenant configuration through the $JS API.
 package natsperm
 
 import (
@@ -152,18 +154,27 @@ func Service(name string) (User, error) {
 	var pub, sub []string
 	switch name {
 	case "ingest":
-		// The HTTP edge stores events and forwards the session API.
-		pub = append([]string{transcript, events.SubjectAPIRoot + ".>"}, kv(events.BucketConfig)...)
+		// Serves the NATS ingest endpoint, stores events, and forwards the
+		// HTTP session API to the services that serve it.
+		pub = []string{transcript, events.SubjectAPIRoot + ".>"}
 		sub = []string{apiAll(events.VerbIngest)}
 	case "trigger":
-		pub = append([]string{extract, notify}, kv(events.BucketConfig, events.BucketMemory, events.BucketParked)...)
+		// Consumes the transcript, queues extraction requests, announces
+		// them, serves manual extraction (waiting for the outcome on the
+		// notification subjects) and reads memory records.
+		pub = append([]string{extract, notify}, kv(events.BucketMemory)...)
+		sub = []string{apiAll(events.VerbExtract), notify}
 	case "extractor":
+		// Works the extraction partitions, writes memory, status, membership
+		// and parked records, announces outcomes, replays parked requests
+		// and serves memory reads.
 		pub = append([]string{extract, notify},
-			kv(events.BucketMemory, events.BucketStatus, events.BucketWorkers, events.BucketParked, events.BucketConfig)...)
-		sub = []string{apiAll(events.VerbExtract)}
+			kv(events.BucketMemory, events.BucketStatus, events.BucketWorkers, events.BucketParked)...)
+		sub = []string{apiAll(events.VerbMemory)}
 	case "compactor":
-		pub = append([]string{notify}, kv(events.BucketConfig)...)
-		sub = []string{apiAll(events.VerbCompact), apiAll(events.VerbMemory)}
+		// Serves compaction from memory and transcript, announces it.
+		pub = []string{notify}
+		sub = []string{apiAll(events.VerbCompact)}
 	default:
 		return User{}, fmt.Errorf("%w %q (known: %s)", ErrUnknownService, name, strings.Join(Services, ", "))
 	}

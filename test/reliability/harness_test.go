@@ -93,6 +93,10 @@ type harness struct {
 	// natsCfg is the connection configuration every service gets.
 	natsCfg natsconn.Config
 
+	// ServiceAuth, when set for a service name, replaces the connection
+	// credentials of that service (per-service NATS users).
+	ServiceAuth map[string]natsconn.Config
+
 	// Provider is the extractors' model (set before starting extractors).
 	Provider llm.Provider
 	// Tweak functions adjust service configurations before start.
@@ -200,9 +204,18 @@ func (h *harness) stopAll() {
 
 func (h *harness) logger(name string) *slog.Logger { return h.log.With("service", name) }
 
+// natsFor returns the connection configuration of service.
+func (h *harness) natsFor(service string) natsconn.Config {
+	if c, ok := h.ServiceAuth[service]; ok {
+		c.URL = h.url
+		return c
+	}
+	return h.natsCfg
+}
+
 // startTrigger starts one trigger instance.
 func (h *harness) startTrigger() *proc {
-	cfg := triggersvc.Config{NATS: h.natsCfg, Config: h.prov,
+	cfg := triggersvc.Config{NATS: h.natsFor("trigger"), Config: h.prov,
 		MinTokensToInit: 1500, MinTokensBetweenUpdate: 1500, ToolCallsBetweenUpdates: 3,
 		ResponseQuietPeriod: 200 * time.Millisecond, AckWait: 5 * time.Second, PinnedTTL: 2 * time.Second,
 		ExtractTimeout: 20 * time.Second}
@@ -218,7 +231,7 @@ func (h *harness) startTrigger() *proc {
 // startExtractor starts one extractor worker using h.Provider.
 func (h *harness) startExtractor() *proc {
 	name := fmt.Sprintf("extractor-%d", h.incarnation.Add(1))
-	cfg := extractorsvc.Config{NATS: h.natsCfg, Config: h.prov, Provider: h.Provider, WorkerID: name,
+	cfg := extractorsvc.Config{NATS: h.natsFor("extractor"), Config: h.prov, Provider: h.Provider, WorkerID: name,
 		AckWait: 5 * time.Second, HeartbeatTTL: 2 * time.Second, FetchWait: time.Second,
 		StaleThreshold: 5 * time.Second, Concurrency: 4, DrainTimeout: 2 * time.Second}
 	if h.TweakExtractor != nil {
@@ -231,7 +244,7 @@ func (h *harness) startExtractor() *proc {
 
 // startCompactor starts one compactor instance (no LLM fallback).
 func (h *harness) startCompactor() *proc {
-	cfg := compactorsvc.Config{NATS: h.natsCfg, Config: h.prov, FullCompact: false,
+	cfg := compactorsvc.Config{NATS: h.natsFor("compactor"), Config: h.prov, FullCompact: false,
 		WaitTimeout: 2 * time.Second, StaleThreshold: 5 * time.Second}
 	if h.TweakCompactor != nil {
 		h.TweakCompactor(&cfg)
@@ -246,7 +259,7 @@ func (h *harness) startCompactor() *proc {
 // loopback port and returns its base URL.
 func (h *harness) startIngest() string {
 	h.t.Helper()
-	cfg := ingestsvc.Config{NATS: h.natsCfg, Config: h.prov, HTTPAddr: "127.0.0.1:0",
+	cfg := ingestsvc.Config{NATS: h.natsFor("ingest"), Config: h.prov, HTTPAddr: "127.0.0.1:0",
 		Tenants: tenantA + ":" + ingestsvc.HashToken(tokenA) + "," + tenantB + ":" + ingestsvc.HashToken(tokenB),
 		APITimeout: 10 * time.Second}
 	if h.TweakIngest != nil {
