@@ -35,12 +35,12 @@ type compactionProbe struct {
 	sessions map[string]int // tenant -> sessions
 
 	served, notServed, transportErrs, hangs, wrongData atomic.Int64
-	maxLatency                                        atomic.Int64 // microseconds
-	mu                                                sync.Mutex
-	outcomes                                          map[string]int
-	errs                                              map[string]int
-	firstWrong                                        string
-	maxServerUS                                       int64 // longest compactor-side duration reported
+	maxLatency                                         atomic.Int64 // microseconds
+	mu                                                 sync.Mutex
+	outcomes                                           map[string]int
+	errs                                               map[string]int
+	firstWrong                                         string
+	maxServerUS                                        int64 // longest compactor-side duration reported
 }
 
 func (p *compactionProbe) run(ctx context.Context, t *testing.T) {

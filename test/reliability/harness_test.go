@@ -260,7 +260,7 @@ func (h *harness) startCompactor() *proc {
 func (h *harness) startIngest() string {
 	h.t.Helper()
 	cfg := ingestsvc.Config{NATS: h.natsFor("ingest"), Config: h.prov, HTTPAddr: "127.0.0.1:0",
-		Tenants: tenantA + ":" + ingestsvc.HashToken(tokenA) + "," + tenantB + ":" + ingestsvc.HashToken(tokenB),
+		Tenants:    tenantA + ":" + ingestsvc.HashToken(tokenA) + "," + tenantB + ":" + ingestsvc.HashToken(tokenB),
 		APITimeout: 10 * time.Second}
 	if h.TweakIngest != nil {
 		h.TweakIngest(&cfg)
