@@ -68,8 +68,8 @@ func startMember(t *testing.T, s *natstest.Server, id string, r *recorder) *memb
 	js, _ := jetstream.New(nc)
 	g, err := New(js, Config{
 		Stream: "PCT", Partitions: parts,
-		Filter:  func(p int) string { return fmt.Sprintf("pct.%d.>", p) },
-		Durable: func(p int) string { return fmt.Sprintf("pct-%d", p) },
+		Filter:        func(p int) string { return fmt.Sprintf("pct.%d.>", p) },
+		Durable:       func(p int) string { return fmt.Sprintf("pct-%d", p) },
 		PriorityGroup: "g", Bucket: "MEMBERS", Member: id,
 		HeartbeatTTL: 2 * time.Second, AckWait: 2 * time.Second, FetchWait: 300 * time.Millisecond, DrainTimeout: 2 * time.Second,
 	}, r.handler(id))

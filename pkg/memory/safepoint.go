@@ -18,7 +18,7 @@ import "github.com/recallhq/recall/pkg/events"
 func SafePoint(msgs []events.Message) int {
 	open := map[string]bool{}
 	safe := -1
-	prev := -1          // index of the previous main-thread message
+	prev := -1            // index of the previous main-thread message
 	closedAtPrev := false // no tool_use was waiting after prev
 	for i := range msgs {
 		m := &msgs[i]

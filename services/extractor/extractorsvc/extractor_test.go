@@ -60,7 +60,7 @@ func TestCoveredRequestCostsNoLLMCall(t *testing.T) {
 	if calls == 0 {
 		t.Fatal("no LLM call for the first request")
 	}
-	e.request(t, "acme", "s1", seqs[3]) // older than coveredSeq
+	e.request(t, "acme", "s1", seqs[3])   // older than coveredSeq
 	e.request(t, "acme", "s1", seqs[5]+0) // same: deduplicated by the stream
 	waitFor(t, 10*time.Second, "covered request", func() bool { return len(e.completed()) == 2 })
 	c := e.completed()[1]
@@ -258,7 +258,6 @@ func TestMemoryEndpoint(t *testing.T) {
 		t.Fatalf("unknown session: code %q", code)
 	}
 }
-
 
 func TestRunServesAndStopsCleanly(t *testing.T) {
 	e := newEnv(t)
