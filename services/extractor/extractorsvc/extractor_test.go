@@ -295,3 +295,23 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 		t.Fatal("membership key still present after a clean stop")
 	}
 }
+
+// A request beyond the stored transcript must not move coveredSeq past what
+// was read: it is retried and finally parked.
+func TestRequestBeyondTranscriptIsNotCovered(t *testing.T) {
+	e := newEnv(t)
+	p := extractortest.NewDetector(&extractortest.EditProvider{})
+	e.startWorker(t, testConfig("w1"), p)
+	seqs := e.appendMessages(t, "acme", "s1", 2)
+	e.request(t, "acme", "s1", seqs[1]+100)
+	waitFor(t, 30*time.Second, "parked after retries", func() bool { return len(e.failed()) == 1 })
+	if f := e.failed()[0]; f.Reason != ReasonInfrastructure || f.Attempts != 3 {
+		t.Fatalf("failed = %+v", f)
+	}
+	if rec, rev := e.memory(t, "acme", "s1"); rev != 0 {
+		t.Fatalf("memory written for an unreadable range: %+v", rec)
+	}
+	if p.Total() != 0 {
+		t.Fatalf("%d LLM calls for an unreadable range", p.Total())
+	}
+}

@@ -53,6 +53,10 @@ const (
 // committed first).
 var errConflict = errors.New("memory revision changed during the extraction")
 
+// errNotVisible: the transcript records the request covers are not readable
+// yet (a lagging replica); the request is retried.
+var errNotVisible = errors.New("transcript not visible yet")
+
 // Worker is one extractor: a member of the partitioned consumer group on
 // RECALL_EXTRACT that runs extractions for the sessions of the partitions it
 // owns. Several workers may share one process (tests, benchmarks).
@@ -307,6 +311,17 @@ func (w *Worker) run(ctx context.Context, m *pcgroup.Msg, req request, log *slog
 	if err != nil {
 		return result{}, fmt.Errorf("reading the transcript: %w", err)
 	}
+	if n := len(recs); n == 0 || recs[n-1].Seq < target {
+		// Direct Get may lag behind on replicas: do not claim coverage of
+		// records we have not seen.
+		head, err := w.reader.LastSeq(ctx, req.Tenant, req.Session)
+		if err != nil {
+			return result{}, fmt.Errorf("reading the transcript head: %w", err)
+		}
+		if head < target {
+			return result{}, fmt.Errorf("transcript of %s/%s is visible up to seq %d, the request needs %d: %w", req.Tenant, req.Session, head, target, errNotVisible)
+		}
+	}
 	msgs := make([]events.Message, 0, len(recs))
 	seqs := make([]uint64, 0, len(recs))
 	for _, r := range recs {
@@ -343,7 +358,8 @@ func (w *Worker) run(ctx context.Context, m *pcgroup.Msg, req request, log *slog
 		notes = out.Notes
 	case errors.Is(err, extraction.ErrNoMessages):
 		// Nothing to summarize (only lifecycle or subagent records): the
-		// range is covered all the same.
+		// range is covered all the same; the notes stay as they were.
+		notes = mem.Notes
 	case ctx.Err() != nil:
 		return result{}, ctx.Err()
 	default:
