@@ -491,6 +491,24 @@ loop:
 		t.Errorf("status records left after the run: %v", leftover)
 	}
 
+	// 7. Every instance stops cleanly (Run returns nil) within 10 s.
+	var smu sync.Mutex
+	var swg sync.WaitGroup
+	for _, ps := range running {
+		for _, p := range ps {
+			swg.Add(1)
+			go func(p *proc) {
+				defer swg.Done()
+				if err := p.stop(10 * time.Second); err != nil {
+					smu.Lock()
+					stopErrs = append(stopErrs, fmt.Sprintf("%s (final): %v", p.name, err))
+					smu.Unlock()
+				}
+			}(p)
+		}
+	}
+	swg.Wait()
+
 	el := time.Since(began)
 	probe.mu.Lock()
 	figures := []string{

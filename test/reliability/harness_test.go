@@ -191,7 +191,7 @@ func (h *harness) stopAll() {
 	var wg sync.WaitGroup
 	for _, p := range procs {
 		wg.Add(1)
-		go func(p *proc) { defer wg.Done(); _ = p.stop(30 * time.Second) }(p)
+		go func(p *proc) { defer wg.Done(); _ = p.stop(10 * time.Second) }(p)
 	}
 	wg.Wait()
 	if h.ingest != nil {
