@@ -66,17 +66,28 @@ type proc struct {
 	name   string
 	cancel context.CancelFunc
 	done   chan error
+
+	mu      sync.Mutex
+	stopped bool
+	err     error
 }
 
-// stop cancels the instance and waits for Run to return, at most d.
+// stop cancels the instance and waits for Run to return, at most d. Later
+// calls return the first call's result at once.
 func (p *proc) stop(d time.Duration) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped {
+		return p.err
+	}
+	p.stopped = true
 	p.cancel()
 	select {
-	case err := <-p.done:
-		return err
+	case p.err = <-p.done:
 	case <-time.After(d):
-		return fmt.Errorf("%s did not stop within %v", p.name, d)
+		p.err = fmt.Errorf("%s did not stop within %v", p.name, d)
 	}
+	return p.err
 }
 
 // harness runs Recall's services in process against one embedded NATS
