@@ -173,6 +173,10 @@ func (w *Worker) handle(ctx context.Context, m *pcgroup.Msg) error {
 	remote := trace.SpanContextFromContext(natsce.Extract(context.Background(), m.Headers()))
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
 	if remote.IsValid() {
+		// The extraction continues the trace of the message whose response
+		// triggered it (so one trace runs from the publisher to the
+		// completion event), and links to it for tools that follow links.
+		ctx = trace.ContextWithRemoteSpanContext(ctx, remote)
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: remote}))
 	}
 	ctx, span := tracer.Start(ctx, "extraction", opts...)
@@ -430,6 +434,9 @@ func (w *Worker) commit(ctx context.Context, tenant, session string, rec events.
 		return 0, fmt.Errorf("encoding memory: %w", err)
 	}
 	key := events.MemoryKey(tenant, session)
+	ctx, span := tracer.Start(ctx, "memory.commit", trace.WithAttributes(attribute.String("recall.key", key),
+		attribute.Int64("recall.revision", int64(rev))))
+	defer span.End()
 	var n uint64
 	if rev == 0 {
 		n, err = w.memory.Create(ctx, key, b)
@@ -539,7 +546,11 @@ func (w *Worker) publish(ctx context.Context, kind, typ string, req request, dat
 	if err := e.SetData(event.ApplicationJSON, data); err != nil {
 		return fmt.Errorf("encoding %s: %w", typ, err)
 	}
-	msg := natsce.NewMsg(events.EventsSubject(kind, req.Tenant, req.Session), &e)
+	subject := events.EventsSubject(kind, req.Tenant, req.Session)
+	ctx, span := tracer.Start(ctx, "publish "+events.SubjectEventsRoot, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("messaging.destination.name", subject)))
+	defer span.End()
+	msg := natsce.NewMsg(subject, &e)
 	natsce.Inject(ctx, msg.Header)
 	_, err := w.js.PublishMsg(ctx, msg, jetstream.WithMsgID(dedup))
 	return err
