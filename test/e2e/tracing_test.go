@@ -236,4 +236,3 @@ func descendsFrom(s sdktrace.ReadOnlySpan, root trace.SpanID, spans []sdktrace.R
 	}
 	return false
 }
-
