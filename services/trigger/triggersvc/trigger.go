@@ -477,10 +477,14 @@ func (t *Trigger) rebuild(s *session, seq uint64) bool {
 			return true
 		}
 		t.log.Warn("rebuilding session state", "session", s.key, "attempt", attempt+1, "err", err)
-		if t.ctx.Err() != nil || attempt >= 50 {
+		if t.ctx.Err() != nil || t.nc.IsClosed() || attempt >= 50 {
 			return false
 		}
-		time.Sleep(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second))
+		select {
+		case <-t.ctx.Done():
+			return false
+		case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second)):
+		}
 	}
 }
 
