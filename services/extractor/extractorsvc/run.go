@@ -95,6 +95,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		"partitions", cfg.Partitions, "concurrency", cfg.Concurrency)
 	running.Store(true)
 	runErr := w.Run(ctx)
+	if ctx.Err() != nil && errors.Is(runErr, context.Canceled) {
+		runErr = nil // stopped while joining: a clean stop
+	}
 	running.Store(false)
 	_ = svc.Stop()
 	ocancel()
