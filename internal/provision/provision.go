@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -245,4 +246,35 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 		}
 	}
 	return nil
+}
+
+// EnsureRetry calls Ensure until it succeeds, so a service may start before
+// NATS is reachable or while another replica is provisioning. It gives up at
+// once on ErrIncompatible (retrying cannot help), and returns ctx.Err() when
+// ctx is done first. Each attempt is bounded to 30 s; failures are logged.
+func EnsureRetry(ctx context.Context, js jetstream.JetStream, c Config, log *slog.Logger) error {
+	wait := 250 * time.Millisecond
+	for {
+		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := Ensure(actx, js, c)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, ErrIncompatible) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if log != nil {
+			log.WarnContext(ctx, "provisioning failed; retrying", "err", err, "in", wait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
 }

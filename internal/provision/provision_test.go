@@ -3,11 +3,15 @@ package provision_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/natstest"
@@ -118,5 +122,48 @@ func TestCompatibleChangeIsApplied(t *testing.T) {
 	st, _ := js.Stream(ctx, events.StreamTranscript)
 	if got := st.CachedInfo().Config.MaxAge; got != 48*time.Hour {
 		t.Fatalf("MaxAge = %v", got)
+	}
+}
+
+func TestEnsureRetryWaitsForNATS(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", port), nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- provision.EnsureRetry(ctx, js, provision.Config{Partitions: 2}, nil) }()
+	select {
+	case err := <-done:
+		t.Fatalf("EnsureRetry returned before NATS was up: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	natstest.StartWith(t, &server.Options{Port: port})
+	if err := <-done; err != nil {
+		t.Fatalf("EnsureRetry: %v", err)
+	}
+	if _, err := js.Stream(ctx, events.StreamTranscript); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEnsureRetryStopsOnIncompatible(t *testing.T) {
+	s := natstest.Start(t)
+	_, js := s.Connect(t)
+	ctx := context.Background()
+	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if err := provision.EnsureRetry(ctx, js, provision.Config{Partitions: 2}, nil); !errors.Is(err, provision.ErrIncompatible) {
+		t.Fatalf("err = %v, want ErrIncompatible at once", err)
 	}
 }

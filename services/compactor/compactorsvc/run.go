@@ -51,8 +51,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("opening JetStream: %w", err)
 	}
-	if err := provision.Ensure(ctx, js, cfg.Config); err != nil {
-		return err
+	if err := provision.EnsureRetry(ctx, js, cfg.Config, log); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("provisioning: %w", err)
 	}
 	var provider llm.Provider
 	if cfg.FullCompact {

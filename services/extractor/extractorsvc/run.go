@@ -57,10 +57,10 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("opening JetStream: %w", err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	err = provision.Ensure(pctx, js, cfg.Config)
-	cancel()
-	if err != nil {
+	if err := provision.EnsureRetry(ctx, js, cfg.Config, log); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return fmt.Errorf("provisioning: %w", err)
 	}
 	w, err := NewWorker(nc, cfg, provider, log)

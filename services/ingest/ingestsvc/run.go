@@ -76,7 +76,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 		s.nc.Close()
 		return nil, fmt.Errorf("creating JetStream context: %w", err)
 	}
-	if err := provision.Ensure(ctx, s.js, cfg.Config); err != nil {
+	if err := provision.EnsureRetry(ctx, s.js, cfg.Config, log); err != nil {
 		s.nc.Close()
 		return nil, fmt.Errorf("provisioning: %w", err)
 	}

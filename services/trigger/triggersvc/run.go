@@ -48,22 +48,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("opening JetStream: %w", err)
 	}
-	for attempt := 0; ; attempt++ {
-		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err = provision.Ensure(pctx, js, cfg.Config)
-		cancel()
-		if err == nil {
-			break
-		}
-		if errors.Is(err, provision.ErrIncompatible) || ctx.Err() != nil || attempt >= 20 {
-			return fmt.Errorf("provisioning: %w", err)
-		}
-		log.Warn("provisioning failed; retrying", "err", err)
-		select {
-		case <-time.After(time.Second):
-		case <-ctx.Done():
+	if err := provision.EnsureRetry(ctx, js, cfg.Config, log); err != nil {
+		if ctx.Err() != nil {
 			return nil
 		}
+		return fmt.Errorf("provisioning: %w", err)
 	}
 	tenants, err := tenantcfg.Watch(ctx, js, log)
 	if err != nil {
