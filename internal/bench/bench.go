@@ -119,7 +119,7 @@ func sizesFor(quick bool) sizes {
 			rawMessages: 5000, latencySamples: 1000,
 			ingestEvents: 5000, ingestSessions: 100,
 			triggerSessions: 2000, triggerPerSession: 4,
-			compactSessions: 200, compactSizes: []int{100, 1000, 3000}, compactRequests: 200,
+			compactSessions: 200, compactSizes: []int{100, 1000, 3000}, compactRequests: 30,
 			extractSessions: 16, extractWorkers: []int{1, 2, 4, 8}, extractLatency: 50 * time.Millisecond,
 			pipelineDuration: 3 * time.Second, pipelineSessions: 50,
 		}
@@ -219,7 +219,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			stopProfile()
 		}
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, fmt.Errorf("%s: %w (cause: %v; scenario error: %v)", st.name, ctx.Err(), context.Cause(ctx), err)
 		}
 		if reason, ok := isSkip(err); ok {
 			e.progress("   %s skipped: %s", st.name, reason)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -107,4 +108,18 @@ func (e *env) fill(ctx context.Context, g *benchgen.Gen, p fillPlan, onStored fu
 		return 0, err
 	}
 	return last, nil
+}
+
+// eventOf builds a CloudEvent Recall would publish (source recall-bench,
+// tenant extension set, JSON data).
+func eventOf(typ, id, session string, data []byte) event.Event {
+	ev := event.New()
+	ev.SetID(id)
+	ev.SetSource("recall-bench")
+	ev.SetType(typ)
+	ev.SetSubject(session)
+	ev.SetTime(time.Now())
+	ev.SetExtension(events.ExtTenant, benchTenant)
+	_ = ev.SetData(event.ApplicationJSON, data)
+	return ev
 }

@@ -114,6 +114,13 @@ type ExtractionStep struct {
 	ExtractionsPerS  float64 `json:"extractions_per_s"`
 	Efficiency       float64 `json:"efficiency"`
 	OrderingProblems int     `json:"ordering_violations"`
+	// BusiestWorkerSessions is the number of sessions whose partitions the
+	// busiest worker owns (pcgroup.Assign over the session hashes); with
+	// one extraction at a time per worker, the run cannot take less than
+	// that many model latencies, so EfficiencyBound =
+	// (sessions / workers) / BusiestWorkerSessions bounds Efficiency.
+	BusiestWorkerSessions int     `json:"busiest_worker_sessions"`
+	EfficiencyBound       float64 `json:"efficiency_bound"`
 }
 
 // ExtractionResult measures extraction scaling against a fake LLM with a

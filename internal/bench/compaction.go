@@ -1,0 +1,171 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/recallhq/recall/internal/bench/benchgen"
+	"github.com/recallhq/recall/internal/chunked"
+	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/memory"
+	"github.com/recallhq/recall/services/compactor/compactorsvc"
+)
+
+const (
+	// compactBackgroundMessages is the transcript length of each background
+	// session.
+	compactBackgroundMessages = 8
+	// compactUnsummarized is how many records of a measured session follow
+	// its last summarized record: the suffix a compaction reads and keeps.
+	compactUnsummarized = 48
+	// compactContextTokens is the context size the platform reports with
+	// its request (platforms know it: it is why they compact).
+	compactContextTokens = 160000
+)
+
+// benchNotes is a filled memory document of a few KB: the default template
+// with every section's description followed by a paragraph.
+func benchNotes(g *benchgen.Gen, session string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(memory.DefaultTemplate, "\n") {
+		b.WriteString(line)
+		b.WriteByte('\n')
+		if memory.IsDescriptionLine(line) {
+			for _, blk := range g.Message(session).Content {
+				if blk.Type == events.BlockText {
+					b.WriteString(blk.Text[:min(len(blk.Text), 400)])
+					b.WriteByte('\n')
+					break
+				}
+			}
+		}
+	}
+	return b.String()
+}
+
+func runCompaction(ctx context.Context, e *env) error {
+	r := &e.res.Compaction
+	bg := benchgen.SessionIDs("c", e.sizes.compactSessions)
+	plan := fillPlan{}
+	for _, s := range bg {
+		plan.sessions = append(plan.sessions, s)
+		plan.counts = append(plan.counts, compactBackgroundMessages)
+	}
+	measured := make([]string, len(e.sizes.compactSizes))
+	for i, n := range e.sizes.compactSizes {
+		measured[i] = fmt.Sprintf("big%d", n)
+		plan.sessions = append(plan.sessions, measured[i])
+		plan.counts = append(plan.counts, n)
+	}
+	r.Sessions = len(plan.sessions)
+	// seqs of the measured sessions' records, in order.
+	seqs := map[string][]uint64{}
+	for _, s := range measured {
+		seqs[s] = nil
+	}
+	t0 := time.Now()
+	g := benchgen.New(7)
+	if _, err := e.fill(ctx, g, plan, func(s string, seq uint64) {
+		if l, ok := seqs[s]; ok {
+			seqs[s] = append(l, seq)
+		}
+	}); err != nil {
+		return err
+	}
+	e.progress("   pre-filled %d sessions, %d events in %s", len(plan.sessions), plan.total(), time.Since(t0).Round(time.Millisecond))
+
+	// Memory for every session: the measured ones summarized up to
+	// compactUnsummarized records before their end, at an assistant answer
+	// (turn%4 == 3, a safe point: no open tool_use).
+	t0 = time.Now()
+	kv, err := e.js.KeyValue(ctx, events.BucketMemory)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", events.BucketMemory, err)
+	}
+	for _, s := range append(append([]string(nil), bg...), measured...) {
+		rec := events.MemoryRecord{Notes: benchNotes(g, s), UpdatedAt: time.Now(), Extractions: 3}
+		if l, ok := seqs[s]; ok {
+			turn := len(l) - compactUnsummarized
+			turn -= (turn - 3) % 4 // back to an assistant answer
+			rec.LastSummarizedID = fmt.Sprintf("%s-m%06d", s, turn)
+			rec.LastSummarizedSeq = l[turn]
+			rec.CoveredSeq = l[len(l)-1]
+		}
+		b, _ := json.Marshal(rec)
+		if _, err := kv.Put(ctx, events.MemoryKey(benchTenant, s), b); err != nil {
+			return fmt.Errorf("writing memory: %w", err)
+		}
+	}
+	e.progress("   wrote %d memory records in %s", len(plan.sessions), time.Since(t0).Round(time.Millisecond))
+
+	cfg := compactorsvc.Config{NATS: natsconn.Config{URL: e.url}, Config: e.provisionConfig()}
+	svc, err := startService(ctx, "compactor", func(ctx context.Context) error {
+		return compactorsvc.Run(ctx, cfg, e.log.With("service", "compactor"))
+	}, func(ctx context.Context) error {
+		_, err := compactOnce(ctx, e.nc, measured[0])
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	defer svc.stop()
+
+	lat := make([]latencies, len(measured))
+	kept := make([]int, len(measured))
+	warm := e.sizes.compactRequests / 10
+	for i := 0; i < e.sizes.compactRequests+warm; i++ {
+		for j, s := range measured { // round-robin: noise hits every size alike
+			t0 := time.Now()
+			rep, err := compactOnce(ctx, e.nc, s)
+			d := time.Since(t0)
+			if err != nil {
+				return fmt.Errorf("compacting %s: %w", s, err)
+			}
+			if !rep.Served {
+				return fmt.Errorf("compacting %s: not served: outcome %s: %s", s, rep.Outcome, rep.Reason)
+			}
+			kept[j] = rep.KeptCount
+			if i >= warm {
+				lat[j] = append(lat[j], d)
+			}
+		}
+	}
+	for j, n := range e.sizes.compactSizes {
+		r.BySize = append(r.BySize, CompactionSize{TranscriptMessages: n, Requests: len(lat[j]),
+			P50US: round1(lat[j].percentile(50)), P99US: round1(lat[j].percentile(99)), KeptMessages: kept[j]})
+		e.progress("   compaction of a %d-message transcript: p50 %.0f us, p99 %.0f us, %d kept", n, lat[j].percentile(50), lat[j].percentile(99), kept[j])
+	}
+	largest := r.BySize[len(r.BySize)-1].P99US
+	if raw := e.res.Raw; raw.RequestReplyP99US != nil && raw.KVGetP99US != nil {
+		r.RatioP99VsRaw = f64(round3(largest / (*raw.RequestReplyP99US + *raw.KVGetP99US)))
+	}
+	r.Flatness = f64(round3(largest / r.BySize[0].P99US))
+	return nil
+}
+
+// compactOnce asks the compactor to compact session, as a platform would
+// when its context is full, and decodes the reply.
+func compactOnce(ctx context.Context, nc *nats.Conn, session string) (*events.CompactReply, error) {
+	wait := int64(0)
+	body, _ := json.Marshal(events.CompactRequest{ContextTokens: compactContextTokens, WaitTimeoutMS: &wait})
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	m, err := chunked.Request(rctx, nc, events.APISubject(events.VerbCompact, benchTenant, session), nil, body)
+	if err != nil {
+		return nil, err
+	}
+	if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
+		return nil, fmt.Errorf("compactor error %s: %s", code, m.Header.Get("Nats-Service-Error"))
+	}
+	var rep events.CompactReply
+	if err := json.Unmarshal(m.Data, &rep); err != nil {
+		return nil, fmt.Errorf("decoding the compact reply: %w", err)
+	}
+	return &rep, nil
+}

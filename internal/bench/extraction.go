@@ -1,0 +1,409 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/bench/benchgen"
+	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/llm/llmtest"
+	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/pcgroup"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/events/natsce"
+	"github.com/recallhq/recall/pkg/memory"
+	"github.com/recallhq/recall/services/extractor/extractorsvc"
+)
+
+const (
+	// extractMessages is the transcript length of each extraction session.
+	extractMessages = 8
+	// worklogDesc is the description line of the template's Worklog
+	// section: the fake model's edits insert after it, so every edit
+	// applies however many came before.
+	worklogDesc = "_Step by step, what was attempted, done? Very terse summary for each step_\n"
+)
+
+var notesPathRE = regexp.MustCompile(`recall://` + benchTenant + `/([A-Za-z0-9_-]+)/memory\.md`)
+
+// fakeModel is the fake LLM: an HTTP-level Anthropic Messages API with a
+// fixed latency whose every answer is one valid Edit of the session's notes.
+// It records, per session, overlapping model calls (a call arriving while
+// another call of the same session is still within its fixed latency).
+type fakeModel struct {
+	srv      *llmtest.Server
+	tb       *benchTB
+	latency  time.Duration
+	mu       sync.Mutex
+	busy     map[string]time.Time // session -> end of its latest call
+	overlaps []string
+}
+
+func newFakeModel(latency time.Duration) *fakeModel {
+	f := &fakeModel{tb: &benchTB{}, latency: latency, busy: map[string]time.Time{}}
+	f.srv = llmtest.NewAnthropic(f.tb)
+	f.srv.SetLatency(latency)
+	f.srv.SetResponder(f.respond)
+	return f
+}
+
+func (f *fakeModel) close() { f.tb.cleanup() }
+
+func (f *fakeModel) respond(call int, body []byte) llmtest.Reply {
+	m := notesPathRE.FindSubmatch(body)
+	if m == nil {
+		return llmtest.Reply{Status: 400}
+	}
+	session := string(m[1])
+	now := time.Now()
+	f.mu.Lock()
+	if end, ok := f.busy[session]; ok && now.Before(end) {
+		f.overlaps = append(f.overlaps, fmt.Sprintf("session %s: model call %d started %s before the previous one ended", session, call, end.Sub(now).Round(time.Millisecond)))
+	}
+	f.busy[session] = now.Add(f.latency)
+	f.mu.Unlock()
+	path := memory.NotesPath(benchTenant, session)
+	in, _ := json.Marshal(memory.EditInput{FilePath: path, OldString: worklogDesc, NewString: fmt.Sprintf("%s- step %d\n", worklogDesc, call)})
+	return llmtest.Reply{
+		ToolCalls: []llmtest.ToolCall{{Name: memory.EditToolName, Input: string(in)}},
+		Usage:     llmtest.Usage{Input: 3000, Output: 60, CacheRead: 2000},
+	}
+}
+
+// benchTB lets llmtest's fakes run outside tests: the only methods they
+// call are Helper and Cleanup (and Fatalf on misuse).
+type benchTB struct {
+	testing.TB
+	mu       sync.Mutex
+	cleanups []func()
+}
+
+func (b *benchTB) Helper() {}
+func (b *benchTB) Cleanup(f func()) {
+	b.mu.Lock()
+	b.cleanups = append(b.cleanups, f)
+	b.mu.Unlock()
+}
+func (b *benchTB) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+func (b *benchTB) Errorf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+func (b *benchTB) Logf(string, ...any)               {}
+func (b *benchTB) cleanup() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := len(b.cleanups) - 1; i >= 0; i-- {
+		b.cleanups[i]()
+	}
+	b.cleanups = nil
+}
+
+func runExtraction(ctx context.Context, e *env) error {
+	r := &e.res.Extraction
+	r.LLMLatencyMS = int(e.sizes.extractLatency / time.Millisecond)
+	r.Sessions = e.sizes.extractSessions
+	fake := newFakeModel(e.sizes.extractLatency)
+	defer fake.close()
+	provider := llm.NewAnthropic(llm.ClientOptions{APIKey: "bench", BaseURL: fake.srv.BaseURL(), Model: "bench-model"})
+
+	total := 0
+	var examples []string
+	for i, workers := range e.sizes.extractWorkers {
+		if i > 0 {
+			if err := e.reset(ctx); err != nil {
+				return err
+			}
+		}
+		step, ex, err := extractionStep(ctx, e, provider, workers)
+		if err != nil {
+			return fmt.Errorf("%d workers: %w", workers, err)
+		}
+		r.Scaling = append(r.Scaling, step)
+		total += step.OrderingProblems
+		examples = append(examples, ex...)
+	}
+	fake.mu.Lock()
+	total += len(fake.overlaps)
+	examples = append(examples, fake.overlaps...)
+	fake.mu.Unlock()
+	base := r.Scaling[0].ExtractionsPerS / float64(r.Scaling[0].Workers)
+	for i := range r.Scaling {
+		s := &r.Scaling[i]
+		s.Efficiency = round3(s.ExtractionsPerS / (float64(s.Workers) * base))
+		e.progress("   %d workers: %.1f extractions/s, efficiency %.3f (partition balance bounds it to %.3f: busiest worker owns %d of %d sessions)",
+			s.Workers, s.ExtractionsPerS, s.Efficiency, s.EfficiencyBound, s.BusiestWorkerSessions, r.Sessions)
+	}
+	r.OrderingViolations = ptrInt(total)
+	if len(examples) > 5 {
+		examples = examples[:5]
+	}
+	r.ViolationExamples = examples
+	return nil
+}
+
+// completion is one extraction outcome seen on RECALL_EVENTS.
+type completion struct {
+	session string
+	covered uint64
+	upTo    uint64
+	skipped bool
+	failed  string
+	at      time.Time
+}
+
+// extractionStep runs one worker count: pre-fill, start the workers, wait
+// until every partition has a worker pulling, publish two requests per
+// session and wait for every outcome.
+func extractionStep(ctx context.Context, e *env, provider llm.Provider, workers int) (ExtractionStep, []string, error) {
+	step := ExtractionStep{Workers: workers}
+	sessions := benchgen.SessionIDs(fmt.Sprintf("x%d_", workers), e.sizes.extractSessions)
+	plan := fillPlan{sessions: sessions, counts: make([]int, len(sessions))}
+	for i := range plan.counts {
+		plan.counts[i] = extractMessages
+	}
+	seqs := map[string][]uint64{}
+	var mu sync.Mutex
+	if _, err := e.fill(ctx, benchgen.New(11), plan, func(s string, seq uint64) {
+		mu.Lock()
+		seqs[s] = append(seqs[s], seq)
+		mu.Unlock()
+	}); err != nil {
+		return step, nil, err
+	}
+
+	var svcs []*service
+	defer func() {
+		t0 := time.Now()
+		for _, s := range svcs {
+			s.cancel() // stop them all at once, then wait
+		}
+		for _, s := range svcs {
+			_ = s.stop()
+		}
+		e.progress("   %d workers stopped in %s", workers, time.Since(t0).Round(time.Millisecond))
+	}()
+	for w := 0; w < workers; w++ {
+		cfg := extractorsvc.Config{NATS: natsconn.Config{URL: e.url}, Config: e.provisionConfig(), Provider: provider,
+			WorkerID: fmt.Sprintf("bench-%d-%d", workers, w), Concurrency: 1, FetchWait: time.Second}
+		svc, err := startService(ctx, "extractor", func(ctx context.Context) error {
+			return extractorsvc.Run(ctx, cfg, e.log.With("service", "extractor", "worker", cfg.WorkerID))
+		}, nil)
+		if err != nil {
+			return step, nil, err
+		}
+		svcs = append(svcs, svc)
+	}
+	t0 := time.Now()
+	if err := waitWorkers(ctx, e, workers, svcs); err != nil {
+		return step, nil, err
+	}
+	e.progress("   %d workers own every partition after %s", workers, time.Since(t0).Round(time.Millisecond))
+
+	var (
+		cmu  sync.Mutex
+		outs []completion
+	)
+	want := 2 * len(sessions)
+	done := make(chan struct{})
+	onEvent := func(m *nats.Msg) {
+		ev, err := natsce.FromMsg(m)
+		if err != nil {
+			return
+		}
+		c := completion{at: time.Now()}
+		switch ev.Type() {
+		case events.TypeExtractionCompleted:
+			var d events.ExtractionCompleted
+			if json.Unmarshal(ev.Data(), &d) != nil {
+				return
+			}
+			c.session, c.covered, c.upTo, c.skipped = d.Session, d.CoveredSeq, d.UpToSeq, d.Skipped
+		case events.TypeExtractionFailed:
+			var d events.ExtractionFailed
+			if json.Unmarshal(ev.Data(), &d) != nil {
+				return
+			}
+			c.session, c.upTo, c.failed = d.Session, d.UpToSeq, d.Error
+		default:
+			return
+		}
+		cmu.Lock()
+		outs = append(outs, c)
+		if len(outs) == want {
+			close(done)
+		}
+		cmu.Unlock()
+	}
+	var subs []*nats.Subscription
+	for _, kind := range []string{events.KindExtractionCompleted, events.KindExtractionFailed} {
+		sub, err := e.nc.Subscribe(events.EventsSubject(kind, benchTenant, "*"), onEvent)
+		if err != nil {
+			return step, nil, err
+		}
+		subs = append(subs, sub)
+	}
+	defer func() {
+		for _, s := range subs {
+			_ = s.Unsubscribe()
+		}
+	}()
+	if err := e.nc.Flush(); err != nil {
+		return step, nil, err
+	}
+
+	limit := 30*time.Second + time.Duration(4*len(sessions)/workers)*e.sizes.extractLatency
+	start := time.Now()
+	// Two requests per session, back to back: the first (whole transcript)
+	// costs one model call; the second names an older point (a request
+	// delayed in flight), must be answered as already covered and never
+	// run beside the first or move the coverage back. (Identical requests
+	// would be deduplicated by the stream.)
+	for round := 0; round < 2; round++ {
+		for _, s := range sessions {
+			l := seqs[s]
+			upTo := l[len(l)-1-round]
+			req := events.ExtractionRequested{Tenant: benchTenant, Session: s, UpToSeq: upTo,
+				UpToID: fmt.Sprintf("%s-m%06d", s, indexOf(l, upTo)), Reason: events.ReasonThreshold}
+			if err := publishRequest(ctx, e.js, req); err != nil {
+				return step, nil, err
+			}
+		}
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return step, nil, ctx.Err()
+	case <-time.After(limit):
+		cmu.Lock()
+		n := len(outs)
+		cmu.Unlock()
+		return step, nil, fmt.Errorf("%d of %d extraction outcomes within %s", n, want, limit)
+	}
+	cmu.Lock()
+	defer cmu.Unlock()
+	var last time.Time
+	var problems []string
+	covered := map[string]uint64{}
+	for _, c := range outs {
+		if c.failed != "" {
+			problems = append(problems, fmt.Sprintf("session %s: extraction up to %d failed: %s", c.session, c.upTo, c.failed))
+			continue
+		}
+		if c.covered < covered[c.session] {
+			problems = append(problems, fmt.Sprintf("session %s: coverage went back from %d to %d", c.session, covered[c.session], c.covered))
+		}
+		covered[c.session] = max(covered[c.session], c.covered)
+		if !c.skipped {
+			step.Extractions++
+			last = c.at
+		}
+	}
+	for _, s := range sessions {
+		if l := seqs[s]; covered[s] < l[len(l)-1] {
+			problems = append(problems, fmt.Sprintf("session %s: covered %d, want %d", s, covered[s], l[len(l)-1]))
+		}
+	}
+	sort.Strings(problems)
+	step.OrderingProblems = len(problems)
+	step.BusiestWorkerSessions = busiestWorker(sessions, workers, e.provisionConfig().Partitions)
+	step.EfficiencyBound = round3(float64(len(sessions)) / float64(workers) / float64(step.BusiestWorkerSessions))
+	step.ExtractionsPerS = round3(rate(step.Extractions, last.Sub(start)))
+	e.progress("   %d workers: %d extractions (%d outcomes) in %s", workers, step.Extractions, len(outs), last.Sub(start).Round(time.Millisecond))
+	return step, problems, nil
+}
+
+// busiestWorker returns how many of sessions the busiest of n workers owns:
+// sessions map to partitions as RECALL_EXTRACT's subject transform maps
+// them (FNV-1a of tenant and session tokens, modulo the partition count),
+// partitions to workers as the extractors' consumer group does.
+func busiestWorker(sessions []string, n, partitions int) int {
+	perPartition := make([]int, partitions)
+	for _, s := range sessions {
+		h := fnv.New32a()
+		h.Write([]byte(benchTenant + s))
+		perPartition[h.Sum32()%uint32(partitions)]++
+	}
+	members := make([]string, n)
+	for w := range members {
+		members[w] = fmt.Sprintf("bench-%d-%d", n, w)
+	}
+	busiest := 0
+	for _, ps := range pcgroup.Assign(members, partitions) {
+		load := 0
+		for _, p := range ps {
+			load += perPartition[p]
+		}
+		busiest = max(busiest, load)
+	}
+	return busiest
+}
+
+func indexOf(l []uint64, v uint64) int {
+	for i, x := range l {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+// publishRequest publishes an extraction request as the trigger does: a
+// binary-mode CloudEvent on recall.extract.<tenant>.<session>, deduplicated
+// by RequestDedupID.
+func publishRequest(ctx context.Context, js jetstream.JetStream, req events.ExtractionRequested) error {
+	data, _ := json.Marshal(req)
+	ev := eventOf(events.TypeExtractionRequested, req.RequestDedupID(), req.Session, data)
+	m := natsce.NewMsg(events.ExtractSubject(req.Tenant, req.Session), &ev)
+	m.Header[jetstream.MsgIDHeader] = []string{req.RequestDedupID()}
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("publishing an extraction request: %w", err)
+	}
+	return nil
+}
+
+// waitWorkers waits until the membership bucket lists n workers and every
+// partition consumer has a pull request waiting (an owner is pulling).
+func waitWorkers(ctx context.Context, e *env, n int, svcs []*service) error {
+	kv, err := e.js.KeyValue(ctx, events.BucketWorkers)
+	if err != nil {
+		return err
+	}
+	parts := e.provisionConfig().Partitions
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, s := range svcs {
+			select {
+			case <-s.done:
+				if s.err != nil && strings.Contains(s.err.Error(), "not implemented") {
+					return skipped("the extractor service does not run: " + s.err.Error())
+				}
+				return fmt.Errorf("an extractor stopped: %v", s.err)
+			default:
+			}
+		}
+		keys, _ := kv.Keys(ctx)
+		ready := len(keys) == n
+		for p := 0; ready && p < parts; p++ {
+			c, err := e.js.Consumer(ctx, events.StreamExtract, events.ExtractDurable(p))
+			ready = err == nil && c.CachedInfo().NumWaiting > 0
+		}
+		if ready {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%d extractors did not own every partition within 60s", n)
+}
