@@ -128,7 +128,7 @@ func sizesFor(quick bool) sizes {
 		rawMessages: 100000, latencySamples: 20000,
 		ingestEvents: 100000, ingestSessions: 1000,
 		triggerSessions: 100000, triggerPerSession: 4,
-		compactSessions: 10000, compactSizes: []int{1000, 10000, 100000}, compactRequests: 2000,
+		compactSessions: 10000, compactSizes: []int{1000, 10000, 100000}, compactRequests: 300,
 		extractSessions: 64, extractWorkers: []int{1, 2, 4, 8}, extractLatency: 200 * time.Millisecond,
 		pipelineDuration: 15 * time.Second, pipelineSessions: 500,
 	}

@@ -119,7 +119,11 @@ func runCompaction(ctx context.Context, e *env) error {
 	lat := make([]latencies, len(measured))
 	kept := make([]int, len(measured))
 	warm := e.sizes.compactRequests / 10
+	t0 = time.Now()
 	for i := 0; i < e.sizes.compactRequests+warm; i++ {
+		if i == warm {
+			e.progress("   %d warm-up rounds took %s", warm, time.Since(t0).Round(time.Millisecond))
+		}
 		for j, s := range measured { // round-robin: noise hits every size alike
 			t0 := time.Now()
 			rep, err := compactOnce(ctx, e.nc, s)
