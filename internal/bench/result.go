@@ -54,7 +54,6 @@ type RawResult struct {
 	RequestReplyP99US   *float64 `json:"request_reply_p99_us"`
 	KVGetP50US          *float64 `json:"kv_get_p50_us"`
 	KVGetP99US          *float64 `json:"kv_get_p99_us"`
-	DirectGetBatchP99US *float64 `json:"direct_get_batch_p99_us"`
 }
 
 // IngestResult measures Recall's ingest paths against raw publish.
