@@ -46,14 +46,14 @@ type Stats struct {
 // RawResult holds the NATS ceilings measured on the same server in the same
 // run, with messages of the same sizes as the ingest scenarios.
 type RawResult struct {
-	Skipped             string   `json:"skipped,omitempty"`
-	Messages            int      `json:"messages"`
-	JSPublishMsgsPerS   *float64 `json:"js_publish_msgs_per_s"`
-	JSConsumeMsgsPerS   *float64 `json:"js_consume_msgs_per_s"`
-	RequestReplyP50US   *float64 `json:"request_reply_p50_us"`
-	RequestReplyP99US   *float64 `json:"request_reply_p99_us"`
-	KVGetP50US          *float64 `json:"kv_get_p50_us"`
-	KVGetP99US          *float64 `json:"kv_get_p99_us"`
+	Skipped           string   `json:"skipped,omitempty"`
+	Messages          int      `json:"messages"`
+	JSPublishMsgsPerS *float64 `json:"js_publish_msgs_per_s"`
+	JSConsumeMsgsPerS *float64 `json:"js_consume_msgs_per_s"`
+	RequestReplyP50US *float64 `json:"request_reply_p50_us"`
+	RequestReplyP99US *float64 `json:"request_reply_p99_us"`
+	KVGetP50US        *float64 `json:"kv_get_p50_us"`
+	KVGetP99US        *float64 `json:"kv_get_p99_us"`
 }
 
 // IngestResult measures Recall's ingest paths against raw publish.
