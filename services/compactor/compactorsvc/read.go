@@ -10,8 +10,15 @@ import (
 )
 
 // firstSpan is the first stretch of stream sequences read backwards; each
-// further read doubles it.
-const firstSpan = 2048
+// further read is spanGrowth times longer. Starting small matters: the keep
+// window usually needs a handful more records, and in a session stored
+// densely every sequence of the stretch is a record to fetch and decode.
+// Growing geometrically keeps sparse sessions (interleaved with many others)
+// at a few round trips.
+const (
+	firstSpan  = 64
+	spanGrowth = 4
+)
 
 // history is a contiguous run of one session's transcript records, ending
 // at the newest, read with batch Direct Get and extended backwards on
@@ -53,7 +60,7 @@ func (c *Compactor) readEnd(ctx context.Context, tenant, session string) (*histo
 }
 
 // earlierRecords prepends the session's records in the next stretch of
-// sequences below h.lowest (the stretch doubles each time), so reads stay
+// sequences below h.lowest (the stretch grows each time), so reads stay
 // bounded however long the stream is.
 func (h *history) earlierRecords(ctx context.Context) error {
 	if h.complete {
@@ -64,7 +71,7 @@ func (h *history) earlierRecords(ctx context.Context) error {
 	if hi > h.span {
 		lo = hi - h.span + 1
 	}
-	h.span *= 2
+	h.span *= spanGrowth
 	recs, err := h.c.reader.Read(ctx, h.tenant, h.session, lo, hi, 0)
 	if err != nil {
 		return fmt.Errorf("reading the transcript between seq %d and %d: %w", lo, hi, err)
