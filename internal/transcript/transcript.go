@@ -188,8 +188,7 @@ func Decode(h nats.Header, data []byte) (Record, error) {
 	rec := Record{Event: e}
 	switch e.Type() {
 	case events.TypeMessage:
-		rec.Message = new(events.Message)
-		err = json.Unmarshal(data, rec.Message)
+		rec.Message, err = events.DecodeMessage(data)
 	case events.TypeSessionCompacting:
 		rec.Compacting = new(events.SessionCompacting)
 		err = json.Unmarshal(data, rec.Compacting)

@@ -142,6 +142,10 @@ type Block struct {
 	Source json.RawMessage `json:"source,omitempty"`
 }
 
+// stdUnmarshal is encoding/json's Unmarshal: the judge, and the wording of
+// errors, when the fast decoder fails.
+var stdUnmarshal = json.Unmarshal
+
 // Content is a list of blocks; it unmarshals from a JSON string too (one text
 // block), as the Messages API allows.
 type Content []Block
@@ -162,8 +166,11 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	var blocks []Block
-	if err := json.Unmarshal(b, &blocks); err != nil {
-		return fmt.Errorf("content must be a string or an array of blocks: %w", err)
+	if err := fastJSON.Unmarshal(b, &blocks); err != nil {
+		blocks = nil
+		if err := stdUnmarshal(b, &blocks); err != nil {
+			return fmt.Errorf("content must be a string or an array of blocks: %w", err)
+		}
 	}
 	*c = blocks
 	return nil

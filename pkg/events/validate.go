@@ -182,6 +182,9 @@ func checkData(data []byte) error {
 }
 
 func decodeStrict(data []byte, v any) error {
+	if fastStrict(data, v) {
+		return nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
