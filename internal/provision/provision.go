@@ -16,8 +16,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -277,4 +279,28 @@ func EnsureRetry(ctx context.Context, js jetstream.JetStream, c Config, log *slo
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
+}
+
+// Open is how every service starts: connect to NATS as name, open
+// JetStream (with opts), and provision with EnsureRetry. On error the
+// connection is closed; when ctx ended first the error is ctx.Err(). The
+// caller owns the returned connection.
+func Open(ctx context.Context, nc natsconn.Config, c Config, name string, log *slog.Logger, opts ...jetstream.JetStreamOpt) (*nats.Conn, jetstream.JetStream, error) {
+	conn, err := natsconn.Connect(nc, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(conn, opts...)
+	if err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("opening JetStream: %w", err)
+	}
+	if err := EnsureRetry(ctx, js, c, log); err != nil {
+		conn.Close()
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		return nil, nil, fmt.Errorf("provisioning: %w", err)
+	}
+	return conn, js, nil
 }

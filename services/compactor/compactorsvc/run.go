@@ -23,12 +23,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/recallhq/recall/internal/chunked"
 	"github.com/recallhq/recall/internal/llm"
-	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/ops"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/tenantcfg"
@@ -42,21 +40,14 @@ const ServiceName = "recall-compactor"
 // Run serves until ctx is done.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	cfg = cfg.withDefaults()
-	nc, err := natsconn.Connect(cfg.NATS, ServiceName)
+	nc, js, err := provision.Open(ctx, cfg.NATS, cfg.Config, ServiceName, log)
 	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("opening JetStream: %w", err)
-	}
-	if err := provision.EnsureRetry(ctx, js, cfg.Config, log); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("provisioning: %w", err)
+		return err
 	}
+	defer nc.Close()
 	var provider llm.Provider
 	if cfg.FullCompact {
 		provider = cfg.Provider

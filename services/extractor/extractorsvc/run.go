@@ -26,10 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/recallhq/recall/internal/llm"
-	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/ops"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/pkg/events"
@@ -48,21 +45,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		provider = p
 	}
-	nc, err := natsconn.Connect(cfg.NATS, "recall-extractor-"+cfg.WorkerID)
+	nc, js, err := provision.Open(ctx, cfg.NATS, cfg.Config, "recall-extractor-"+cfg.WorkerID, log)
 	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("opening JetStream: %w", err)
-	}
-	if err := provision.EnsureRetry(ctx, js, cfg.Config, log); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("provisioning: %w", err)
+		return err
 	}
+	defer nc.Close()
 	w, err := NewWorker(nc, cfg, provider, log)
 	if err != nil {
 		return err

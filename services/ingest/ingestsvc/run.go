@@ -67,18 +67,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 		log.WarnContext(ctx, "no tenants configured (RECALL_TENANTS is empty): serving the single tenant \"default\" WITHOUT authentication; bind the HTTP edge to localhost only", "http_addr", cfg.HTTPAddr)
 	}
 	s := &Service{cfg: cfg, log: log, httpErr: make(chan error, 1)}
-	s.nc, err = natsconn.Connect(cfg.NATS, "recall-ingest")
+	s.nc, s.js, err = provision.Open(ctx, cfg.NATS, cfg.Config, "recall-ingest", log,
+		jetstream.WithPublishAsyncMaxPending(cfg.MaxPending), jetstream.WithPublishAsyncTimeout(cfg.PublishTimeout))
 	if err != nil {
 		return nil, err
-	}
-	s.js, err = jetstream.New(s.nc, jetstream.WithPublishAsyncMaxPending(cfg.MaxPending), jetstream.WithPublishAsyncTimeout(cfg.PublishTimeout))
-	if err != nil {
-		s.nc.Close()
-		return nil, fmt.Errorf("creating JetStream context: %w", err)
-	}
-	if err := provision.EnsureRetry(ctx, s.js, cfg.Config, log); err != nil {
-		s.nc.Close()
-		return nil, fmt.Errorf("provisioning: %w", err)
 	}
 	limits := Limits{MaxEventBytes: cfg.MaxEventBytes, MaxBatchEvents: cfg.MaxBatchEvents, MaxBodyBytes: cfg.MaxBodyBytes}
 	in := NewIngester(s.js, cfg.MaxEventBytes, cfg.PublishTimeout)

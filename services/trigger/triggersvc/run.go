@@ -28,9 +28,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/ops"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/tenantcfg"
@@ -39,21 +37,14 @@ import (
 // Run serves until ctx is done.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	cfg = cfg.WithDefaults()
-	nc, err := natsconn.Connect(cfg.NATS, "recall-trigger")
+	nc, js, err := provision.Open(ctx, cfg.NATS, cfg.Config, "recall-trigger", log)
 	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return fmt.Errorf("opening JetStream: %w", err)
-	}
-	if err := provision.EnsureRetry(ctx, js, cfg.Config, log); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("provisioning: %w", err)
+		return err
 	}
+	defer nc.Close()
 	tenants, err := tenantcfg.Watch(ctx, js, log)
 	if err != nil {
 		if ctx.Err() != nil {
