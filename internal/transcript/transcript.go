@@ -61,7 +61,7 @@ func NewReader(nc *nats.Conn) *Reader {
 
 type directGetRequest struct {
 	Seq     uint64 `json:"seq"`
-	NextFor string `json:"next_by_subj"`
+	NextFor string `json:"next_by_subj,omitempty"`
 	Batch   int    `json:"batch"`
 }
 
@@ -81,11 +81,45 @@ func (r *Reader) Read(ctx context.Context, tenant, session string, from, to uint
 // to the end) in order, until fn returns false.
 func (r *Reader) Scan(ctx context.Context, tenant, session string, from, to uint64, fn func(Record) bool) error {
 	subject := events.TranscriptSubject(tenant, session)
+	var decodeErr error
+	err := ScanRaw(ctx, r.nc, r.stream, subject, from, to, r.batch, func(m Raw) bool {
+		rec, err := Decode(m.Header, m.Data)
+		if err != nil {
+			decodeErr = fmt.Errorf("record %d of %s: %w", m.Seq, subject, err)
+			return false
+		}
+		rec.Seq, rec.Subject, rec.Time = m.Seq, m.Subject, m.Time
+		return fn(rec)
+	})
+	if decodeErr != nil {
+		return decodeErr
+	}
+	return err
+}
+
+// Raw is one stored message as Direct Get returns it.
+type Raw struct {
+	Seq     uint64
+	Time    time.Time
+	Subject string
+	Header  nats.Header
+	Data    []byte
+}
+
+// ScanRaw calls fn for each message of stream with from <= seq <= to (to ==
+// 0: to the end), in order, until fn returns false. subject filters (it may
+// hold wildcards); "" reads every subject. It reads with batch Direct Get,
+// batch messages per round trip (DefaultBatch when <= 0), stepping over
+// deleted sequences.
+func ScanRaw(ctx context.Context, nc *nats.Conn, stream, subject string, from, to uint64, batch int, fn func(Raw) bool) error {
 	if from == 0 {
 		from = 1
 	}
+	if batch <= 0 {
+		batch = DefaultBatch
+	}
 	for {
-		n, last, more, err := r.batchGet(ctx, subject, from, to, fn)
+		n, last, more, err := batchGet(ctx, nc, stream, subject, from, to, batch, fn)
 		if err != nil {
 			return err
 		}
@@ -96,17 +130,21 @@ func (r *Reader) Scan(ctx context.Context, tenant, session string, from, to uint
 	}
 }
 
-// batchGet runs one batch request; it returns the number of records passed to
-// fn, the last sequence seen, and whether more may follow.
-func (r *Reader) batchGet(ctx context.Context, subject string, from, to uint64, fn func(Record) bool) (n int, last uint64, more bool, err error) {
-	req, _ := json.Marshal(directGetRequest{Seq: from, NextFor: subject, Batch: r.batch})
-	inbox := r.nc.NewRespInbox()
-	sub, err := r.nc.SubscribeSync(inbox)
+// batchGet runs one batch request; it returns the number of messages passed
+// to fn, the last sequence seen, and whether more may follow.
+func batchGet(ctx context.Context, nc *nats.Conn, stream, subject string, from, to uint64, batch int, fn func(Raw) bool) (n int, last uint64, more bool, err error) {
+	what := subject
+	if what == "" {
+		what = stream
+	}
+	req, _ := json.Marshal(directGetRequest{Seq: from, NextFor: subject, Batch: batch})
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
 		return 0, 0, false, fmt.Errorf("reading transcript: %w", err)
 	}
 	defer sub.Unsubscribe()
-	if err := r.nc.PublishRequest("$JS.API.DIRECT.GET."+r.stream, inbox, req); err != nil {
+	if err := nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, req); err != nil {
 		return 0, 0, false, fmt.Errorf("reading transcript: %w", err)
 	}
 	if _, ok := ctx.Deadline(); !ok {
@@ -119,9 +157,9 @@ func (r *Reader) batchGet(ctx context.Context, subject string, from, to uint64, 
 		m, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
 			if errors.Is(err, context.DeadlineExceeded) && n == 0 {
-				return 0, 0, false, fmt.Errorf("reading transcript of %s: %w", subject, ErrNoResponders)
+				return 0, 0, false, fmt.Errorf("reading transcript of %s: %w", what, ErrNoResponders)
 			}
-			return n, last, false, fmt.Errorf("reading transcript of %s: %w", subject, err)
+			return n, last, false, fmt.Errorf("reading transcript of %s: %w", what, err)
 		}
 		if len(m.Data) == 0 && m.Header != nil && m.Header.Get("Status") != "" {
 			switch m.Header.Get("Status") {
@@ -131,9 +169,9 @@ func (r *Reader) batchGet(ctx context.Context, subject string, from, to uint64, 
 			case "404":
 				return n, last, false, nil
 			case "503":
-				return n, last, false, fmt.Errorf("reading transcript of %s: %w", subject, ErrNoResponders)
+				return n, last, false, fmt.Errorf("reading transcript of %s: %w", what, ErrNoResponders)
 			default:
-				return n, last, false, fmt.Errorf("reading transcript of %s: status %s %s", subject, m.Header.Get("Status"), m.Header.Get("Description"))
+				return n, last, false, fmt.Errorf("reading transcript of %s: status %s %s", what, m.Header.Get("Status"), m.Header.Get("Description"))
 			}
 		}
 		if stopped {
@@ -144,16 +182,10 @@ func (r *Reader) batchGet(ctx context.Context, subject string, from, to uint64, 
 			stopped = true
 			continue
 		}
-		rec, err := Decode(m.Header, m.Data)
-		if err != nil {
-			return n, last, false, fmt.Errorf("record %d of %s: %w", seq, subject, err)
-		}
-		rec.Seq = seq
-		rec.Subject = m.Header.Get("Nats-Subject")
-		rec.Time, _ = time.Parse(time.RFC3339Nano, m.Header.Get("Nats-Time-Stamp"))
+		ts, _ := time.Parse(time.RFC3339Nano, m.Header.Get("Nats-Time-Stamp"))
 		n++
 		last = seq
-		if !fn(rec) {
+		if !fn(Raw{Seq: seq, Time: ts, Subject: m.Header.Get("Nats-Subject"), Header: m.Header, Data: m.Data}) {
 			stopped = true
 		}
 	}
