@@ -46,9 +46,9 @@ func runCompact(ctx context.Context, args []string, stdout io.Writer) error {
 		ms := wait.Milliseconds()
 		req.WaitTimeoutMS = &ms
 	}
-	nc, err := nats.Connect(*natsURL, nats.Name("recall-compact"))
+	nc, err := dialNATS(*natsURL, "recall-compact")
 	if err != nil {
-		return fmt.Errorf("connecting to NATS at %s: %w", *natsURL, err)
+		return err
 	}
 	defer nc.Close()
 	reply, latency, err := requestCompaction(ctx, nc, *tenant, *session, req)

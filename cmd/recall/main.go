@@ -14,6 +14,12 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/kelseyhightower/envconfig"
+	"github.com/nats-io/nats.go"
+
+	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/svcmain"
 )
 
 // command is one subcommand. Each lives in its own file and registers itself
@@ -89,4 +95,27 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return nil
+}
+
+// dialNATS connects an operator command to NATS at url with the
+// credentials and TLS settings of the RECALL_NATS_* environment (the same
+// variables the services read), so the tools work against a secured
+// cluster. It fails fast instead of retrying in the background.
+func dialNATS(url, name string, extra ...nats.Option) (*nats.Conn, error) {
+	var c natsconn.Config
+	if err := envconfig.Process(svcmain.EnvPrefix+"_NATS", &c); err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	c.URL = url
+	opts, err := c.Options(name)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, nats.RetryOnFailedConnect(false), nats.MaxReconnects(5))
+	opts = append(opts, extra...)
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to NATS at %s: %w", url, err)
+	}
+	return nc, nil
 }

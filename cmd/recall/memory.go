@@ -41,9 +41,9 @@ func runMemory(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := events.ValidateID(*tenant); err != nil {
 		return fmt.Errorf("%w: --tenant: %v", errUsage, err)
 	}
-	nc, err := nats.Connect(*natsURL, nats.Name("recall-memory"))
+	nc, err := dialNATS(*natsURL, "recall-memory")
 	if err != nil {
-		return fmt.Errorf("connecting to NATS at %s: %w", *natsURL, err)
+		return err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/recallhq/recall/internal/importer"
+	"github.com/recallhq/recall/internal/natsperm"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 )
@@ -91,15 +92,17 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	var send func(context.Context, []event.Event) ([]ingestsvc.EventResult, error)
 	target := *httpURL
 	if *natsURL != "" {
-		nc, err := nats.Connect(*natsURL, nats.Name("recall-replay"))
-		if err != nil {
-			return fmt.Errorf("connecting to NATS at %s: %w", *natsURL, err)
-		}
-		defer nc.Close()
 		t := *tenant
 		if t == "" {
 			t = ingestsvc.DefaultTenant
 		}
+		// A tenant's NATS user receives replies only on its own inbox prefix
+		// (recall nats-permissions).
+		nc, err := dialNATS(*natsURL, "recall-replay", nats.CustomInboxPrefix(natsperm.InboxPrefix(t)))
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
 		subject := events.APISubject(events.VerbIngest, t, res.Session)
 		target = *natsURL + " (" + subject + ")"
 		send = func(ctx context.Context, batch []event.Event) ([]ingestsvc.EventResult, error) {
