@@ -15,13 +15,13 @@ package compactorsvc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
+	jsoniter "github.com/json-iterator/go"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
@@ -36,6 +36,12 @@ import (
 
 // ServiceName is the micro service name.
 const ServiceName = "recall-compactor"
+
+// replyJSON encodes replies. The kept events are CloudEvents whose
+// MarshalJSON output encoding/json would re-validate and re-compact one by
+// one; json-iterator writes it as is, which halves the encoding of a reply of
+// tens of messages. The bytes are standard JSON either way.
+var replyJSON = jsoniter.ConfigCompatibleWithStandardLibrary
 
 // Run serves until ctx is done.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
@@ -156,7 +162,7 @@ func (h *handler) serve(req micro.Request) {
 		defer func() { <-h.sem }()
 		ctx := natsce.Extract(h.base, nats.Header(req.Headers()))
 		reply := h.c.Compact(ctx, tenant, session, r)
-		data, err := json.Marshal(reply)
+		data, err := replyJSON.Marshal(reply)
 		if err != nil {
 			_ = req.Error("500", "encoding the reply: "+err.Error(), nil)
 			return
