@@ -73,11 +73,8 @@ func DecodeMessage(data []byte) (*Message, error) {
 
 // fastStrict decodes data into v rejecting unknown fields; it reports
 // whether it succeeded. Callers fall back to encoding/json on failure for a
-// precise error.
+// precise error. data must be fastSafe (checkData establishes it).
 func fastStrict(data []byte, v any) bool {
-	if !fastSafe(data) {
-		return false
-	}
 	if err := strictJSON.Unmarshal(data, v); err != nil {
 		reflect.ValueOf(v).Elem().SetZero()
 		return false

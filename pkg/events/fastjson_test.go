@@ -32,7 +32,7 @@ func TestFastDecodeMatchesEncodingJSON(t *testing.T) {
 	}
 	for _, c := range cases {
 		var fast, std Message
-		fastErr := decodeStrict([]byte(c), &fast)
+		fastErr := decodeStrict([]byte(c), &fast, fastSafe([]byte(c)))
 		dec := json.NewDecoder(stringsReader(c))
 		dec.DisallowUnknownFields()
 		stdErr := dec.Decode(&std)
@@ -73,7 +73,7 @@ func FuzzFastDecode(f *testing.F) {
 	f.Add(`{"uuid":"u","role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"o"}]}]}`)
 	f.Fuzz(func(t *testing.T, c string) {
 		var fast, std Message
-		fastErr := decodeStrict([]byte(c), &fast)
+		fastErr := decodeStrict([]byte(c), &fast, fastSafe([]byte(c)))
 		dec := json.NewDecoder(strings.NewReader(c))
 		dec.DisallowUnknownFields()
 		stdErr := dec.Decode(&std)

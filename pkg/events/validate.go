@@ -79,27 +79,27 @@ func ValidateIngest(e event.Event, tenant string) (*Session, error) {
 	if ct := e.DataContentType(); ct != "" && !isJSONContentType(ct) {
 		return nil, &FieldError{Field: "datacontenttype", Reason: fmt.Sprintf("%q is not JSON (use application/json)", ct)}
 	}
-	if err := checkData(data); err != nil {
+	plain, err := checkData(data)
+	if err != nil {
 		return nil, err
 	}
-	var err error
 	switch e.Type() {
 	case TypeMessage:
 		s.Message = new(Message)
-		if err = decodeStrict(data, s.Message); err == nil {
+		if err = decodeStrict(data, s.Message, plain); err == nil {
 			err = s.Message.Validate()
 		}
 	case TypeSessionCompacting:
 		s.Compacting = new(SessionCompacting)
-		err = decodeStrict(data, s.Compacting)
+		err = decodeStrict(data, s.Compacting, plain)
 	case TypeSessionCompacted:
 		s.Compacted = new(SessionCompacted)
-		if err = decodeStrict(data, s.Compacted); err == nil && (s.Compacted.PreTokens < 0 || s.Compacted.PostTokens < 0) {
+		if err = decodeStrict(data, s.Compacted, plain); err == nil && (s.Compacted.PreTokens < 0 || s.Compacted.PostTokens < 0) {
 			err = &FieldError{Field: "data.post_tokens", Reason: "token counts must not be negative"}
 		}
 	case TypeSessionEnded:
 		s.Ended = new(SessionEnded)
-		err = decodeStrict(data, s.Ended)
+		err = decodeStrict(data, s.Ended, plain)
 	}
 	if err != nil {
 		return nil, err
@@ -151,16 +151,21 @@ func ingestTypeList() []string {
 }
 
 // checkData rejects missing data, invalid UTF-8 and JSON nested deeper than
-// MaxDepth before any decoding happens.
-func checkData(data []byte) error {
+// MaxDepth before any decoding happens. It reports whether data is plain:
+// no control bytes besides JSON whitespace (see fastSafe).
+func checkData(data []byte) (plain bool, err error) {
 	if len(bytes.TrimSpace(data)) == 0 {
-		return &FieldError{Field: "data", Reason: "required"}
+		return false, &FieldError{Field: "data", Reason: "required"}
 	}
 	if !utf8.Valid(data) {
-		return &FieldError{Field: "data", Reason: "not valid UTF-8"}
+		return false, &FieldError{Field: "data", Reason: "not valid UTF-8"}
 	}
+	plain = true
 	depth, inString, escaped := 0, false, false
 	for _, c := range data {
+		if c < 0x20 && c != '\n' && c != '\t' && c != '\r' {
+			plain = false
+		}
 		switch {
 		case escaped:
 			escaped = false
@@ -172,17 +177,19 @@ func checkData(data []byte) error {
 		case c == '{' || c == '[':
 			depth++
 			if depth > MaxDepth {
-				return &FieldError{Field: "data", Reason: fmt.Sprintf("nested deeper than %d levels", MaxDepth)}
+				return false, &FieldError{Field: "data", Reason: fmt.Sprintf("nested deeper than %d levels", MaxDepth)}
 			}
 		case c == '}' || c == ']':
 			depth--
 		}
 	}
-	return nil
+	return plain, nil
 }
 
-func decodeStrict(data []byte, v any) error {
-	if fastStrict(data, v) {
+// decodeStrict decodes data into v rejecting unknown fields. plain says
+// checkData found data safe for the fast decoder.
+func decodeStrict(data []byte, v any, plain bool) error {
+	if plain && fastStrict(data, v) {
 		return nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
