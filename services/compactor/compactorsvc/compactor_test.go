@@ -618,3 +618,28 @@ func TestFullCompactCircuitBreaker(t *testing.T) {
 		t.Fatalf("s2 was not tried: %d calls", n)
 	}
 }
+
+// panicProvider stands for a bug anywhere below the handler.
+type panicProvider struct{}
+
+func (panicProvider) Name() string  { return "panic" }
+func (panicProvider) Model() string { return "panic" }
+func (panicProvider) Complete(context.Context, llm.Request) (*llm.Response, error) {
+	panic("provider bug")
+}
+
+// A panic while compacting answers the caller with a 500 instead of taking
+// the service (and, under `recall up`, every service) down; the next request
+// is served.
+func TestPanicAnsweredAs500(t *testing.T) {
+	e := startEnv(t, envOptions{config: func(c *Config) { c.FullCompact, c.Provider = true, panicProvider{} }})
+	uuids, _ := e.publish("s1", conversation(3, 200)...)
+	_, err := e.tryCompact("s1", nil)
+	if err == nil || !strings.Contains(err.Error(), "service error 500") {
+		t.Fatalf("err = %v, want a 500 service error", err)
+	}
+	e.putMemory("s1", events.MemoryRecord{Notes: notes("n"), LastSummarizedID: uuids[3]})
+	if r := e.compact("s1", nil); r.Outcome != memory.OutcomeSessionMemory {
+		t.Fatalf("after the panic: outcome %q", r.Outcome)
+	}
+}

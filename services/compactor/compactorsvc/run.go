@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -129,6 +130,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	return nil
 }
 
+// fail answers reply with a micro service error.
+func (h *handler) fail(reply, code, description string) {
+	if reply == "" {
+		return
+	}
+	_ = h.nc.PublishMsg(&nats.Msg{Subject: reply, Header: nats.Header{
+		micro.ErrorCodeHeader: []string{code},
+		micro.ErrorHeader:     []string{description},
+	}})
+}
+
 // handler adapts micro requests to the Compactor, one goroutine per request.
 type handler struct {
 	c    *Compactor
@@ -157,18 +169,28 @@ func (h *handler) serve(req micro.Request) {
 		return
 	}
 	h.wg.Add(1)
+	// The request's headers and reply subject are read here: micro reuses
+	// the request once serve returns, so the goroutine answers on the
+	// connection directly.
+	hdrs, replyTo := nats.Header(req.Headers()), req.Reply()
 	go func() {
 		defer h.wg.Done()
 		defer func() { <-h.sem }()
-		ctx := natsce.Extract(h.base, nats.Header(req.Headers()))
+		ctx := natsce.Extract(h.base, hdrs)
+		defer func() {
+			if v := recover(); v != nil {
+				h.log.ErrorContext(ctx, "compaction panicked", "tenant", tenant, "session", session, "panic", v, "stack", string(debug.Stack()))
+				h.fail(replyTo, "500", "internal error while compacting; see the compactor's log")
+			}
+		}()
 		reply := h.c.Compact(ctx, tenant, session, r)
 		data, err := replyJSON.Marshal(reply)
 		if err != nil {
-			_ = req.Error("500", "encoding the reply: "+err.Error(), nil)
+			h.fail(replyTo, "500", "encoding the reply: "+err.Error())
 			return
 		}
 		hdr := nats.Header{"Content-Type": []string{"application/json"}}
-		if err := chunked.Respond(h.nc, req.Reply(), hdr, data); err != nil {
+		if err := chunked.Respond(h.nc, replyTo, hdr, data); err != nil {
 			h.log.WarnContext(ctx, "sending compaction reply", "tenant", tenant, "session", session, "err", err)
 		}
 		h.c.Announce(ctx, tenant, session, reply)
