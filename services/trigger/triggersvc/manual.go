@@ -40,7 +40,11 @@ func (t *Trigger) ServeManual(ctx context.Context) (micro.Service, error) {
 		return nil, err
 	}
 	err = svc.AddEndpoint(events.VerbExtract, micro.HandlerFunc(func(req micro.Request) {
-		go t.manual(ctx, req) // handlers are serial per endpoint; a wait must not block others
+		// Handlers are serial per endpoint, so a wait must not block others:
+		// answer from a goroutine, on the connection (micro reuses the
+		// request's state once the handler returns).
+		in := manualRequest{subject: req.Subject(), header: nats.Header(req.Headers()), data: req.Data(), reply: req.Reply()}
+		go t.manual(ctx, in)
 	}), micro.WithEndpointSubject(events.SubjectAPIRoot+"."+events.VerbExtract+".*.*"))
 	if err != nil {
 		_ = svc.Stop()
@@ -49,11 +53,25 @@ func (t *Trigger) ServeManual(ctx context.Context) (micro.Service, error) {
 	return svc, nil
 }
 
-func (t *Trigger) manual(ctx context.Context, req micro.Request) {
-	res, code, msg := t.extract(ctx, req.Subject(), nats.Header(req.Headers()), req.Data())
+// manualRequest is what a manual extraction needs of its micro request.
+type manualRequest struct {
+	subject string
+	header  nats.Header
+	data    []byte
+	reply   string
+}
+
+func (t *Trigger) manual(ctx context.Context, req manualRequest) {
+	res, code, msg := t.extract(ctx, req.subject, req.header, req.data)
+	if req.reply == "" {
+		return
+	}
 	if code != "" {
 		t.m.manual.Add(ctx, 1, reasonAttr("error_"+code))
-		_ = req.Error(code, msg, nil)
+		_ = t.nc.PublishMsg(&nats.Msg{Subject: req.reply, Header: nats.Header{
+			micro.ErrorCodeHeader: []string{code},
+			micro.ErrorHeader:     []string{msg},
+		}})
 		return
 	}
 	outcome := "success"
@@ -61,7 +79,8 @@ func (t *Trigger) manual(ctx context.Context, req micro.Request) {
 		outcome = "failure"
 	}
 	t.m.manual.Add(ctx, 1, reasonAttr(outcome))
-	_ = req.RespondJSON(res)
+	body, _ := json.Marshal(res)
+	_ = t.nc.PublishMsg(&nats.Msg{Subject: req.reply, Data: body})
 }
 
 // extract runs one manual extraction; code is a micro error code when the
