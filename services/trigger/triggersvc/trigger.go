@@ -77,6 +77,7 @@ type Trigger struct {
 	maxSeen   int64 // newest stream time processed (Unix ns)
 	halted    bool  // a rebuild failed: nothing more is processed or acked
 	thCache   map[string]*tenantSettings
+	thRev     uint64 // the tenant configuration revision thCache was built from
 	buf       []memory.TriggerDecision
 
 	stats struct {
@@ -212,9 +213,6 @@ func (t *Trigger) Run(ctx context.Context) error {
 	t.mu.Unlock()
 	t.log.Debug("consuming", "trigger", t.id, "next", t.next, "from_start", t.fromStart)
 
-	if t.tenants != nil {
-		go t.watchTenants(ctx)
-	}
 	cc, err := cons.Consume(t.onMsg,
 		jetstream.PullMaxMessages(t.cfg.PullBatch),
 		jetstream.PullPriorityGroup(PriorityGroup),
@@ -527,6 +525,14 @@ func (t *Trigger) evictLRU() {
 // settings resolves a tenant's thresholds and gate (cached until the
 // tenant configuration changes).
 func (t *Trigger) settings(tenant string) *tenantSettings {
+	// A configuration change empties the cache before the next record is
+	// decided, so new thresholds and gates apply from that record on.
+	if t.tenants != nil {
+		if rev := t.tenants.Revision(); rev != t.thRev {
+			clear(t.thCache)
+			t.thRev = rev
+		}
+	}
 	if ts := t.thCache[tenant]; ts != nil {
 		return ts
 	}
@@ -538,22 +544,6 @@ func (t *Trigger) settings(tenant string) *tenantSettings {
 	}
 	t.thCache[strings.Clone(tenant)] = ts
 	return ts
-}
-
-// watchTenants clears the settings cache at every configuration change, so
-// new thresholds apply from the next decision.
-func (t *Trigger) watchTenants(ctx context.Context) {
-	for {
-		ch := t.tenants.Changed()
-		t.mu.Lock()
-		clear(t.thCache)
-		t.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return
-		}
-	}
 }
 
 // emit publishes a threshold decision to RECALL_EXTRACT and RECALL_EVENTS.
