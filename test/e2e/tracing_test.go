@@ -85,6 +85,20 @@ func startPipeline(t *testing.T) (*pipeline, *natstest.Server) {
 		_ = ing.Shutdown(sctx)
 		p.wg.Wait()
 	})
+	// Ready when every service's micro endpoint answers discovery.
+	pc, _ := srv.Connect(t)
+	for _, name := range []string{triggersvc.ServiceName, extractorsvc.ServiceName, compactorsvc.ServiceName} {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if _, err := pc.Request("$SRV.PING."+name, nil, 200*time.Millisecond); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s did not start", name)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 	return p, srv
 }
 
