@@ -40,6 +40,8 @@ type stack struct {
 	HTTPAddr string
 	srv      *server.Server
 	cancel   context.CancelFunc
+	log      *slog.Logger
+	pause    time.Duration // first restart pause (default 1s)
 	wg       sync.WaitGroup
 	errMu    sync.Mutex
 	err      error
@@ -50,7 +52,7 @@ type stack struct {
 // service in this process. Services read the rest of their configuration
 // from RECALL_* environment variables, as they would alone.
 func startStack(ctx context.Context, o stackOptions) (*stack, error) {
-	s := &stack{NATSURL: o.NATSURL, HTTPAddr: o.HTTPAddr, done: make(chan struct{})}
+	s := &stack{NATSURL: o.NATSURL, HTTPAddr: o.HTTPAddr, log: o.Log, done: make(chan struct{})}
 	if s.NATSURL == "" {
 		srv, err := embedded.Start(embedded.Options{DataDir: o.DataDir, Listen: o.NATSListen})
 		if err != nil {
@@ -111,17 +113,50 @@ func startStack(ctx context.Context, o stackOptions) (*stack, error) {
 	return s, nil
 }
 
+// maxQuickFailures is how many times in a row a service may fail soon after
+// starting before the stack gives up on it.
+const maxQuickFailures = 5
+
+// goRun runs a service under supervision, as a process supervisor would: a
+// service that returns an error is restarted after a growing pause (a
+// trigger halts on purpose when it cannot rebuild a session, a NATS outage
+// can stop any service). A service that keeps failing within seconds of
+// starting stops the whole stack with its error.
 func (s *stack) goRun(ctx context.Context, name string, run func(context.Context) error) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := run(ctx); err != nil && ctx.Err() == nil {
-			s.errMu.Lock()
-			if s.err == nil {
-				s.err = fmt.Errorf("%s: %w", name, err)
+		first := s.pause
+		if first <= 0 {
+			first = time.Second
+		}
+		quick, pause := 0, first
+		for {
+			started := time.Now()
+			err := run(ctx)
+			if err == nil || ctx.Err() != nil {
+				return
 			}
-			s.errMu.Unlock()
-			s.cancel() // one service failing stops the stack
+			if time.Since(started) > time.Minute {
+				quick, pause = 0, first
+			}
+			quick++
+			if quick >= maxQuickFailures {
+				s.errMu.Lock()
+				if s.err == nil {
+					s.err = fmt.Errorf("%s failed %d times in a row: %w", name, quick, err)
+				}
+				s.errMu.Unlock()
+				s.cancel()
+				return
+			}
+			s.log.Error("service stopped with an error; restarting it", "service", name, "err", err, "in", pause)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(pause):
+			}
+			pause = min(2*pause, 30*time.Second)
 		}
 	}()
 }
