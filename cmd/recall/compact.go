@@ -22,24 +22,17 @@ func init() {
 
 func runCompact(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("compact")
-	session := fs.String("session", "", "session id (required)")
-	tenant := fs.String("tenant", "default", "tenant")
+	target := addSessionFlags(fs, "session id (required)", "tenant")
+	session, tenant, natsURL := target.session, target.tenant, target.natsURL
 	asJSON := fs.Bool("json", false, "print the whole reply as JSON")
-	natsURL := fs.String("nats-url", envOr("RECALL_NATS_URL", nats.DefaultURL), "NATS server URL (default $RECALL_NATS_URL or "+nats.DefaultURL+")")
 	trigger := fs.String("trigger", events.TriggerManual, "trigger recorded in the boundary: auto or manual")
 	threshold := fs.Int64("threshold", 0, "auto-compact threshold in tokens (0 = the compactor's default, 167,000 for a 200K window)")
 	wait := fs.Duration("wait", -1, "longest wait for a running extraction (negative = the compactor's default, 15s)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *session == "" {
-		return fmt.Errorf("%w: --session is required", errUsage)
-	}
-	if err := events.ValidateID(*session); err != nil {
-		return fmt.Errorf("%w: --session: %v", errUsage, err)
-	}
-	if err := events.ValidateID(*tenant); err != nil {
-		return fmt.Errorf("%w: --tenant: %v", errUsage, err)
+	if err := target.validate(true); err != nil {
+		return err
 	}
 	req := events.CompactRequest{Trigger: *trigger, AutoCompactThreshold: *threshold}
 	if *wait >= 0 {

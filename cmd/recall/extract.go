@@ -24,13 +24,12 @@ func init() {
 
 func runExtract(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("extract")
-	session := fs.String("session", "", "session id (required for a manual extraction; a filter for --replay-failed)")
-	tenant := fs.String("tenant", "default", "tenant (a filter for --replay-failed when set explicitly)")
+	target := addSessionFlags(fs, "session id (required for a manual extraction; a filter for --replay-failed)", "tenant (a filter for --replay-failed when set explicitly)")
+	session, tenant, natsURL := target.session, target.tenant, target.natsURL
 	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for the extraction")
 	failed := fs.Bool("failed", false, "list parked (failed) extraction requests")
 	replay := fs.Bool("replay-failed", false, "re-run parked extraction requests (all, or those of --session)")
 	asJSON := fs.Bool("json", false, "print JSON")
-	natsURL := fs.String("nats-url", envOr("RECALL_NATS_URL", nats.DefaultURL), "NATS server URL (default $RECALL_NATS_URL or "+nats.DefaultURL+")")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage:\n  recall extract --session S [--tenant T] [--timeout D] [--json]\n  recall extract --failed [--json]\n  recall extract --replay-failed [--session S] [--tenant T]")
 		fs.PrintDefaults()
@@ -46,13 +45,8 @@ func runExtract(ctx context.Context, args []string, stdout io.Writer) error {
 	if !*failed && !*replay && *session == "" {
 		return fmt.Errorf("%w: --session is required (or --failed / --replay-failed)", errUsage)
 	}
-	if *session != "" {
-		if err := events.ValidateID(*session); err != nil {
-			return fmt.Errorf("%w: --session: %v", errUsage, err)
-		}
-	}
-	if err := events.ValidateID(*tenant); err != nil {
-		return fmt.Errorf("%w: --tenant: %v", errUsage, err)
+	if err := target.validate(false); err != nil {
+		return err
 	}
 	nc, err := dialNATS(*natsURL, "recall-extract")
 	if err != nil {

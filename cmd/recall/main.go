@@ -20,6 +20,7 @@ import (
 
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/svcmain"
+	"github.com/recallhq/recall/pkg/events"
 )
 
 // command is one subcommand. Each lives in its own file and registers itself
@@ -118,4 +119,36 @@ func dialNATS(url, name string, extra ...nats.Option) (*nats.Conn, error) {
 		return nil, fmt.Errorf("connecting to NATS at %s: %w", url, err)
 	}
 	return nc, nil
+}
+
+// sessionFlags are the flags every operator command that acts on one
+// session shares: --session, --tenant and --nats-url.
+type sessionFlags struct {
+	session, tenant, natsURL *string
+}
+
+// addSessionFlags declares the session flags on fs; sessionHelp describes
+// --session for this command.
+func addSessionFlags(fs *flag.FlagSet, sessionHelp, tenantHelp string) sessionFlags {
+	return sessionFlags{
+		session: fs.String("session", "", sessionHelp),
+		tenant:  fs.String("tenant", "default", tenantHelp),
+		natsURL: fs.String("nats-url", envOr("RECALL_NATS_URL", nats.DefaultURL), "NATS server URL (default $RECALL_NATS_URL or "+nats.DefaultURL+")"),
+	}
+}
+
+// validate checks the ids; --session must be set when required.
+func (f sessionFlags) validate(required bool) error {
+	if required && *f.session == "" {
+		return fmt.Errorf("%w: --session is required", errUsage)
+	}
+	if *f.session != "" {
+		if err := events.ValidateID(*f.session); err != nil {
+			return fmt.Errorf("%w: --session: %v", errUsage, err)
+		}
+	}
+	if err := events.ValidateID(*f.tenant); err != nil {
+		return fmt.Errorf("%w: --tenant: %v", errUsage, err)
+	}
+	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/pkg/events"
@@ -25,21 +24,14 @@ func runMemory(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	sub := args[0]
 	fs := newFlags("memory " + sub)
-	session := fs.String("session", "", "session id (required)")
-	tenant := fs.String("tenant", "default", "tenant")
+	target := addSessionFlags(fs, "session id (required)", "tenant")
+	session, tenant, natsURL := target.session, target.tenant, target.natsURL
 	asJSON := fs.Bool("json", false, "print JSON")
-	natsURL := fs.String("nats-url", envOr("RECALL_NATS_URL", nats.DefaultURL), "NATS server URL (default $RECALL_NATS_URL or "+nats.DefaultURL+")")
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
-	if *session == "" {
-		return fmt.Errorf("%w: --session is required", errUsage)
-	}
-	if err := events.ValidateID(*session); err != nil {
-		return fmt.Errorf("%w: --session: %v", errUsage, err)
-	}
-	if err := events.ValidateID(*tenant); err != nil {
-		return fmt.Errorf("%w: --tenant: %v", errUsage, err)
+	if err := target.validate(true); err != nil {
+		return err
 	}
 	nc, err := dialNATS(*natsURL, "recall-memory")
 	if err != nil {
