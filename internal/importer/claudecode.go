@@ -106,6 +106,10 @@ type compactMeta struct {
 	PreservedMessages *struct {
 		UUIDs []string `json:"uuids"`
 	} `json:"preservedMessages"`
+	PreservedSegment *struct {
+		HeadUUID string `json:"headUuid"`
+		TailUUID string `json:"tailUuid"`
+	} `json:"preservedSegment"`
 }
 
 // ClaudeCode imports a Claude Code JSONL transcript. Malformed lines and
@@ -187,7 +191,11 @@ func ClaudeCode(r io.Reader, opt Options) (*Result, error) {
 				if m := rec.CompactMetadata; m != nil {
 					c.Trigger, c.PreTokens, c.PostTokens = m.Trigger, m.PreTokens, m.PostTokens
 					if m.PreservedMessages != nil && len(m.PreservedMessages.UUIDs) > 0 {
+						c.FirstKeptUUID = m.PreservedMessages.UUIDs[0]
 						c.LastKeptUUID = m.PreservedMessages.UUIDs[len(m.PreservedMessages.UUIDs)-1]
+					}
+					if ps := m.PreservedSegment; ps != nil && ps.HeadUUID != "" && ps.TailUUID != "" {
+						c.FirstKeptUUID, c.LastKeptUUID = ps.HeadUUID, ps.TailUUID
 					}
 				}
 				pe := &pendingEvent{line: line, id: id, typ: events.TypeSessionCompacted, at: at, compacted: c, kinds: []string{"compaction"}}

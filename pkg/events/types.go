@@ -199,9 +199,12 @@ type SessionCompacted struct {
 	Trigger    string `json:"trigger,omitempty"`
 	PreTokens  int64  `json:"pre_tokens"`
 	PostTokens int64  `json:"post_tokens"`
-	// LastKeptUUID is the newest transcript record the compacted context
-	// still holds verbatim, when known.
-	LastKeptUUID string `json:"last_kept_uuid,omitempty"`
+	// FirstKeptUUID and LastKeptUUID are the oldest and newest transcript
+	// records the compacted context still holds verbatim (the preserved
+	// segment), when known. After a Recall compaction they are the reply's
+	// boundary.preserved_segment head_uuid and tail_uuid.
+	FirstKeptUUID string `json:"first_kept_uuid,omitempty"`
+	LastKeptUUID  string `json:"last_kept_uuid,omitempty"`
 }
 
 // SessionEnded is the data of TypeSessionEnded.

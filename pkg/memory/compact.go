@@ -26,6 +26,13 @@ const (
 	// OutcomeSummarizedIDNotFound: lastSummarizedId names a record the
 	// transcript no longer holds.
 	OutcomeSummarizedIDNotFound = "summarized_id_not_found"
+	// OutcomeNotesBehind: the messages the notes do not cover yet are, on
+	// their own, more than the keep window's maximum; keeping them all would
+	// break the bound and dropping any would lose records.
+	OutcomeNotesBehind = "notes_behind"
+	// OutcomeNoReduction: the compacted context would not be smaller than
+	// the current one.
+	OutcomeNoReduction = "no_reduction"
 	// OutcomeThresholdExceeded: the compacted context would still be at or
 	// over the auto-compact threshold.
 	OutcomeThresholdExceeded = "threshold_exceeded"
@@ -150,22 +157,32 @@ func PlanCompaction(in CompactInput) CompactPlan {
 		start = in.SummarizedIndex + 1
 		p.Outcome = OutcomeSessionMemory
 	}
-	p.Window = SelectWindow(WindowInput{Entries: in.Entries, Start: start, Complete: in.Complete}, in.Window)
+	cfg := in.Window.WithDefaults()
+	p.Window = SelectWindow(WindowInput{Entries: in.Entries, Start: start, Complete: in.Complete}, cfg)
 	p.NeedEarlier = p.Window.NeedEarlier
-
-	notes, truncated := TruncateForCompact(in.Notes, in.SectionMaxChars)
-	p.Truncated = truncated
-	var request *events.Message
-	if p.Window.RequestOutside {
-		request = in.Entries[p.Window.LatestRequest].Message
+	if p.Window.Overflow {
+		p.Outcome = OutcomeNotesBehind
+		p.Reason = fmt.Sprintf("the notes cover the conversation up to %q; the messages after it hold about %d tokens, more than the keep window's maximum of %d, so they cannot all be kept and none may be dropped",
+			in.LastSummarizedID, p.Window.Tokens, cfg.MaxTokens)
+		return p
 	}
-	p.Summary = SummaryText(notes, truncated, in.NotesRef, in.TranscriptRef, request)
-
+	p.Summary, p.Truncated = summaryFor(in, p.Window)
+	p.TokensAfter = Padded(EstimateText(p.Summary)) + p.Window.Tokens
 	p.TokensBefore = in.ContextTokens
+	anchored := true
 	if p.TokensBefore <= 0 {
-		p.TokensBefore = ContextEstimate(in.Entries, p.Window.Floor)
+		p.TokensBefore, anchored = contextEstimate(in.Entries, p.Window.Floor)
 	}
-	p.TokensAfter = EstimateText(p.Summary) + p.Window.Tokens
+	if p.TokensAfter >= p.TokensBefore {
+		if !anchored && !in.Complete {
+			// The estimate only counts what was read: read more first.
+			p.NeedEarlier = true
+			return p
+		}
+		if !p.reduce(in, start, cfg) {
+			return p
+		}
+	}
 	if p.TokensAfter >= p.Threshold {
 		p.Reason = fmt.Sprintf("the compacted context would hold about %d tokens, at or over the auto-compact threshold of %d", p.TokensAfter, p.Threshold)
 		p.Outcome = OutcomeThresholdExceeded
@@ -173,11 +190,45 @@ func PlanCompaction(in CompactInput) CompactPlan {
 	return p
 }
 
+// reduce narrows the keep window so the compacted context ends smaller than
+// it started; when even the messages the notes do not cover leave no room,
+// it sets OutcomeNoReduction and returns false.
+func (p *CompactPlan) reduce(in CompactInput, start int, cfg WindowConfig) bool {
+	room := p.TokensBefore - (p.TokensAfter - p.Window.Tokens) - 1
+	if room > 0 {
+		cfg.MaxTokens = min(cfg.MaxTokens, room)
+		cfg.MinTokens = min(cfg.MinTokens, cfg.MaxTokens)
+		w := SelectWindow(WindowInput{Entries: in.Entries, Start: start, Complete: in.Complete}, cfg)
+		if !w.Overflow {
+			summary, truncated := summaryFor(in, w)
+			if after := Padded(EstimateText(summary)) + w.Tokens; after < p.TokensBefore {
+				p.Window, p.Summary, p.Truncated, p.TokensAfter = w, summary, truncated, after
+				return true
+			}
+		}
+	}
+	p.Outcome = OutcomeNoReduction
+	p.Reason = fmt.Sprintf("the compacted context would hold about %d tokens, no fewer than the %d it holds now: the notes do not cover enough of it yet", p.TokensAfter, p.TokensBefore)
+	return false
+}
+
+// summaryFor is the summary message of a session-memory compaction keeping
+// w, and whether note sections were cut.
+func summaryFor(in CompactInput, w Window) (string, bool) {
+	notes, truncated := TruncateForCompact(in.Notes, in.SectionMaxChars)
+	quoted := make([]*events.Message, 0, len(w.Quoted))
+	for _, i := range w.Quoted {
+		quoted = append(quoted, in.Entries[i].Message)
+	}
+	return SummaryText(notes, truncated, in.NotesRef, in.TranscriptRef, quoted), truncated
+}
+
 // SummaryText is the summary message a session-memory compaction puts in
 // front of the kept messages: a preface, the (possibly truncated) notes, and
-// notes about truncation and where the full record is. When request is not
-// nil (it could not be kept), it is quoted verbatim at the end.
-func SummaryText(notes string, truncated bool, notesRef, transcriptRef string, request *events.Message) string {
+// notes about truncation and where the full record is. The user messages in
+// quoted (the latest request, and a later correction, when they could not be
+// kept) follow verbatim in a marked block (QuoteBlock).
+func SummaryText(notes string, truncated bool, notesRef, transcriptRef string, quoted []*events.Message) string {
 	var b strings.Builder
 	b.WriteString("Recall compacted this conversation to free context. The session notes below were kept current in the background while the conversation ran; they cover everything before the messages that follow this one, and those messages are kept exactly as they were. Continue the work from where it stands without repeating finished steps.\n\n")
 	b.WriteString(strings.TrimRight(notes, "\n"))
@@ -192,18 +243,13 @@ func SummaryText(notes string, truncated bool, notesRef, transcriptRef string, r
 	if transcriptRef != "" {
 		b.WriteString("\nIf a detail from before this point is needed and is not in the notes, the full transcript is available from Recall as " + transcriptRef + ".\n")
 	}
-	if request != nil {
-		b.WriteString("\nThe user's latest request, verbatim:\n\n")
-		b.WriteString(RequestText(request))
-		b.WriteString("\n")
-	}
+	b.WriteString(QuoteBlock(quoted))
 	return b.String()
 }
 
 // FullCompactText is the summary message of an LLM full compaction: the
-// model's summary, and the latest user request verbatim when it is not
-// among the kept messages (request nil otherwise).
-func FullCompactText(summary, transcriptRef string, request *events.Message) string {
+// model's summary, and the user messages in quoted verbatim (QuoteBlock).
+func FullCompactText(summary, transcriptRef string, quoted []*events.Message) string {
 	var b strings.Builder
 	b.WriteString("Recall compacted this conversation to free context. The summary below was written from the conversation so far; the messages that follow it, if any, are kept exactly as they were.\n\n")
 	b.WriteString(strings.TrimSpace(summary))
@@ -211,11 +257,39 @@ func FullCompactText(summary, transcriptRef string, request *events.Message) str
 	if transcriptRef != "" {
 		b.WriteString("\nIf a detail from before this point is needed and is not in the summary, the full transcript is available from Recall as " + transcriptRef + ".\n")
 	}
-	if request != nil {
-		b.WriteString("\nThe user's latest request, verbatim:\n\n")
-		b.WriteString(RequestText(request))
+	b.WriteString(QuoteBlock(quoted))
+	return b.String()
+}
+
+// Markers of the block that quotes user messages verbatim in a summary.
+const (
+	QuoteBegin = "<recall:user-messages verbatim>"
+	QuoteEnd   = "</recall:user-messages>"
+)
+
+// QuoteBlock renders quoted user messages (oldest first; the first is the
+// latest request) verbatim between QuoteBegin and QuoteEnd, each under a
+// line saying what it is; "" when quoted is empty.
+func QuoteBlock(quoted []*events.Message) string {
+	if len(quoted) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\nThe user's latest request is not among the kept messages, so it is quoted here exactly as written; it still applies")
+	if len(quoted) > 1 {
+		b.WriteString(", as does the later message that follows it")
+	}
+	b.WriteString(".\n\n" + QuoteBegin + "\n")
+	for i, m := range quoted {
+		if i == 0 {
+			b.WriteString("[latest request]\n")
+		} else {
+			b.WriteString("\n[later message from the user]\n")
+		}
+		b.WriteString(RequestText(m))
 		b.WriteString("\n")
 	}
+	b.WriteString(QuoteEnd + "\n")
 	return b.String()
 }
 
@@ -239,9 +313,16 @@ func RequestText(m *events.Message) string {
 // main-thread message after the floor. Records missing from entries (a
 // partial read) are not counted.
 func ContextEstimate(entries []WindowEntry, floor int) int64 {
+	n, _ := contextEstimate(entries, floor)
+	return n
+}
+
+// contextEstimate is ContextEstimate; anchored reports that it rests on a
+// real usage or a boundary, so records before entries do not change it.
+func contextEstimate(entries []WindowEntry, floor int) (int64, bool) {
 	last := -1
 	for i := len(entries) - 1; i > floor; i-- {
-		if m := entries[i].Message; entries[i].main() && m.Role == events.RoleAssistant && m.Usage != nil {
+		if m := entries[i].Message; entries[i].main() && RealUsage(m) {
 			last = i
 			break
 		}
@@ -255,18 +336,16 @@ func ContextEstimate(entries []WindowEntry, floor int) int64 {
 				}
 			}
 		}
-		var usage int64
-		if u := entries[first].Message.Usage; u != nil {
-			usage = u.Total()
-		} else {
-			usage = entries[last].Message.Usage.Total()
+		usage := entries[last].Message.Usage.Total()
+		if m := entries[first].Message; RealUsage(m) {
+			usage = m.Usage.Total()
 		}
 		for i := first + 1; i < len(entries); i++ {
 			if entries[i].main() {
 				usage += EstimateMessage(entries[i].Message)
 			}
 		}
-		return usage
+		return usage, true
 	}
 	var n int64
 	if floor >= 0 {
@@ -277,5 +356,5 @@ func ContextEstimate(entries []WindowEntry, floor int) int64 {
 			n += EstimateMessage(entries[i].Message)
 		}
 	}
-	return n
+	return n, floor >= 0
 }

@@ -105,9 +105,10 @@ asst id=m4 text=1500
 	if want := int64(30000 + 500 + 800 + 4000 + 3000 + 2000 + 1500); p.TokensBefore != want {
 		t.Errorf("tokens before %d, want %d", p.TokensBefore, want)
 	}
-	// After: the summary message counts, not only the kept messages.
+	// After: the summary message counts, not only the kept messages, and
+	// both are padded by 4/3 as the reference's estimateMessageTokens pads.
 	// Four text messages after m2 are too few: m2 (800) is kept too.
-	if want := memory.EstimateText(p.Summary) + 11300; p.TokensAfter != want || p.Window.Tokens != 11300 {
+	if want := memory.Padded(memory.EstimateText(p.Summary)) + memory.Padded(11300); p.TokensAfter != want || p.Window.Tokens != 15067 {
 		t.Errorf("tokens after %d, want %d", p.TokensAfter, want)
 	}
 	if p.Threshold != 167000 {
@@ -159,7 +160,7 @@ func TestSummaryText(t *testing.T) {
 	if !strings.Contains(p.Summary, "session s") {
 		t.Error("summary lacks the transcript hint")
 	}
-	if strings.Contains(p.Summary, "verbatim:") {
+	if strings.Contains(p.Summary, memory.QuoteBegin) {
 		t.Error("the kept request was quoted too")
 	}
 
@@ -172,7 +173,7 @@ asst id=m1 text=300
 `)
 	s.entries[0].Message.Content[0].Text = "Please keep the retry limit at 3, not 5."
 	p = memory.PlanCompaction(memory.CompactInput{HasMemory: true, Notes: filledNotes(), LastSummarizedID: "u1", SummarizedIndex: 0, Entries: s.entries, Complete: true})
-	if !p.Window.RequestOutside || !strings.Contains(p.Summary, "verbatim:\n\nPlease keep the retry limit at 3, not 5.\n") {
+	if !p.Window.RequestOutside || !strings.Contains(p.Summary, memory.QuoteBegin+"\n[latest request]\nPlease keep the retry limit at 3, not 5.\n"+memory.QuoteEnd) {
 		t.Errorf("request outside the window not quoted:\n%s", p.Summary)
 	}
 }

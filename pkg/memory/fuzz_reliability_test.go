@@ -61,9 +61,11 @@ func isMain(e *memory.WindowEntry) bool { return e.Message != nil && e.Message.I
 // FuzzSelectWindow checks compaction window selection on arbitrary
 // transcripts, starts and bounds: deterministic; the kept records are every
 // main-thread message of a suffix; no kept tool_result lacks its tool_use;
-// streamed responses are kept whole; the latest user request after the last
-// boundary is kept (or reported outside, only when orphaned tool results
-// in a complete transcript forced records out); a complete transcript never asks for earlier records.
+// streamed responses are kept whole; the kept tokens never exceed the
+// maximum unless the window overflows, and overflow only when the
+// unsummarized messages alone do not fit; the latest user request is kept or
+// quoted; every message after the summarized point is kept unless dropped
+// for an orphan; a complete transcript never asks for earlier records.
 func FuzzSelectWindow(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 1, 0, 2, 3, 8}, 4, true, uint16(100), uint8(2), uint16(5000))
 	f.Add([]byte{0, 2, 11, 3, 12, 5, 0, 3, 1, 4, 7}, 3, false, uint16(0), uint8(0), uint16(0))
@@ -104,8 +106,22 @@ func FuzzSelectWindow(f *testing.F) {
 		if !reflect.DeepEqual(w.Kept, want) && !(len(w.Kept) == 0 && len(want) == 0) {
 			t.Fatalf("kept %v, want every main message from %d: %v", w.Kept, w.Start, want)
 		}
-		if w.Tokens != tokens {
-			t.Fatalf("tokens %d, kept messages estimate %d", w.Tokens, tokens)
+		if w.Tokens != memory.Padded(tokens) {
+			t.Fatalf("tokens %d, kept messages estimate %d padded %d", w.Tokens, tokens, memory.Padded(tokens))
+		}
+		if maxTokens := cfg.WithDefaults().MaxTokens; w.Tokens > maxTokens && !w.Overflow {
+			t.Fatalf("kept %d tokens, over the maximum %d, without overflow", w.Tokens, maxTokens)
+		}
+		if w.Overflow {
+			var tail int64
+			for i := start; i < n; i++ {
+				if isMain(&es[i]) {
+					tail += memory.EstimateMessage(es[i].Message)
+				}
+			}
+			if memory.Padded(tail) <= cfg.WithDefaults().MaxTokens && w.Dropped == 0 {
+				t.Fatalf("overflow although the unsummarized messages hold %d tokens (padded %d), within %d", tail, memory.Padded(tail), cfg.WithDefaults().MaxTokens)
+			}
 		}
 
 		floor := -1
@@ -165,7 +181,7 @@ func FuzzSelectWindow(f *testing.F) {
 
 		// The latest user request.
 		latest := -1
-		for i := n - 1; i > floor; i-- {
+		for i := n - 1; i >= 0; i-- {
 			if isMain(&es[i]) && memory.IsUserRequest(es[i].Message) {
 				latest = i
 				break
@@ -177,13 +193,13 @@ func FuzzSelectWindow(f *testing.F) {
 		if latest >= 0 && !kept[latest] && !w.RequestOutside {
 			t.Fatalf("latest user request %d dropped silently (start %d)", latest, w.Start)
 		}
-		if w.RequestOutside && (!complete || latest < 0 || kept[latest]) {
-			t.Fatalf("request %d reported outside (kept %v, complete %v)", latest, latest >= 0 && kept[latest], complete)
+		if w.RequestOutside != (latest >= 0 && !kept[latest]) || (w.RequestOutside && (len(w.Quoted) == 0 || w.Quoted[0] != latest)) {
+			t.Fatalf("request %d: outside %v, quoted %v, kept %v", latest, w.RequestOutside, w.Quoted, latest >= 0 && kept[latest])
 		}
 
 		// Everything after the summarized point is kept unless dropped.
-		if lim := max(start, floor+1); w.Dropped == 0 && w.Start > lim {
-			t.Fatalf("window starts at %d, after the first unsummarized record %d, with nothing dropped", w.Start, lim)
+		if w.Dropped == 0 && w.Start > start {
+			t.Fatalf("window starts at %d, after the first unsummarized record %d, with nothing dropped", w.Start, start)
 		}
 		if complete && w.NeedEarlier {
 			t.Fatal("a complete transcript asks for earlier records")

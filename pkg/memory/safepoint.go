@@ -12,6 +12,11 @@ import "github.com/recallhq/recall/pkg/events"
 //   - the next main-thread message does not continue the same streamed
 //     response (same non-empty MessageID), so a response is never split.
 //
+// A tool_use left unanswered when a later response begins (the platform
+// crashed or moved on; the API never accepts a new response while a call
+// waits) is orphaned: it no longer holds the point back, so one crash does
+// not pin lastSummarizedId for the rest of the session.
+//
 // Compaction keeps the messages after the safe point verbatim, so a tool_use
 // is never separated from its result. msgs is in transcript order;
 // subagent messages are ignored (they are neither safe points nor counted).
@@ -26,6 +31,10 @@ func SafePoint(msgs []events.Message) int {
 			continue
 		}
 		continues := prev >= 0 && m.MessageID != "" && msgs[prev].MessageID == m.MessageID
+		if m.Role == events.RoleAssistant && !continues && len(open) > 0 {
+			clear(open) // a new response: calls still open are orphaned
+			closedAtPrev = true
+		}
 		if prev >= 0 && !continues && closedAtPrev {
 			safe = prev
 		}

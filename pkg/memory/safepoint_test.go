@@ -55,6 +55,21 @@ func TestSafePoint(t *testing.T) {
 		}, 4},
 		{"subagent messages ignored", []events.Message{user("hi"), assistant("m1", text("ok")), sub}, 1},
 		{"orphan result does not open anything", []events.Message{toolResult("zzz"), user("hi")}, 1},
+		// A crash left t1 unanswered; the platform went on. Once a later
+		// response begins, t1 no longer pins the point.
+		{"crash-orphaned tool_use passed by a later turn", []events.Message{
+			user("hi"), assistant("m1", toolUse("t1")), user("are you there?"), assistant("m2", text("yes")),
+		}, 3},
+		{"crash-orphaned tool_use, many turns later", []events.Message{
+			user("hi"), assistant("m1", toolUse("t1")), user("again"), assistant("m2", toolUse("t2")), toolResult("t2"),
+			assistant("m3", text("done")), user("next"),
+		}, 6},
+		{"orphaned parallel call passed by the next response", []events.Message{
+			user("hi"), assistant("m1", toolUse("a"), toolUse("b")), toolResult("a"), assistant("m2", text("went on")),
+		}, 3},
+		{"an open call of the current response still holds the point", []events.Message{
+			user("hi"), assistant("m1", toolUse("t1")), user("again"), assistant("m2", toolUse("t2")),
+		}, 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -119,7 +119,7 @@ func MessageRecord(seq uint64, t int64, m *events.Message) TriggerRecord {
 		ToolUses:   m.Content.ToolUses(),
 		Estimate:   EstimateMessage(m),
 	}
-	if m.Usage != nil {
+	if RealUsage(m) {
 		r.HasUsage, r.UsageTotal = true, m.Usage.Total()
 	}
 	return r

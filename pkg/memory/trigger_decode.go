@@ -257,7 +257,7 @@ var messageKeys = []string{"uuid", "role", "content", "message_id", "stop_reason
 
 func (s *jscan) message() (r TriggerRecord, ok bool) {
 	var seen uint32
-	source := ""
+	source, synthetic := "", false
 	s.object(func(key []byte) {
 		k := s.match(key, messageKeys)
 		if k >= 0 {
@@ -268,13 +268,15 @@ func (s *jscan) message() (r TriggerRecord, ok bool) {
 			seen |= 1 << k
 		}
 		switch k {
-		case 0, 1, 3, 6: // uuid, role, message_id, query_source
+		case 0, 1, 3, 6, 8: // uuid, role, message_id, query_source, model
 			raw, esc := s.strOrNull()
 			if esc {
 				s.bad = true
 				return
 			}
 			switch k {
+			case 8:
+				synthetic = string(raw) == SyntheticModel
 			case 0:
 				r.UUID = string(raw)
 			case 1:
@@ -305,6 +307,9 @@ func (s *jscan) message() (r TriggerRecord, ok bool) {
 		return TriggerRecord{}, false
 	}
 	r.Main = source == "" || source == events.QueryMain
+	if !r.Assistant || r.UsageTotal <= 0 || synthetic {
+		r.HasUsage, r.UsageTotal = false, 0 // not real usage (RealUsage)
+	}
 	return r, true
 }
 

@@ -82,46 +82,61 @@ type Window struct {
 	// in order.
 	Kept []int
 	// Floor is the index of the last compaction boundary, -1 when Entries
-	// hold none. Growth never passes it; only a tool_use or a streamed
-	// sibling a kept record needs may lie before it (the platform's context
-	// necessarily still held them).
+	// hold none. Optional growth never passes it; records after the last
+	// summarized one are kept even when they lie before it (the previous
+	// compaction kept them), and so may a tool_use or a streamed sibling a
+	// kept record needs.
 	Floor int
 	// LatestRequest is the index of the newest main-thread user request (a
-	// user message with text and no tool_result) after the floor; -1 when
-	// there is none.
+	// user message with text and no tool_result); -1 when Entries hold none.
 	LatestRequest int
-	// RequestOutside reports that LatestRequest could not be kept (only when
-	// records before it had to be dropped, see Dropped); callers must then
-	// carry the request verbatim elsewhere.
+	// Quoted lists, oldest first, the user messages the summary must carry
+	// verbatim because they lie before Start: the latest request and, when
+	// one follows it, the latest user message with text after it (a
+	// correction made while tools ran). Empty when the request is kept.
+	Quoted []int
+	// RequestOutside reports that LatestRequest is not kept (it is quoted).
 	RequestOutside bool
 	// Dropped counts main-thread messages after the last summarized record
 	// that were left out because a tool_result in them (or after them)
 	// answers a tool_use that is not in the transcript at all.
 	Dropped int
-	// Tokens estimates the kept messages (EstimateMessage); TextMessages
-	// counts the kept messages with a non-empty text block.
+	// Tokens is the padded estimate (Padded of EstimateMessage summed) of
+	// the kept messages; it never exceeds the maximum unless Overflow.
+	// TextMessages counts the kept messages with a non-empty text block.
 	Tokens       int64
 	TextMessages int
+	// Overflow reports that the messages after the last summarized record
+	// alone, kept whole with the records they need, exceed the maximum: the
+	// window cannot both keep every record the notes do not cover and stay
+	// bounded. Start is then the summarized start and the caller must not
+	// serve the window (OutcomeNotesBehind).
+	Overflow bool
 	// NeedEarlier reports that the answer may change with earlier records:
 	// growth reached Entries[0] without meeting its stop condition or a
-	// floor, a tool_use a kept tool_result answers was not found, or the
-	// kept suffix starts at Entries[0]. Never set when Complete.
+	// floor, a tool_use a kept tool_result answers was not found, no user
+	// request was found, or the kept suffix starts at Entries[0]. Never set
+	// when Complete.
 	NeedEarlier bool
 }
 
 // SelectWindow chooses the messages a compaction keeps verbatim, by the
 // reference's rules with Recall's fixes:
 //
-//  1. Keep every main-thread message from in.Start on (not before the floor,
-//     the last compaction boundary).
-//  2. While the kept messages hold fewer than cfg.MaxTokens and not both
-//     cfg.MinTokens and cfg.MinTextMessages text messages, grow backwards
-//     one message at a time, never past the floor.
-//  3. Always keep the latest user request: grow back to it if needed.
-//  4. Never separate a tool_use from its tool_result: when a kept
+//  1. Keep every main-thread message from in.Start on: the notes do not
+//     cover them. This holds before the floor too (the last compaction
+//     boundary): a previous compaction kept those records.
+//  2. While the kept messages hold (padded, see Padded) fewer than
+//     cfg.MaxTokens and not both cfg.MinTokens and cfg.MinTextMessages text
+//     messages, grow backwards one message at a time, never past the floor
+//     and never past cfg.MaxTokens.
+//  3. Never separate a tool_use from its tool_result: when a kept
 //     tool_result answers an earlier tool_use, grow back to include it; and
 //     keep every record of a streamed response (records sharing a
-//     message_id) together. Repeat until nothing changes.
+//     message_id) together. When that would pass cfg.MaxTokens, start later
+//     instead (never after in.Start).
+//  4. The latest user request is not a reason to grow: when it lies before
+//     the window it is listed in Quoted, for the summary to carry verbatim.
 //  5. A tool_result whose tool_use is nowhere in a complete transcript
 //     cannot be kept: the suffix then starts after it (Dropped).
 //
@@ -138,18 +153,66 @@ func SelectWindow(in WindowInput, cfg WindowConfig) Window {
 			break
 		}
 	}
-	for i := n - 1; i > w.Floor; i-- {
-		if es[i].main() && IsUserRequest(es[i].Message) {
-			w.LatestRequest = i
-			break
+	w.LatestRequest = latestRequest(es)
+	if w.LatestRequest < 0 && !in.Complete {
+		w.NeedEarlier = true // the request is somewhere before Entries[0]
+	}
+	mandatory := min(max(in.Start, 0), n)
+	start, needEarlier := grow(es, mandatory, w.Floor, cfg)
+	w.NeedEarlier = w.NeedEarlier || (needEarlier && !in.Complete)
+
+	start, missing := closeInvariants(es, start)
+	if missing && !in.Complete {
+		w.NeedEarlier = true
+	}
+	if missing && in.Complete {
+		start = dropOrphans(es, start)
+		mandatory = max(mandatory, start)
+		for i := min(in.Start, n); i < start; i++ {
+			if es[i].main() {
+				w.Dropped++
+			}
 		}
 	}
-	start := min(max(in.Start, w.Floor+1), n)
-	summarizedStart := start
+	if Padded(suffixEstimate(es, start)) > cfg.MaxTokens {
+		start, w.Overflow = shrink(es, start, mandatory, cfg.MaxTokens)
+	}
+	if start == 0 && n > 0 && !in.Complete {
+		w.NeedEarlier = true
+	}
+	w.Start = start
+	var raw int64
+	for i := start; i < n; i++ {
+		if es[i].main() {
+			w.Kept = append(w.Kept, i)
+			raw += EstimateMessage(es[i].Message)
+			if messageHasText(es[i].Message) {
+				w.TextMessages++
+			}
+		}
+	}
+	w.Tokens = Padded(raw)
+	w.Quoted, w.RequestOutside = quoted(es, w.LatestRequest, start)
+	return w
+}
 
+// latestRequest returns the index of the newest main-thread user request in
+// es, -1 when there is none.
+func latestRequest(es []WindowEntry) int {
+	for i := len(es) - 1; i >= 0; i-- {
+		if es[i].main() && IsUserRequest(es[i].Message) {
+			return i
+		}
+	}
+	return -1
+}
+
+// grow returns where the kept suffix starts after growing backwards from
+// start (rule 2), and whether growth reached Entries[0] wanting more.
+func grow(es []WindowEntry, start, floor int, cfg WindowConfig) (int, bool) {
 	var tokens int64
 	var texts int
-	for i := start; i < n; i++ {
+	for i := start; i < len(es); i++ {
 		if es[i].main() {
 			tokens += EstimateMessage(es[i].Message)
 			if messageHasText(es[i].Message) {
@@ -158,70 +221,82 @@ func SelectWindow(in WindowInput, cfg WindowConfig) Window {
 		}
 	}
 	enough := func() bool {
-		return tokens >= cfg.MaxTokens || (tokens >= cfg.MinTokens && texts >= cfg.MinTextMessages)
+		p := Padded(tokens)
+		return p >= cfg.MaxTokens || (p >= cfg.MinTokens && texts >= cfg.MinTextMessages)
 	}
-	if !enough() {
-		for i := start - 1; i > w.Floor; i-- {
+	for i := start - 1; i > floor && !enough(); i-- {
+		if !es[i].main() {
 			start = i
-			if !es[i].main() {
-				continue
-			}
-			tokens += EstimateMessage(es[i].Message)
-			if messageHasText(es[i].Message) {
-				texts++
-			}
-			if enough() {
-				break
-			}
+			continue
 		}
-		if !enough() && w.Floor < 0 && !in.Complete {
-			w.NeedEarlier = true
+		est := EstimateMessage(es[i].Message)
+		if Padded(tokens+est) > cfg.MaxTokens {
+			return start, false // the next message does not fit: the window is full
+		}
+		start, tokens = i, tokens+est
+		if messageHasText(es[i].Message) {
+			texts++
 		}
 	}
-	if w.LatestRequest >= 0 && w.LatestRequest < start {
-		start = w.LatestRequest
-	}
-	if w.LatestRequest < 0 && w.Floor < 0 && !in.Complete {
-		// The request is somewhere before Entries[0].
-		w.NeedEarlier = true
-	}
+	return start, start == 0 && floor < 0 && !enough()
+}
 
-	start, missing := closeInvariants(es, start)
-	if missing && !in.Complete {
-		w.NeedEarlier = true
-	}
-	if missing && in.Complete {
-		// Drop from the front up to the last message holding an orphaned
-		// tool_result, re-close, and repeat; the cut only moves forward.
-		prevCut := -1
-		for missing {
-			cut := max(lastOrphan(es, start), prevCut+1)
-			prevCut = cut
-			start, missing = closeInvariants(es, cut+1)
+// shrink moves start forward, never past mandatory, to the first start
+// whose closed suffix fits max (rule 3). When even the suffix from mandatory
+// does not fit, it returns mandatory's closure and overflow.
+func shrink(es []WindowEntry, start, mandatory int, max int64) (int, bool) {
+	for s := start + 1; s <= mandatory; s++ {
+		if s < len(es) && !es[s].main() {
+			continue
 		}
-		for i := summarizedStart; i < start; i++ {
-			if es[i].main() {
-				w.Dropped++
-			}
-		}
-		if w.LatestRequest >= 0 && w.LatestRequest < start {
-			w.RequestOutside = true
+		c, missing := closeInvariants(es, s)
+		if !missing && Padded(suffixEstimate(es, c)) <= max {
+			return c, false
 		}
 	}
-	if start == 0 && n > 0 && !in.Complete {
-		w.NeedEarlier = true
-	}
-	w.Start = start
-	for i := start; i < n; i++ {
+	c, _ := closeInvariants(es, mandatory)
+	return c, true
+}
+
+// suffixEstimate sums EstimateMessage over the main-thread messages from
+// start on.
+func suffixEstimate(es []WindowEntry, start int) int64 {
+	var n int64
+	for i := start; i < len(es); i++ {
 		if es[i].main() {
-			w.Kept = append(w.Kept, i)
-			w.Tokens += EstimateMessage(es[i].Message)
-			if messageHasText(es[i].Message) {
-				w.TextMessages++
-			}
+			n += EstimateMessage(es[i].Message)
 		}
 	}
-	return w
+	return n
+}
+
+// dropOrphans moves start forward past every message holding a tool_result
+// whose tool_use is nowhere in es, re-closing each time (the cut only moves
+// forward), and returns the new start.
+func dropOrphans(es []WindowEntry, start int) int {
+	prevCut := -1
+	for missing := true; missing; {
+		cut := max(lastOrphan(es, start), prevCut+1)
+		prevCut = cut
+		start, missing = closeInvariants(es, cut+1)
+	}
+	return start
+}
+
+// quoted returns the user messages before start that the summary must
+// quote (see Window.Quoted) and whether the latest request is among them.
+func quoted(es []WindowEntry, request, start int) ([]int, bool) {
+	if request < 0 || request >= start {
+		return nil, false
+	}
+	q := []int{request}
+	for i := start - 1; i > request; i-- {
+		if m := es[i].Message; es[i].main() && m.Role == events.RoleUser && messageHasText(m) {
+			q = append(q, i)
+			break
+		}
+	}
+	return q, true
 }
 
 // closeInvariants moves start back until every tool_result in the kept

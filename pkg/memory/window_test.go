@@ -185,8 +185,8 @@ func (s winScript) render(w memory.Window) string {
 		}
 		fmt.Fprintf(&b, "%s%3d  %-50s %s\n", mark, i, line, strings.Join(tags, ","))
 	}
-	fmt.Fprintf(&b, "start=%d kept=%d tokens=%d text_messages=%d need_earlier=%v dropped=%d request_outside=%v\n",
-		w.Start, len(w.Kept), w.Tokens, w.TextMessages, w.NeedEarlier, w.Dropped, w.RequestOutside)
+	fmt.Fprintf(&b, "start=%d kept=%d tokens=%d text_messages=%d need_earlier=%v dropped=%d request_outside=%v quoted=%v overflow=%v\n",
+		w.Start, len(w.Kept), w.Tokens, w.TextMessages, w.NeedEarlier, w.Dropped, w.RequestOutside, w.Quoted, w.Overflow)
 	return b.String()
 }
 
@@ -204,7 +204,7 @@ func TestSelectWindowGolden(t *testing.T) {
 			}
 			s := parseWinScript(t, string(src))
 			w := memory.SelectWindow(memory.WindowInput{Entries: s.entries, Start: s.start(), Complete: !s.partial}, s.cfg)
-			checkWindowInvariants(t, s.entries, s.start(), w, !s.partial)
+			checkWindowInvariants(t, s.entries, s.start(), w, !s.partial, s.cfg)
 			got := s.render(w)
 			golden := strings.TrimSuffix(file, ".txt") + ".golden"
 			if *updateGolden {
@@ -225,7 +225,7 @@ func TestSelectWindowGolden(t *testing.T) {
 }
 
 // checkWindowInvariants asserts the properties every selection must have.
-func checkWindowInvariants(t *testing.T, es []memory.WindowEntry, start int, w memory.Window, complete bool) {
+func checkWindowInvariants(t *testing.T, es []memory.WindowEntry, start int, w memory.Window, complete bool, cfg memory.WindowConfig) {
 	t.Helper()
 	isMain := func(i int) bool { return es[i].Message != nil && es[i].Message.IsMain() }
 	// Kept is exactly the main-thread messages from w.Start on: a suffix.
@@ -267,12 +267,16 @@ func checkWindowInvariants(t *testing.T, es []memory.WindowEntry, start int, w m
 			}
 		}
 	}
-	// The latest user request after the floor is kept, unless it had to be
-	// quoted instead.
-	if w.LatestRequest >= 0 && !kept[w.LatestRequest] && !w.RequestOutside {
-		t.Fatalf("latest user request %d is not kept", w.LatestRequest)
+	// The latest user request is kept, or quoted instead.
+	if w.LatestRequest >= 0 && !kept[w.LatestRequest] && (!w.RequestOutside || w.Quoted[0] != w.LatestRequest) {
+		t.Fatalf("latest user request %d is neither kept nor quoted", w.LatestRequest)
 	}
-	for i := len(es) - 1; i > w.Floor; i-- {
+	// The kept messages fit the maximum, unless the unsummarized ones alone
+	// do not.
+	if w.Tokens > cfg.WithDefaults().MaxTokens && !w.Overflow {
+		t.Fatalf("kept %d tokens, over the maximum", w.Tokens)
+	}
+	for i := len(es) - 1; i >= 0; i-- {
 		if isMain(i) && memory.IsUserRequest(es[i].Message) {
 			if i != w.LatestRequest {
 				t.Fatalf("latest request is %d, selection says %d", i, w.LatestRequest)
@@ -280,10 +284,10 @@ func checkWindowInvariants(t *testing.T, es []memory.WindowEntry, start int, w m
 			break
 		}
 	}
-	// Everything after the last summarized record (and the floor) is kept,
-	// unless dropped for an orphaned tool_result.
+	// Everything after the last summarized record is kept, even before the
+	// floor, unless dropped for an orphaned tool_result.
 	if w.Dropped == 0 {
-		for i := max(start, w.Floor+1); i < len(es); i++ {
+		for i := start; i < len(es); i++ {
 			if isMain(i) && !kept[i] {
 				t.Fatalf("record %d after the summarized point is not kept", i)
 			}
@@ -369,13 +373,10 @@ func TestSelectWindowProperties(t *testing.T) {
 		if full.NeedEarlier {
 			t.Fatalf("iteration %d: NeedEarlier on a complete transcript", iter)
 		}
-		if full.Dropped != 0 || full.RequestOutside {
+		if full.Dropped != 0 {
 			t.Fatalf("iteration %d: dropped records of a transcript without orphans", iter)
 		}
-		if full.Start <= full.Floor {
-			t.Fatalf("iteration %d: start %d at or before the floor %d with boundaries at turn edges", iter, full.Start, full.Floor)
-		}
-		checkWindowInvariants(t, es, start, full, true)
+		checkWindowInvariants(t, es, start, full, true, cfg)
 
 		// Incremental: begin with a suffix holding the summarized record and
 		// prepend earlier records while the selection asks for them.

@@ -261,18 +261,18 @@ func TestServedFromSessionMemory(t *testing.T) {
 	}
 	got := keptUUIDs(t, r)
 	// After the summarized point: turns 4, 5 (~3,535 tokens each) and the
-	// last one (~635): 7,705 tokens, under 10,000. Growth adds the answer
-	// of turn 3 and its tool_result (11,010 tokens) and stops; the
-	// tool_result pulls in its tool_use (index 13).
-	if want := uuids[13:]; fmt.Sprint(got) != fmt.Sprint(want) {
+	// last one (~635): 7,705 tokens, padded by 4/3 as the reference pads
+	// its estimate: 10,274, with 6 text messages. That meets the keep
+	// window's minimum (10,000 tokens and 5 text messages): no growth.
+	if want := uuids[16:]; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("kept %v\nwant %v", got, want)
 	}
-	if r.KeptCount != len(got) || r.FirstKeptSeq != seqs[13] || r.LastSeq != seqs[len(seqs)-1] {
+	if r.KeptCount != len(got) || r.FirstKeptSeq != seqs[16] || r.LastSeq != seqs[len(seqs)-1] {
 		t.Errorf("kept_count %d first %d last %d", r.KeptCount, r.FirstKeptSeq, r.LastSeq)
 	}
 	for i, ev := range r.Kept {
-		if s, _ := ev.Extensions()[events.ExtSeq].(string); s != fmt.Sprint(seqs[13+i]) {
-			t.Errorf("kept %d: %s = %q, want %d", i, events.ExtSeq, s, seqs[13+i])
+		if s, _ := ev.Extensions()[events.ExtSeq].(string); s != fmt.Sprint(seqs[16+i]) {
+			t.Errorf("kept %d: %s = %q, want %d", i, events.ExtSeq, s, seqs[16+i])
 		}
 	}
 	if r.Summary == nil || !r.Summary.IsCompactSummary || r.Summary.Role != events.RoleUser || !strings.Contains(r.Summary.Content[0].Text, "Adding rate limiting.") {
@@ -280,7 +280,7 @@ func TestServedFromSessionMemory(t *testing.T) {
 	}
 	b := r.Boundary
 	if b == nil || b.Type != "system" || b.Subtype != "compact_boundary" || b.Trigger != "manual" || b.PreTokens != r.TokensBefore || b.PreservedSegment == nil ||
-		b.PreservedSegment.HeadUUID != uuids[13] || b.PreservedSegment.TailUUID != uuids[len(uuids)-1] || b.PreservedSegment.AnchorUUID != r.Summary.UUID {
+		b.PreservedSegment.HeadUUID != uuids[16] || b.PreservedSegment.TailUUID != uuids[len(uuids)-1] || b.PreservedSegment.AnchorUUID != r.Summary.UUID {
 		t.Fatalf("boundary %+v %+v", b, b.PreservedSegment)
 	}
 	if r.LastSummarizedID != uuids[15] || r.LastSummarizedSeq != seqs[15] || r.MemoryRevision != rev || r.Threshold != 167000 {
@@ -364,8 +364,13 @@ func TestOutcomes(t *testing.T) {
 		{"summarized id not found", &events.MemoryRecord{Notes: notes("n"), LastSummarizedID: "gone", LastSummarizedSeq: seqs[5]}, events.CompactRequest{}, memory.OutcomeSummarizedIDNotFound},
 		{"summarized id without seq found by search", &events.MemoryRecord{Notes: notes("n"), LastSummarizedID: uuids[11]}, events.CompactRequest{}, memory.OutcomeSessionMemory},
 		{"resumed session", &events.MemoryRecord{Notes: notes("n")}, events.CompactRequest{}, memory.OutcomeResumedSession},
-		{"threshold exceeded", &events.MemoryRecord{Notes: notes("n"), LastSummarizedID: uuids[3], LastSummarizedSeq: seqs[3]}, events.CompactRequest{AutoCompactThreshold: 1000}, memory.OutcomeThresholdExceeded},
-		{"threshold from a small window", &events.MemoryRecord{Notes: notes("n"), LastSummarizedID: uuids[3], LastSummarizedSeq: seqs[3]}, events.CompactRequest{ContextWindow: 16000, MaxOutputTokens: 2000}, memory.OutcomeThresholdExceeded},
+		{"threshold exceeded", &events.MemoryRecord{Notes: notes("n"), LastSummarizedID: uuids[11], LastSummarizedSeq: seqs[11]}, events.CompactRequest{AutoCompactThreshold: 1000}, memory.OutcomeThresholdExceeded},
+		{"threshold from a small window", &events.MemoryRecord{Notes: notes("n"), LastSummarizedID: uuids[11], LastSummarizedSeq: seqs[11]}, events.CompactRequest{ContextWindow: 16000, MaxOutputTokens: 2000}, memory.OutcomeThresholdExceeded},
+		// The notes cover one turn of four: keeping the other three whole
+		// would not make the context smaller.
+		{"no reduction", &events.MemoryRecord{Notes: notes("n"), LastSummarizedID: uuids[3], LastSummarizedSeq: seqs[3]}, events.CompactRequest{}, memory.OutcomeNoReduction},
+		// The three uncovered turns are more than a 1,000-token window.
+		{"notes behind", &events.MemoryRecord{Notes: notes("n"), LastSummarizedID: uuids[3], LastSummarizedSeq: seqs[3]}, events.CompactRequest{MaxTokens: 1000}, memory.OutcomeNotesBehind},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -445,7 +450,7 @@ func (e *env) putStatus(session string, since time.Time) {
 func TestWaitForRunningExtraction(t *testing.T) {
 	e := startEnv(t, envOptions{})
 	uuids, seqs := e.publish("s1", conversation(4, 500)...)
-	e.putMemory("s1", events.MemoryRecord{Notes: notes("OLD notes"), LastSummarizedID: uuids[3], LastSummarizedSeq: seqs[3]})
+	e.putMemory("s1", events.MemoryRecord{Notes: notes("OLD notes"), LastSummarizedID: uuids[7], LastSummarizedSeq: seqs[7]})
 
 	t.Run("completes during the wait", func(t *testing.T) {
 		e.putStatus("s1", time.Now())
@@ -475,7 +480,7 @@ func TestWaitForRunningExtraction(t *testing.T) {
 	})
 
 	t.Run("timeout returns the old summary", func(t *testing.T) {
-		e.putMemory("s1", events.MemoryRecord{Notes: notes("OLD notes"), LastSummarizedID: uuids[3], LastSummarizedSeq: seqs[3]})
+		e.putMemory("s1", events.MemoryRecord{Notes: notes("OLD notes"), LastSummarizedID: uuids[7], LastSummarizedSeq: seqs[7]})
 		e.putStatus("s1", time.Now())
 		r := e.compact("s1", map[string]int{"wait_timeout_ms": 300})
 		if !strings.Contains(r.Summary.Content[0].Text, "OLD notes") {
@@ -513,10 +518,11 @@ func TestChunkedReply(t *testing.T) {
 	e := startEnv(t, envOptions{server: &server.Options{MaxPayload: 64 << 10}})
 	// Tool results of ~40 KB each: the kept window is several hundred KB.
 	uuids, seqs := e.publish("big", conversation(6, 10000)...)
-	e.putMemory("big", events.MemoryRecord{Notes: notes("big"), LastSummarizedID: uuids[3], LastSummarizedSeq: seqs[3]})
+	e.putMemory("big", events.MemoryRecord{Notes: notes("big"), LastSummarizedID: uuids[11], LastSummarizedSeq: seqs[11]})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	m, err := chunked.Request(ctx, e.nc, events.APISubject(events.VerbCompact, tenant, "big"), nil, nil)
+	// A keep window wide enough for the ~42,000 (padded) unsummarized tokens.
+	m, err := chunked.Request(ctx, e.nc, events.APISubject(events.VerbCompact, tenant, "big"), nil, []byte(`{"max_tokens":60000}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -527,13 +533,13 @@ func TestChunkedReply(t *testing.T) {
 	if err := json.Unmarshal(m.Data, &r); err != nil {
 		t.Fatalf("reassembled reply is not JSON: %v", err)
 	}
-	if r.Outcome != memory.OutcomeSessionMemory || len(r.Kept) != 20 {
+	if r.Outcome != memory.OutcomeSessionMemory || len(r.Kept) != 12 {
 		t.Fatalf("outcome %q, %d kept", r.Outcome, len(r.Kept))
 	}
 	// Every kept record is byte-identical to what is stored.
 	ts, _ := e.js.Stream(ctx, events.StreamTranscript)
 	for i, ev := range r.Kept {
-		raw, err := ts.GetMsg(ctx, seqs[4+i])
+		raw, err := ts.GetMsg(ctx, seqs[12+i])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -584,7 +590,7 @@ func TestFullCompactFallback(t *testing.T) {
 	}
 
 	// Served from memory: no LLM call.
-	e.putMemory("s1", events.MemoryRecord{Notes: notes("n"), LastSummarizedID: uuids[3]})
+	e.putMemory("s1", events.MemoryRecord{Notes: notes("n"), LastSummarizedID: uuids[7]})
 	before := p.calls.Load()
 	if r := e.compact("s1", nil); r.Outcome != memory.OutcomeSessionMemory || p.calls.Load() != before {
 		t.Fatalf("outcome %q, %d LLM calls", r.Outcome, p.calls.Load()-before)
@@ -638,7 +644,7 @@ func TestPanicAnsweredAs500(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "service error 500") {
 		t.Fatalf("err = %v, want a 500 service error", err)
 	}
-	e.putMemory("s1", events.MemoryRecord{Notes: notes("n"), LastSummarizedID: uuids[3]})
+	e.putMemory("s1", events.MemoryRecord{Notes: notes("n"), LastSummarizedID: uuids[7]})
 	if r := e.compact("s1", nil); r.Outcome != memory.OutcomeSessionMemory {
 		t.Fatalf("after the panic: outcome %q", r.Outcome)
 	}

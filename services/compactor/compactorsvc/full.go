@@ -47,51 +47,36 @@ func (c *Compactor) fallback(ctx context.Context, tenant, session string, s sett
 	return full
 }
 
-// fullCompact summarizes the conversation after the last compaction
-// boundary, up to the latest user request, with the LLM; the latest request
-// and what follows it are kept verbatim (quoted in the summary instead when
-// they exceed the keep window's maximum).
+// fullCompact summarizes the platform's current context with the LLM: the
+// session notes (the summary the context already holds), the records the
+// last compaction kept and every record the notes do not cover, and what
+// followed the last boundary, up to the latest user request. The latest
+// request and what follows it are kept verbatim (quoted in the summary
+// instead when they exceed the keep window's maximum).
 func (c *Compactor) fullCompact(ctx context.Context, tenant, session string, s settings, prev *events.CompactReply) (*events.CompactReply, error) {
+	notes, err := c.currentNotes(ctx, tenant, session)
+	if err != nil {
+		return nil, err
+	}
 	h, err := c.readEnd(ctx, tenant, session)
 	if err != nil {
 		return nil, err
 	}
-	// Read back to the last boundary, or as far as allowed.
-	for !h.complete && !hasBoundary(h.recs) {
-		if err := h.earlierRecords(ctx); err != nil {
-			return nil, err
-		}
+	from, err := h.contextStart(ctx, prev.LastSummarizedID)
+	if err != nil {
+		return nil, err
 	}
 	es := h.entries()
-	w := memory.SelectWindow(memory.WindowInput{Entries: es, Start: len(es), Complete: true}, memory.WindowConfig{MinTokens: 1, MinTextMessages: 1, MaxTokens: 1})
-	// The window above keeps the latest request and what follows it (plus
-	// any tool_use or sibling they need).
-	var quoted *events.Message
-	if w.LatestRequest >= 0 && w.Tokens > s.window.MaxTokens {
-		quoted = es[w.LatestRequest].Message
-		w.Kept, w.Start, w.Tokens = nil, len(es), 0
-	}
-	var b strings.Builder
-	for i := w.Floor + 1; i < w.Start; i++ {
-		if m := es[i].Message; m != nil && m.IsMain() {
-			renderMessage(&b, m)
-		}
-	}
-	conv := b.String()
+	w := keepFromRequest(es, s.window.MaxTokens)
+	conv := renderConversation(es[from:w.Start], notes, c.cfg.FullCompactMaxChars)
 	if conv == "" {
 		return nil, fmt.Errorf("nothing to summarize before the latest request")
-	}
-	if cut := len(conv) - c.cfg.FullCompactMaxChars; cut > 0 {
-		for cut < len(conv) && !utf8.RuneStart(conv[cut]) {
-			cut++
-		}
-		conv = "[… earlier part omitted …]\n" + conv[cut:]
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.FullCompactTimeout)
 	defer cancel()
 	resp, err := c.provider.Complete(cctx, llm.Request{
 		System:     fullCompactSystem,
-		Messages:   []events.Message{{Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: "Summarize this conversation transcript:\n\n<transcript>\n" + conv + "</transcript>"}}}},
+		Messages:   []events.Message{{Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: "Summarize this conversation transcript:\n\n" + conv}}}},
 		MaxTokens:  8192,
 		CacheAfter: -1,
 	})
@@ -101,7 +86,17 @@ func (c *Compactor) fullCompact(ctx context.Context, tenant, session string, s s
 	if strings.TrimSpace(resp.Text) == "" {
 		return nil, fmt.Errorf("%s returned no summary text", c.provider.Name())
 	}
+	quoted := make([]*events.Message, 0, len(w.Quoted))
+	for _, i := range w.Quoted {
+		quoted = append(quoted, es[i].Message)
+	}
 	summary := memory.FullCompactText(resp.Text, "transcript "+events.TranscriptSubject(tenant, session), quoted)
+	return c.fullReply(s, prev, h, w, summary), nil
+}
+
+// fullReply builds the served reply of a full compaction.
+func (c *Compactor) fullReply(s settings, prev *events.CompactReply, h *history, w memory.Window, summary string) *events.CompactReply {
+	es := h.entries()
 	reply := &events.CompactReply{
 		Outcome:           memory.OutcomeFullCompact,
 		Served:            true,
@@ -117,7 +112,7 @@ func (c *Compactor) fullCompact(ctx context.Context, tenant, session string, s s
 	if reply.TokensBefore <= 0 {
 		reply.TokensBefore = memory.ContextEstimate(es, w.Floor)
 	}
-	reply.TokensAfter = memory.EstimateText(summary) + w.Tokens
+	reply.TokensAfter = memory.Padded(memory.EstimateText(summary)) + w.Tokens
 	if len(h.recs) > 0 {
 		reply.LastSeq = h.recs[len(h.recs)-1].Seq
 		if w.Floor >= 0 {
@@ -129,7 +124,112 @@ func (c *Compactor) fullCompact(ctx context.Context, tenant, session string, s s
 		kept = append(kept, h.recs[i])
 	}
 	fillServed(reply, s.trigger, uuid.NewString(), summary, kept)
-	return reply, nil
+	return reply
+}
+
+// currentNotes returns the session's notes when they hold more than the
+// empty template ("" otherwise).
+func (c *Compactor) currentNotes(ctx context.Context, tenant, session string) (string, error) {
+	rec, _, err := c.readMemory(ctx, events.MemoryKey(tenant, session))
+	if err != nil || rec == nil {
+		return "", err
+	}
+	if memory.IsEmptyTemplate(rec.Notes, orDefault(c.tenants.Get(tenant).Template)) {
+		return "", nil
+	}
+	return rec.Notes, nil
+}
+
+// contextStart reads back until the history holds the platform's current
+// context and returns the index where the conversation to summarize starts:
+// after the last boundary, or earlier at the head of the segment that
+// boundary preserved, or after the last summarized record (summarized is its
+// uuid; "" when there are no notes) when the notes stop before that. With no
+// boundary, the notes cover everything up to summarized.
+func (h *history) contextStart(ctx context.Context, summarized string) (int, error) {
+	for !h.complete && !hasBoundary(h.recs) {
+		if err := h.earlierRecords(ctx); err != nil {
+			return 0, err
+		}
+	}
+	var head string
+	if floor := h.boundaryIndex(); floor >= 0 {
+		head = h.recs[floor].Compacted.FirstKeptUUID
+	}
+	for _, id := range []string{head, summarized} {
+		for id != "" && h.index(id) < 0 && !h.complete {
+			if err := h.earlierRecords(ctx); err != nil {
+				return 0, err
+			}
+		}
+	}
+	floor := h.boundaryIndex()
+	from := floor + 1
+	if i := h.index(head); head != "" && i >= 0 {
+		from = min(from, i)
+	}
+	if i := h.index(summarized); summarized != "" && i >= 0 {
+		if floor < 0 {
+			return i + 1, nil
+		}
+		from = min(from, i+1)
+	}
+	return from, nil
+}
+
+// boundaryIndex is the index of the last compaction boundary, -1 for none.
+func (h *history) boundaryIndex() int {
+	for i := len(h.recs) - 1; i >= 0; i-- {
+		if h.recs[i].Compacted != nil {
+			return i
+		}
+	}
+	return -1
+}
+
+// keepFromRequest selects what a full compaction keeps: the latest request
+// and everything after it when that fits max, otherwise a bounded tail with
+// the request quoted.
+func keepFromRequest(es []memory.WindowEntry, max int64) memory.Window {
+	cfg := memory.WindowConfig{MinTokens: 1, MinTextMessages: 1, MaxTokens: max}
+	w := memory.SelectWindow(memory.WindowInput{Entries: es, Start: len(es), Complete: true}, cfg)
+	if w.LatestRequest < 0 {
+		return w
+	}
+	if r := memory.SelectWindow(memory.WindowInput{Entries: es, Start: w.LatestRequest, Complete: true}, cfg); !r.Overflow {
+		return r
+	}
+	return w
+}
+
+// renderConversation renders the notes (the summary the context already
+// holds, "" for none) and the main-thread messages of es for the
+// summarizer, keeping the newest maxChars characters of the transcript.
+func renderConversation(es []memory.WindowEntry, notes string, maxChars int) string {
+	var b strings.Builder
+	for i := range es {
+		if m := es[i].Message; m != nil && m.IsMain() {
+			renderMessage(&b, m)
+		}
+	}
+	conv := b.String()
+	if conv == "" && strings.TrimSpace(notes) == "" {
+		return ""
+	}
+	if cut := len(conv) - maxChars; cut > 0 {
+		for cut < len(conv) && !utf8.RuneStart(conv[cut]) {
+			cut++
+		}
+		conv = "[… earlier part omitted …]\n" + conv[cut:]
+	}
+	var out strings.Builder
+	if strings.TrimSpace(notes) != "" {
+		out.WriteString("<earlier_summary>\nThe conversation began before this transcript; these session notes summarize that earlier part.\n\n")
+		out.WriteString(strings.TrimSpace(notes))
+		out.WriteString("\n</earlier_summary>\n\n")
+	}
+	out.WriteString("<transcript>\n" + conv + "</transcript>")
+	return out.String()
 }
 
 func hasBoundary(recs []transcript.Record) bool {
