@@ -30,9 +30,13 @@ type Thresholds struct {
 	// ToolCallsBetweenUpdates is the number of tool_use blocks since the last
 	// extraction point that allows an extraction inside a tool loop.
 	ToolCallsBetweenUpdates int
-	// QuietPeriod: a response whose next record (same message_id) was stored
-	// more than QuietPeriod after its previous record was complete at that
-	// previous record. Zero disables the rule.
+	// QuietPeriod completes a response that no record said was complete:
+	// in a session that has never sent a stop_reason, a response without
+	// tool_use is complete once QuietPeriod passes after its last record
+	// with no record following. A record of the same response arriving later
+	// is counted but does not make a second evaluation. Sessions that send
+	// stop_reason, and responses with tool_use (a tool_result always follows),
+	// never complete by time. Zero disables the rule.
 	QuietPeriod time.Duration
 	// ReferenceCompat reproduces the reference's behaviour where Recall
 	// deliberately differs: a compaction does not reset the growth baseline
@@ -172,6 +176,7 @@ type TriggerState struct {
 	pending     bool
 	respTools   bool // some record of the pending response has tool_use
 	respLastTU  bool // its last record has tool_use (ReferenceCompat)
+	speaksStop  bool // a main assistant record carried stop_reason (sticky)
 }
 
 // Observe applies rec and appends the decisions it causes to out: at most
@@ -194,25 +199,21 @@ func (s *TriggerState) Observe(rec TriggerRecord, th *Thresholds, out []TriggerD
 		if rec.Assistant && rec.MessageID != "" {
 			id = hashID(rec.MessageID)
 		}
+		absorb := false
 		if s.pending && !s.continues(&rec, id, th) {
+			absorb = id != 0 && id == s.respID // completed by its quiet period
 			out = s.decide(th, out)
+		} else if !s.pending && id != 0 && id == s.respID {
+			absorb = true // a late record of a response already evaluated
 		}
-		s.est += rec.Estimate
-		if id != 0 && id != s.runID {
-			s.runID, s.runStartEst = id, s.est
-		}
-		if rec.Assistant && rec.HasUsage {
-			s.hasAnchor, s.anchorTokens = true, rec.UsageTotal
-			if id != 0 {
-				s.anchorEst = s.runStartEst
-			} else {
-				s.anchorEst = s.est
-			}
-		}
+		s.count(&rec, id)
 		if !rec.Assistant {
 			return out
 		}
-		s.toolCalls += int32(rec.ToolUses)
+		s.speaksStop = s.speaksStop || rec.StopReason
+		if absorb {
+			return out // one response, one evaluation
+		}
 		if !s.pending {
 			s.pending, s.respID, s.respTools = true, id, false
 		}
@@ -246,22 +247,48 @@ func (s *TriggerState) Observe(rec TriggerRecord, th *Thresholds, out []TriggerD
 	return out
 }
 
-// continues reports whether rec (main thread) extends the pending response.
+// count adds a main-thread record to the token count and the tool calls.
+func (s *TriggerState) count(rec *TriggerRecord, id uint64) {
+	s.est += rec.Estimate
+	if id != 0 && id != s.runID {
+		s.runID, s.runStartEst = id, s.est
+	}
+	if rec.Assistant && rec.HasUsage {
+		s.hasAnchor, s.anchorTokens = true, rec.UsageTotal
+		if id != 0 {
+			s.anchorEst = s.runStartEst
+		} else {
+			s.anchorEst = s.est
+		}
+	}
+	if rec.Assistant {
+		s.toolCalls += int32(rec.ToolUses)
+	}
+}
+
+// continues reports whether rec (main thread) extends the pending response:
+// it is a record of the same response, and the response was not completed
+// by its quiet period before rec arrived (QuietPeriod).
 func (s *TriggerState) continues(rec *TriggerRecord, id uint64, th *Thresholds) bool {
 	if id == 0 || id != s.respID {
 		return false
 	}
-	if th.QuietPeriod > 0 && rec.Time != 0 && s.respTime != 0 && rec.Time-s.respTime > int64(th.QuietPeriod) {
-		return false // the response was complete after its quiet period
-	}
-	return true
+	gap := rec.Time != 0 && s.respTime != 0 && rec.Time-s.respTime > int64(th.QuietPeriod)
+	return !(th.QuietPeriod > 0 && s.quietApplies() && gap)
 }
 
-// Pending reports the pending response: the sequence and stream time of its
-// last record. The service completes it with CompleteQuiet once no record of
-// the session can follow within the quiet period.
+// quietApplies reports whether the pending response may be completed by its
+// quiet period: the session never sent a stop_reason and the response has
+// no tool_use (see Thresholds.QuietPeriod).
+func (s *TriggerState) quietApplies() bool { return s.pending && !s.speaksStop && !s.respTools }
+
+// Pending reports a pending response that its quiet period may complete:
+// the sequence and stream time of its last record. The service completes it
+// with CompleteQuiet once no record of the session can follow within the
+// quiet period. A pending response that only a record can complete (the
+// session sends stop_reason, or the response has tool_use) is not reported.
 func (s *TriggerState) Pending() (seq uint64, t int64, ok bool) {
-	return s.respSeq, s.respTime, s.pending
+	return s.respSeq, s.respTime, s.quietApplies()
 }
 
 // CompleteQuiet completes the pending response (if any) because its quiet
@@ -270,7 +297,7 @@ func (s *TriggerState) Pending() (seq uint64, t int64, ok bool) {
 // period after the pending record has been observed; then the outcome is the
 // one Observe would reach when the next record arrives.
 func (s *TriggerState) CompleteQuiet(th *Thresholds, out []TriggerDecision) []TriggerDecision {
-	if !s.pending {
+	if !s.quietApplies() {
 		return out
 	}
 	return s.decide(th, out)

@@ -81,10 +81,11 @@ func seqs(ds []TriggerDecision) []uint64 {
 func TestTriggerClauses(t *testing.T) {
 	def := DefaultThresholds()
 	tests := []struct {
-		name string
-		s    *script
-		th   Thresholds
-		want []uint64
+		name      string
+		s         *script
+		th        Thresholds
+		want      []uint64
+		timeBased bool // the outcome rests on the quiet period
 	}{
 		{
 			name: "below init threshold nothing fires",
@@ -147,7 +148,7 @@ func TestTriggerClauses(t *testing.T) {
 		{
 			name: "usage missing entirely: everything is estimated",
 			s:    new(script).user(9000).part("r", 500, 0, 0).part("r", 500, 0, 0),
-			th:   def, want: []uint64{3},
+			th:   def, want: []uint64{3}, timeBased: true,
 		},
 		{
 			name: "real usage replaces the estimate of everything before the response",
@@ -171,10 +172,38 @@ func TestTriggerClauses(t *testing.T) {
 			th:   def, want: []uint64{2},
 		},
 		{
-			name: "quiet gap inside a response completes it at the record before the gap",
+			// A platform that never sends stop_reason: the quiet period is
+			// all that says a response ended. The late record is counted
+			// but makes no second evaluation.
+			name: "without stop_reason, a quiet gap completes a response once",
 			s: new(script).user(12000).part("r", 50, 0, 0).
-				add(TriggerRecord{Kind: RecMessage, Main: true, Assistant: true, MessageID: "r", Estimate: 5000, ToolUses: 1, Time: int64(time.Hour)}),
-			th: def, want: []uint64{2},
+				add(TriggerRecord{Kind: RecMessage, Main: true, Assistant: true, MessageID: "r", Estimate: 4000, ToolUses: 1, Time: int64(time.Hour)}).
+				user(10).part("r2", 10, 0, 0),
+			th: def, want: []uint64{2}, timeBased: true,
+		},
+		{
+			// A long Write streamed slowly: minutes between the text and the
+			// tool_use of one response. The session sends stop_reason, so
+			// the gap does not end the response, and a response that ends
+			// in tool_use is not a natural break: with 1 tool call (< 3)
+			// there is no decision until the next response completes.
+			name: "a slow stream is one response, and ends in tool_use",
+			s: new(script).user(100).asst("a", 10, 0, 0).user(12000).part("r", 50, 0, 0).
+				add(TriggerRecord{Kind: RecMessage, Main: true, Assistant: true, MessageID: "r", Estimate: 5000, ToolUses: 1, StopReason: true, Time: int64(10 * time.Minute)}).
+				user(10).asst("b", 10, 0, 0),
+			th: def, want: []uint64{7},
+		},
+		{
+			name: "a response with tool_use is never completed by time",
+			s: new(script).user(100).part("x", 10, 0, 0).user(12000).part("r", 50, 1, 0).
+				add(TriggerRecord{Kind: RecMessage, Main: true, Assistant: true, MessageID: "r", Estimate: 10, ToolUses: 1, Time: int64(time.Hour)}).
+				user(10).part("r2", 10, 0, 0),
+			th: def, want: []uint64{7}, timeBased: true,
+		},
+		{
+			name: "a late record of an evaluated response is not evaluated again",
+			s:    new(script).user(12000).asst("r", 50, 0, 0).part("r", 6000, 0, 0).user(10).asst("b", 10, 0, 0),
+			th:   def, want: []uint64{2, 5},
 		},
 		{
 			name: "every number is configurable",
@@ -189,7 +218,11 @@ func TestTriggerClauses(t *testing.T) {
 			if g := seqs(got); !reflect.DeepEqual(g, tt.want) {
 				t.Fatalf("decisions at %v, want %v (%+v)", g, tt.want, got)
 			}
-			// The reference, read literally, agrees.
+			// The reference, read literally, agrees (it has no clock: only
+			// sessions that send stop_reason compare).
+			if tt.timeBased {
+				return
+			}
 			if ref := seqs(referenceDecisions(tt.s.recs, tt.th)); !reflect.DeepEqual(ref, tt.want) {
 				t.Fatalf("literal reference decides at %v, want %v", ref, tt.want)
 			}
@@ -353,10 +386,13 @@ func TestTriggerMatchesLiteralReference(t *testing.T) {
 	}
 }
 
-// referenceDecisions evaluates the reference literally: at each complete
-// main-thread response (found by looking ahead, not incrementally) it calls
+// referenceDecisions evaluates the reference literally: once per
+// main-thread response (records sharing a message_id), when it is complete
+// (found by looking ahead, not incrementally: its record with stop_reason,
+// or the next main-thread record is not one of its records), it calls
 // shouldExtractMemory with the message list up to and including the
-// response. A compaction replaces the platform's context: it is modelled as
+// response. Time plays no part: the generator's sessions send stop_reason,
+// so the quiet period never applies to them. A compaction replaces the platform's context: it is modelled as
 // a synthetic record carrying the post-compaction size as usage.
 func referenceDecisions(recs []TriggerRecord, th Thresholds) []TriggerDecision {
 	type msg struct {
@@ -371,6 +407,7 @@ func referenceDecisions(recs []TriggerRecord, th Thresholds) []TriggerDecision {
 		lastUUID    string
 		compacting  bool
 		respStart   = -1 // index in msgs of the pending response's first record
+		evaluated   = map[string]bool{}
 	)
 	mainIdx := []int{} // indices of records that matter to the main thread
 	for i, r := range recs {
@@ -465,17 +502,22 @@ func referenceDecisions(recs []TriggerRecord, th Thresholds) []TriggerDecision {
 			if !r.Assistant {
 				continue
 			}
+			if r.MessageID != "" && evaluated[r.MessageID] {
+				continue // one response, one evaluation
+			}
 			if respStart < 0 {
 				respStart = len(msgs) - 1
 			}
-			complete := r.StopReason || r.MessageID == "" || k == len(mainIdx)-1
-			if !complete {
+			// The last record is complete only if it says so: nothing
+			// follows to tell (the quiet period is a clock, and the
+			// generator's sessions send stop_reason).
+			complete := r.StopReason || r.MessageID == ""
+			if !complete && k < len(mainIdx)-1 {
 				n := recs[mainIdx[k+1]]
-				same := n.Kind == RecMessage && n.Assistant && n.MessageID == r.MessageID
-				gap := th.QuietPeriod > 0 && n.Time-r.Time > int64(th.QuietPeriod)
-				complete = !same || gap
+				complete = !(n.Kind == RecMessage && n.Assistant && n.MessageID == r.MessageID)
 			}
 			if complete {
+				evaluated[r.MessageID] = r.MessageID != ""
 				hook()
 			}
 		}
@@ -489,6 +531,7 @@ func referenceDecisions(recs []TriggerRecord, th Thresholds) []TriggerDecision {
 // without message_id, and compactions.
 func randomTranscript(rng *rand.Rand, n int) []TriggerRecord {
 	s := new(script)
+	s.user(100).asst("msg_0", 50, 0, 0) // the platform sends stop_reason
 	resp := 0
 	for len(s.recs) < n {
 		switch p := rng.IntN(100); {
