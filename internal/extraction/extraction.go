@@ -39,7 +39,9 @@ const (
 // Errors.
 var (
 	// ErrNoValidToolCall: the model answered without any usable Edit call
-	// (text only, or malformed tool input) DefaultNoToolRetries+1 times.
+	// (malformed tool input, or an answer cut off at its token limit)
+	// DefaultNoToolRetries+1 times. A plain text answer with no tool call is
+	// not this error: it says the notes are already current.
 	ErrNoValidToolCall = errors.New("model produced no valid tool call")
 	// ErrNoMessages: there is nothing to summarize.
 	ErrNoMessages = errors.New("no messages to summarize")
@@ -78,8 +80,11 @@ type Output struct {
 	Turns         int
 	EditsApplied  int
 	EditsRejected int
-	Model         string
-	Provider      string
+	// UpToDate reports that the model made no Edit call because the notes
+	// already said everything (a text answer, or the provider said so).
+	UpToDate bool
+	Model    string
+	Provider string
 }
 
 // DefaultSystem is the fork's system prompt when Input.System is empty.
@@ -95,10 +100,13 @@ const DefaultSystem = "You maintain the session notes of a coding-agent session.
 // model continue until it stops calling tools, every edit of a turn
 // succeeded, or MaxTurns model turns were used.
 //
-// When the first answer has no valid tool call (text only, or every Edit
-// input malformed) and the provider did not report the notes as up to date,
-// the call is repeated up to DefaultNoToolRetries times; then Run returns an
-// error wrapping ErrNoValidToolCall. Provider errors are returned wrapped
+// A first answer with no tool call at all is a success: the model found
+// nothing to change (Output.UpToDate, Notes unchanged). When the first
+// answer's tool calls are all malformed Edits, or it was cut off at its token
+// limit without a tool call, the call is repeated up to DefaultNoToolRetries
+// times; then Run returns an error wrapping ErrNoValidToolCall. Tool choice
+// stays "auto" with both APIs: forcing a tool call would force an edit when
+// nothing changed. Provider errors are returned wrapped
 // (llm.ErrRetryable ones after the provider's own retries: wrap p with
 // llm.WithRetry). A run whose edits were all rejected still returns an
 // Output (EditsApplied 0, Notes unchanged).
@@ -161,6 +169,7 @@ func Run(ctx context.Context, p llm.Provider, in Input) (*Output, error) {
 			}
 		}
 		if len(resp.ToolCalls) == 0 {
+			out.UpToDate = turn == 0
 			break
 		}
 		assistant := events.Message{Role: events.RoleAssistant}
@@ -206,11 +215,14 @@ func EditTool() llm.Tool {
 }
 
 // validAnswer reports whether resp is a usable first answer: it has a tool
-// call that is not a malformed Edit, or the provider says the notes are up
-// to date.
+// call that is not a malformed Edit, or no tool call at all (nothing to
+// change) and was not cut off at its token limit.
 func validAnswer(resp *llm.Response) bool {
 	if resp.UpToDate {
 		return true
+	}
+	if len(resp.ToolCalls) == 0 {
+		return !truncated(resp.StopReason)
 	}
 	for _, tc := range resp.ToolCalls {
 		if tc.Name != memory.EditToolName {
@@ -221,6 +233,12 @@ func validAnswer(resp *llm.Response) bool {
 		}
 	}
 	return false
+}
+
+// truncated reports a stop reason that means the answer hit its token
+// limit (Anthropic "max_tokens", OpenAI "length").
+func truncated(stopReason string) bool {
+	return stopReason == "max_tokens" || stopReason == "length"
 }
 
 // objectJSON is raw when it is a JSON object, else {} (a malformed input

@@ -400,7 +400,7 @@ func TestRunMalformedOutput(t *testing.T) {
 	for _, a := range apis {
 		t.Run(a.name+"/fails", func(t *testing.T) {
 			s, _, err := run(t, a, input(),
-				llmtest.Reply{Text: "I updated the notes."},
+				llmtest.Reply{ToolCalls: []llmtest.ToolCall{{Name: "Edit", Input: `{"file_path":"` + notesPath + `"}`}}},
 				llmtest.Reply{ToolCalls: []llmtest.ToolCall{{Name: "Edit", Input: `{"file_path": "` + notesPath + `", "old_string": `}}},
 				llmtest.Reply{ToolCalls: []llmtest.ToolCall{{Name: "Edit", Input: `{"file_path":"` + notesPath + `","old_string":"a"}`}}},
 				llmtest.Reply{ToolCalls: parallelEdits()}, // never reached
@@ -418,7 +418,7 @@ func TestRunMalformedOutput(t *testing.T) {
 		})
 		t.Run(a.name+"/recovers", func(t *testing.T) {
 			s, out, err := run(t, a, input(),
-				llmtest.Reply{Text: "Done."},
+				llmtest.Reply{ToolCalls: []llmtest.ToolCall{{Name: "Edit", Input: `{"file_path":"` + notesPath + `"}`}}},
 				llmtest.Reply{ToolCalls: parallelEdits()},
 			)
 			if err != nil {
@@ -426,6 +426,32 @@ func TestRunMalformedOutput(t *testing.T) {
 			}
 			if s.Calls() != 2 || out.Notes != wantParallelNotes() || out.Turns != 2 {
 				t.Errorf("calls %d turns %d notes:\n%s", s.Calls(), out.Turns, out.Notes)
+			}
+		})
+	}
+}
+
+// A text answer with no tool call says the notes are current: a success
+// with no edit and no retry, not a failure to park.
+func TestRunNothingToChange(t *testing.T) {
+	for _, a := range apis {
+		t.Run(a.name, func(t *testing.T) {
+			s, out, err := run(t, a, input(), llmtest.Reply{Text: "The notes are already up to date."})
+			if err != nil {
+				t.Fatalf("err = %v, want success", err)
+			}
+			if s.Calls() != 1 || !out.UpToDate || out.EditsApplied != 0 || out.Notes != input().Notes {
+				t.Errorf("calls %d up_to_date %v applied %d", s.Calls(), out.UpToDate, out.EditsApplied)
+			}
+		})
+		t.Run(a.name+"/cut off at the token limit is retried", func(t *testing.T) {
+			stop := "max_tokens"
+			if a.name != "anthropic" {
+				stop = "length"
+			}
+			s, out, err := run(t, a, input(), llmtest.Reply{Text: "I will now edit", StopReason: stop}, llmtest.Reply{ToolCalls: parallelEdits()})
+			if err != nil || s.Calls() != 2 || out.UpToDate || out.Notes != wantParallelNotes() {
+				t.Fatalf("err %v calls %d up_to_date %v", err, s.Calls(), out != nil && out.UpToDate)
 			}
 		})
 	}

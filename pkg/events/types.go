@@ -268,19 +268,24 @@ func (u TokenUsage) Add(o TokenUsage) TokenUsage {
 
 // ExtractionCompleted is the data of TypeExtractionCompleted.
 type ExtractionCompleted struct {
-	Tenant            string     `json:"tenant"`
-	Session           string     `json:"session"`
-	UpToSeq           uint64     `json:"up_to_seq"`
-	CoveredSeq        uint64     `json:"covered_seq"`
-	LastSummarizedID  string     `json:"last_summarized_id,omitempty"`
-	LastSummarizedSeq uint64     `json:"last_summarized_seq,omitempty"`
-	Revision          uint64     `json:"revision"`
-	Skipped           bool       `json:"skipped,omitempty"` // already covered, no LLM call
-	Usage             TokenUsage `json:"usage"`
-	DurationMS        int64      `json:"duration_ms"`
-	Worker            string     `json:"worker,omitempty"`
-	Provider          string     `json:"provider,omitempty"`
-	Model             string     `json:"model,omitempty"`
+	Tenant            string `json:"tenant"`
+	Session           string `json:"session"`
+	UpToSeq           uint64 `json:"up_to_seq"`
+	CoveredSeq        uint64 `json:"covered_seq"`
+	LastSummarizedID  string `json:"last_summarized_id,omitempty"`
+	LastSummarizedSeq uint64 `json:"last_summarized_seq,omitempty"`
+	Revision          uint64 `json:"revision"`
+	Skipped           bool   `json:"skipped,omitempty"` // already covered, no LLM call
+	// Edits is the number of edits applied; UpToDate reports that the model
+	// made none because the notes already said everything (coverage still
+	// advances).
+	Edits      int        `json:"edits"`
+	UpToDate   bool       `json:"up_to_date,omitempty"`
+	Usage      TokenUsage `json:"usage"`
+	DurationMS int64      `json:"duration_ms"`
+	Worker     string     `json:"worker,omitempty"`
+	Provider   string     `json:"provider,omitempty"`
+	Model      string     `json:"model,omitempty"`
 }
 
 // ExtractionFailed is the data of TypeExtractionFailed.

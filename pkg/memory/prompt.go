@@ -40,7 +40,7 @@ Your only job now is to bring the session notes in {{notesPath}} up to date with
 {{currentNotes}}
 </current_notes>
 
-Change the notes only with the Edit tool on {{notesPath}}, and issue every Edit call you need in parallel, in one single message. Once that message is sent, stop: do not call any other tool and do not write anything else.
+Change the notes only with the Edit tool on {{notesPath}}, and issue every Edit call you need in parallel, in one single message. Once that message is sent, stop: do not call any other tool and do not write anything else. If the notes already say everything they should, make no Edit call and answer with one short sentence saying so.
 
 Rules for the file:
 - Every section starts with a "# " header line followed by an italic description line (a line in _underscores_). Headers and italic descriptions are fixed: never change, move or delete them, and never add a new section.
@@ -51,6 +51,7 @@ Rules for the file:
 - "Current State": always update it so it tells what is being worked on right now, what is still open and the very next step. This is the most important section after a context reset.
 - "Errors & Corrections": record what failed, how it was fixed and what the user corrected, so the same mistake is not repeated.
 - Keep each section under about ` + "2000" + ` tokens and the whole file under about ` + "12000" + ` tokens: condense older details instead of letting sections grow.
+- Leave out what the agent is given afresh anyway: the system prompt, instruction files (CLAUDE.md, AGENTS.md and the like, and their contents) and earlier summaries of this conversation. Do not copy instruction files into the notes; note only what this session decided or learned beyond them.
 - old_string must match the current file exactly once; include enough surrounding text to make it unique.
 `
 

@@ -129,3 +129,14 @@ func TestSizeReminders(t *testing.T) {
 		})
 	}
 }
+
+// The reference tells the fork to leave out the system prompt, instruction
+// files and earlier summaries, and not to duplicate instruction files; the
+// prompt also says how to report that nothing changed.
+func TestDefaultPromptLeavesOutGivenContext(t *testing.T) {
+	for _, want := range []string{"system prompt", "CLAUDE.md", "earlier summaries", "Do not copy instruction files", "make no Edit call"} {
+		if !strings.Contains(memory.DefaultPrompt, want) {
+			t.Errorf("DefaultPrompt lacks %q", want)
+		}
+	}
+}

@@ -104,7 +104,7 @@ func TestFailureParksClearsStatusAndReplays(t *testing.T) {
 	p := &extractortest.EditProvider{Fail: func(llm.Request) error {
 		sawStatus.Store(e.statusExists(t, "acme", "s1"))
 		if broken.Load() {
-			return extractortest.ErrTextOnly
+			return extractortest.ErrMalformedEdit
 		}
 		return nil
 	}}
@@ -313,5 +313,38 @@ func TestRequestBeyondTranscriptIsNotCovered(t *testing.T) {
 	}
 	if p.Total() != 0 {
 		t.Fatalf("%d LLM calls for an unreadable range", p.Total())
+	}
+}
+
+// textProvider answers every call with text and no tool call: the model
+// found nothing to change.
+type textProvider struct{ calls atomic.Int32 }
+
+func (p *textProvider) Name() string  { return "test" }
+func (p *textProvider) Model() string { return "text-1" }
+func (p *textProvider) Complete(context.Context, llm.Request) (*llm.Response, error) {
+	p.calls.Add(1)
+	return &llm.Response{Text: "The notes are already up to date.", StopReason: "end_turn", Model: "text-1"}, nil
+}
+
+// "Nothing to change" is a success: coverage advances, the notes stay, the
+// completion says no edits, nothing is parked and the model is asked once.
+func TestNothingToChangeCompletes(t *testing.T) {
+	e := newEnv(t)
+	p := &textProvider{}
+	e.startWorker(t, testConfig("w1"), p)
+	seqs := e.appendMessages(t, "acme", "s1", 4)
+	e.request(t, "acme", "s1", seqs[3])
+
+	waitFor(t, 10*time.Second, "extraction.completed", func() bool { return len(e.completed()) == 1 })
+	c := e.completed()[0]
+	if c.Edits != 0 || !c.UpToDate || c.CoveredSeq != seqs[3] || c.LastSummarizedSeq != seqs[3] {
+		t.Fatalf("completed = %+v, want no edits, up to date, covered to %d", c, seqs[3])
+	}
+	if len(e.failed()) != 0 || p.calls.Load() != 1 {
+		t.Fatalf("%d failures, %d model calls", len(e.failed()), p.calls.Load())
+	}
+	if rec, _ := e.memory(t, "acme", "s1"); rec.CoveredSeq != seqs[3] {
+		t.Fatalf("coverage %d, want %d", rec.CoveredSeq, seqs[3])
 	}
 }

@@ -255,6 +255,7 @@ func (w *Worker) handle(ctx context.Context, m *pcgroup.Msg) error {
 		LastSummarizedSeq: res.record.LastSummarizedSeq, Revision: res.revision,
 		Skipped: outcome == OutcomeSkipped, Usage: res.usage, DurationMS: time.Since(start).Milliseconds(),
 		Worker: w.cfg.WorkerID, Provider: res.provider, Model: res.model,
+		Edits: res.edits, UpToDate: res.upToDate,
 	}
 	if err := w.publish(actx, events.KindExtractionCompleted, events.TypeExtractionCompleted, req, done); err != nil {
 		// Not announced: leave the request for redelivery (it is covered
@@ -289,6 +290,8 @@ type result struct {
 	usage    events.TokenUsage
 	provider string
 	model    string
+	edits    int  // edits applied
+	upToDate bool // the model found nothing to change
 }
 
 // run reads the memory, skips covered requests, extends the request to the
@@ -359,6 +362,7 @@ func (w *Worker) run(ctx context.Context, m *pcgroup.Msg, req request, log *slog
 	switch {
 	case err == nil:
 		res.usage, res.provider, res.model = out.Usage, out.Provider, out.Model
+		res.edits, res.upToDate = out.EditsApplied, out.UpToDate
 		notes = out.Notes
 	case errors.Is(err, extraction.ErrNoMessages):
 		// Nothing to summarize (only lifecycle or subagent records): the

@@ -35,14 +35,16 @@ type EditProvider struct {
 	// Delay is how long each call takes (honouring ctx).
 	Delay time.Duration
 	// Fail, when set, may return an error (or a text-only answer by
-	// returning ErrTextOnly) for a request instead of the edit.
+	// returning ErrMalformedEdit) for a request instead of the edit.
 	Fail func(req llm.Request) error
 
 	calls atomic.Int64
 }
 
-// ErrTextOnly makes EditProvider answer with text and no tool call.
-var ErrTextOnly = errors.New("answer with text only")
+// ErrMalformedEdit makes EditProvider answer with an Edit call whose input
+// is not a valid edit (the model failed; a text answer would mean "nothing
+// to change", which is a success).
+var ErrMalformedEdit = errors.New("answer with a malformed edit")
 
 // Name implements llm.Provider.
 func (p *EditProvider) Name() string { return "test" }
@@ -67,8 +69,9 @@ func (p *EditProvider) Complete(ctx context.Context, req llm.Request) (*llm.Resp
 	}
 	usage := events.TokenUsage{InputTokens: 100, OutputTokens: 10}
 	if p.Fail != nil {
-		if err := p.Fail(req); errors.Is(err, ErrTextOnly) {
-			return &llm.Response{Text: "I have nothing to edit.", StopReason: "end_turn", Model: p.Model(), Usage: usage}, nil
+		if err := p.Fail(req); errors.Is(err, ErrMalformedEdit) {
+			bad := llm.ToolCall{ID: "bad", Name: memory.EditToolName, Input: json.RawMessage(`{"file_path":"` + req.NotesPath + `"}`)}
+			return &llm.Response{ToolCalls: []llm.ToolCall{bad}, StopReason: "tool_use", Model: p.Model(), Usage: usage}, nil
 		} else if err != nil {
 			return nil, err
 		}
