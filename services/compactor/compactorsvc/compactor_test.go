@@ -113,6 +113,7 @@ type rec struct {
 	size        int    // tokens of the tool payload
 	msgID       string
 	compacted   bool
+	keptHead    string // compacted: the first record the platform kept
 }
 
 func filler(n int) string { return strings.Repeat("abcd", n) }
@@ -130,7 +131,7 @@ func (e *env) publish(session string, recs ...rec) (uuids []string, seqs []uint6
 		ev.SetSubject(session)
 		if r.compacted {
 			ev.SetType(events.TypeSessionCompacted)
-			_ = ev.SetData("application/json", events.SessionCompacted{PreTokens: 150000, PostTokens: 20000})
+			_ = ev.SetData("application/json", events.SessionCompacted{PreTokens: 150000, PostTokens: 20000, FirstKeptUUID: r.keptHead})
 		} else {
 			m := events.Message{UUID: id, Role: r.role, MessageID: r.msgID}
 			if r.text != "" {
@@ -594,6 +595,38 @@ func TestFullCompactFallback(t *testing.T) {
 	before := p.calls.Load()
 	if r := e.compact("s1", nil); r.Outcome != memory.OutcomeSessionMemory || p.calls.Load() != before {
 		t.Fatalf("outcome %q, %d LLM calls", r.Outcome, p.calls.Load()-before)
+	}
+}
+
+// The full-compaction fallback sees the platform's current context: the
+// notes, the records the notes do not cover (even before the last boundary),
+// the records the last compaction kept and what followed it — not only the
+// records after the boundary.
+func TestFullCompactSeesCurrentContext(t *testing.T) {
+	p := &fakeProvider{}
+	e := startEnv(t, envOptions{config: func(c *Config) { c.FullCompact, c.Provider = true, p }})
+	base := turnCounter.Load()
+	uuids, seqs := e.publish("s1", conversation(4, 200)...) // turns base+1 … base+4
+	e.putMemory("s1", events.MemoryRecord{Notes: notes("NOTES-MARKER"), LastSummarizedID: uuids[3], LastSummarizedSeq: seqs[3]})
+	e.publish("s1", rec{compacted: true, keptHead: uuids[8]}) // the platform kept turns 3 and 4
+	e.publish("s1", conversation(2, 200)...)                  // turns base+5, base+6
+
+	// A 500-token window cannot hold the five uncovered turns: notes_behind.
+	r := e.compact("s1", events.CompactRequest{MaxTokens: 500})
+	if r.Outcome != memory.OutcomeFullCompact || r.FallbackFrom != memory.OutcomeNotesBehind {
+		t.Fatalf("outcome %q from %q (%s)", r.Outcome, r.FallbackFrom, r.Reason)
+	}
+	sent := p.last.Messages[0].Content[0].Text
+	if !strings.Contains(sent, "NOTES-MARKER") {
+		t.Error("the model did not get the notes")
+	}
+	for turn := base + 2; turn <= base+5; turn++ {
+		if !strings.Contains(sent, fmt.Sprintf("request %d:", turn)) {
+			t.Errorf("the model did not get turn %d", turn)
+		}
+	}
+	if strings.Contains(sent, fmt.Sprintf("request %d:", base+1)) {
+		t.Error("the model got turn 1, which the notes cover")
 	}
 }
 
