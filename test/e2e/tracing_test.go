@@ -128,7 +128,8 @@ func TestOneTraceFollowsAMessage(t *testing.T) {
 	batch := []map[string]any{
 		message("s1", "u1", events.RoleUser, "", events.Block{Type: events.BlockText, Text: long}),
 		message("s1", "a1", events.RoleAssistant, "tool_use", events.Block{Type: events.BlockToolUse, ID: "t1", Name: "Read", Input: json.RawMessage(`{"file_path":"parser.go"}`)}),
-		message("s1", "u2", events.RoleUser, "", events.Block{Type: events.BlockToolResult, ToolUseID: "t1", Content: events.Content{{Type: events.BlockText, Text: strings.Repeat("func parse() {}\n", 40)}}}),
+		// A large tool result: the compaction must end smaller than the context.
+		message("s1", "u2", events.RoleUser, "", events.Block{Type: events.BlockToolResult, ToolUseID: "t1", Content: events.Content{{Type: events.BlockText, Text: strings.Repeat("func parse() {}\n", 2000)}}}),
 		message("s1", "a2", events.RoleAssistant, "end_turn", events.Block{Type: events.BlockText, Text: "The parser now streams tokens; tests pass."}),
 	}
 	body, _ := json.Marshal(batch)
