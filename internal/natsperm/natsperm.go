@@ -172,9 +172,10 @@ func Service(name string) (User, error) {
 			kv(events.BucketMemory, events.BucketStatus, events.BucketWorkers, events.BucketParked)...)
 		sub = []string{apiAll(events.VerbMemory)}
 	case "compactor":
-		// Serves compaction from memory and transcript, announces it.
+		// Serves compaction and context edits from memory and transcript,
+		// announces compactions.
 		pub = []string{notify}
-		sub = []string{apiAll(events.VerbCompact)}
+		sub = []string{apiAll(events.VerbCompact), apiAll(events.VerbEdit)}
 	default:
 		return User{}, fmt.Errorf("%w %q (known: %s)", ErrUnknownService, name, strings.Join(Services, ", "))
 	}

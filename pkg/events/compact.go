@@ -41,6 +41,10 @@ type CompactRequest struct {
 	MinTokens       int64 `json:"min_tokens,omitempty"`
 	MinTextMessages int   `json:"min_text_messages,omitempty"`
 	MaxTokens       int64 `json:"max_tokens,omitempty"`
+	// ContextManagement clears old tool results and thinking from the kept
+	// messages (see ContextEdit); nil uses the tenant's default (off unless
+	// configured).
+	ContextManagement *ContextManagement `json:"context_management,omitempty"`
 }
 
 // ErrInvalidCompactRequest is wrapped by DecodeCompactRequest errors.
@@ -72,6 +76,11 @@ func DecodeCompactRequest(b []byte) (CompactRequest, error) {
 		return CompactRequest{}, fmt.Errorf("%w: trigger must be %q or %q, not %q", ErrInvalidCompactRequest, TriggerAuto, TriggerManual, r.Trigger)
 	case r.ContextWindow > 0 && r.AutoCompactThreshold == 0 && r.ContextWindow <= min(r.MaxOutputTokens, 20000)+13000:
 		return CompactRequest{}, fmt.Errorf("%w: context_window %d leaves no room below the auto-compact buffer", ErrInvalidCompactRequest, r.ContextWindow)
+	}
+	if r.ContextManagement != nil {
+		if err := r.ContextManagement.Validate(); err != nil {
+			return CompactRequest{}, fmt.Errorf("%w: %v", ErrInvalidCompactRequest, err)
+		}
 	}
 	return r, nil
 }
@@ -142,6 +151,12 @@ type CompactReply struct {
 	Threshold    int64 `json:"threshold"`
 	// Truncated reports that note sections were cut for the summary.
 	Truncated bool `json:"truncated"`
+	// AppliedEdits, ClearedToolUses and ClearedTokens report the context
+	// editing of the kept messages (ContextManagement); the kept records
+	// then carry the placeholders.
+	AppliedEdits    []AppliedEdit `json:"applied_edits,omitempty"`
+	ClearedToolUses int           `json:"cleared_tool_uses,omitempty"`
+	ClearedTokens   int64         `json:"cleared_tokens,omitempty"`
 	// WaitedMS is how long the compactor waited for a running extraction.
 	WaitedMS int64 `json:"waited_ms"`
 	// DurationUS is the compactor's time to answer, waiting included.

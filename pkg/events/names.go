@@ -73,6 +73,9 @@ const (
 	VerbCompact = "compact"
 	VerbExtract = "extract"
 	VerbMemory  = "memory"
+	// VerbEdit asks which old tool results and thinking to clear from a
+	// session's context (EditRequest → EditReply).
+	VerbEdit = "edit"
 )
 
 // Kinds of lifecycle notifications on StreamEvents, the second token of

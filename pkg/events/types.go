@@ -358,6 +358,12 @@ type TenantConfig struct {
 	// prompt ({{currentNotes}} and {{notesPath}} are substituted).
 	Template string `json:"template,omitempty"`
 	Prompt   string `json:"prompt,omitempty"`
+
+	// ContextManagement is the tenant's default context editing, for
+	// compactions that do not carry their own and for edit requests (nil:
+	// compactions edit nothing; edit requests use clear_tool_uses with the
+	// API's defaults).
+	ContextManagement *ContextManagement `json:"context_management,omitempty"`
 }
 
 // DecodeTenantConfig parses a RECALL_CONFIG value strictly.
@@ -370,6 +376,11 @@ func DecodeTenantConfig(b []byte) (TenantConfig, error) {
 	}
 	if c.MinimumMessageTokensToInit < 0 || c.MinimumTokensBetweenUpdate < 0 || c.ToolCallsBetweenUpdates < 0 {
 		return TenantConfig{}, errors.New("decoding tenant config: thresholds must not be negative")
+	}
+	if c.ContextManagement != nil {
+		if err := c.ContextManagement.Validate(); err != nil {
+			return TenantConfig{}, fmt.Errorf("decoding tenant config: %w", err)
+		}
 	}
 	return c, nil
 }

@@ -79,10 +79,11 @@ type settings struct {
 	stale     time.Duration
 	window    memory.WindowConfig
 	context   int64
+	edits     *events.ContextManagement // the request's context editing
 }
 
 func (c *Compactor) settings(r events.CompactRequest) settings {
-	s := settings{trigger: r.Trigger, wait: c.cfg.WaitTimeout, stale: c.cfg.StaleThreshold, context: r.ContextTokens}
+	s := settings{trigger: r.Trigger, wait: c.cfg.WaitTimeout, stale: c.cfg.StaleThreshold, context: r.ContextTokens, edits: r.ContextManagement}
 	if s.trigger == "" {
 		s.trigger = events.TriggerAuto
 	}
@@ -200,6 +201,9 @@ func (c *Compactor) compact(ctx context.Context, tenant, session string, s setti
 	}
 	anchor := uuid.NewSHA1(summaryNamespace, fmt.Appendf(nil, "%s/%s/%d/%d/%d", tenant, session, rev, reply.LastSeq, s.threshold)).String()
 	fillServed(reply, s.trigger, anchor, plan.Summary, kept)
+	if err := c.editKept(ctx, tenant, s.edits, reply, plan, recs); err != nil {
+		return errorReply(reply, err)
+	}
 	return reply
 }
 

@@ -90,6 +90,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		_ = svc.Stop()
 		return fmt.Errorf("adding compact endpoint: %w", err)
 	}
+	eg := svc.AddGroup(events.SubjectAPIRoot + "." + events.VerbEdit)
+	if err := eg.AddEndpoint(events.VerbEdit, micro.HandlerFunc(h.serveEdit), micro.WithEndpointSubject("*.*")); err != nil {
+		_ = svc.Stop()
+		return fmt.Errorf("adding edit endpoint: %w", err)
+	}
 	log.InfoContext(ctx, "serving compactions", "subject", events.APISubject(events.VerbCompact, "*", "*"), "full_compact", provider != nil)
 
 	opsErr := make(chan error, 1)

@@ -23,8 +23,9 @@ import (
 )
 
 // SessionAPI proxies the session API over HTTP to the services that serve it
-// on NATS: POST /v1/sessions/{session}/extract, POST .../compact and GET
-// .../memory become requests on events.APISubject(verb, tenant, session)
+// on NATS: POST /v1/sessions/{session}/extract, POST .../compact, POST
+// .../edit and GET .../memory become requests on
+// events.APISubject(verb, tenant, session)
 // with the HTTP body as the request body. Replies may be chunked
 // (internal/chunked). A micro error's Nats-Service-Error-Code becomes the
 // HTTP status; no responder is 503, no reply in time 504.
@@ -45,6 +46,7 @@ func NewSessionAPI(nc *nats.Conn, auth *Auth, timeout time.Duration, maxBody int
 func (a *SessionAPI) Register(mux *http.ServeMux) {
 	mux.Handle("POST /v1/sessions/{session}/extract", a.handler(events.VerbExtract))
 	mux.Handle("POST /v1/sessions/{session}/compact", a.handler(events.VerbCompact))
+	mux.Handle("POST /v1/sessions/{session}/edit", a.handler(events.VerbEdit))
 	mux.Handle("GET /v1/sessions/{session}/memory", a.handler(events.VerbMemory))
 }
 
