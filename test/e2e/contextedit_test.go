@@ -73,6 +73,7 @@ func TestContextEditing(t *testing.T) {
 			t.Fatalf("block %d: %+v", i, b)
 		}
 	}
+	t.Logf("edit: %d -> %d tokens, %+v; first block %+v", r.TokensBefore, r.TokensAfter, r.AppliedEdits, r.Clear[0])
 	if r.TokensAfter >= r.TokensBefore-30000 {
 		t.Fatalf("tokens %d -> %d: too little cleared", r.TokensBefore, r.TokensAfter)
 	}
@@ -96,6 +97,7 @@ func TestContextEditing(t *testing.T) {
 	if cleared.TokensAfter >= plain.TokensAfter || cleared.ClearedToolUses == 0 || cleared.ClearedTokens == 0 {
 		t.Fatalf("with clearing %d tokens (%d uses cleared), without %d", cleared.TokensAfter, cleared.ClearedToolUses, plain.TokensAfter)
 	}
+	t.Logf("compaction: %d -> %d without clearing, %d with (%d tool uses, %d tokens cleared)", plain.TokensBefore, plain.TokensAfter, cleared.TokensAfter, cleared.ClearedToolUses, cleared.ClearedTokens)
 	cc := contextOf(t, cleared)
 	cc.checkPairs(t)
 	if !strings.Contains(cc.summary, request) {
