@@ -246,7 +246,7 @@ func grow(es []WindowEntry, start, floor int, cfg WindowConfig) (int, bool) {
 // does not fit, it returns mandatory's closure and overflow.
 func shrink(es []WindowEntry, start, mandatory int, max int64) (int, bool) {
 	for s := start + 1; s <= mandatory; s++ {
-		if s < len(es) && !es[s].main() {
+		if s < mandatory && !es[s].main() {
 			continue
 		}
 		c, missing := closeInvariants(es, s)
