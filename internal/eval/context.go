@@ -8,8 +8,8 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
-	"github.com/recallhq/recall/internal/importer"
 	"github.com/recallhq/recall/internal/eval/sessiongen"
+	"github.com/recallhq/recall/internal/importer"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
 )

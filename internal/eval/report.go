@@ -85,14 +85,14 @@ type SessionResult struct {
 
 // SessionSystem is one system's context for one session and its verdicts.
 type SessionSystem struct {
-	Outcome string  `json:"outcome"`
-	Served  bool    `json:"served"`
-	Reason  string  `json:"reason,omitempty"`
-	Tokens  int64   `json:"context_tokens"`
-	Kept    int     `json:"kept_messages"`
-	Score   Score   `json:"score"`
-	Failed  []Miss  `json:"failed,omitempty"`
-	Judge   *Score  `json:"judge,omitempty"`
+	Outcome string `json:"outcome"`
+	Served  bool   `json:"served"`
+	Reason  string `json:"reason,omitempty"`
+	Tokens  int64  `json:"context_tokens"`
+	Kept    int    `json:"kept_messages"`
+	Score   Score  `json:"score"`
+	Failed  []Miss `json:"failed,omitempty"`
+	Judge   *Score `json:"judge,omitempty"`
 }
 
 // Miss is a fact a context failed.
