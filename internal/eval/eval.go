@@ -18,6 +18,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/recallhq/recall/internal/eval/sessiongen"
@@ -27,10 +29,13 @@ import (
 
 // System names, in report order.
 const (
-	SysTruncation    = "truncation"
-	SysReference     = "reference"
-	SysRecallOffline = "recall-offline"
-	SysRecallModel   = "recall-model"
+	SysTruncation = "truncation"
+	// SysTruncationMatched truncates to the size of Recall's (offline)
+	// context for the same session instead of the budget.
+	SysTruncationMatched = "truncation-matched"
+	SysReference         = "reference"
+	SysRecallOffline     = "recall-offline"
+	SysRecallModel       = "recall-model"
 )
 
 // Defaults.
@@ -73,6 +78,9 @@ type Options struct {
 	Judge *Judge
 	// Progress receives a progress bar (nil: none).
 	Progress io.Writer
+	// DumpDir, when set, receives every context as text
+	// (<session>.<system>.txt), to see why a fact was missed.
+	DumpDir string
 }
 
 func (o *Options) defaults() {
@@ -108,12 +116,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	specs := sessiongen.Suite(o.Seed, o.Sessions, o.Lengths)
 	systems := []string{SysTruncation, SysReference}
 	if o.Recall != nil {
-		systems = append(systems, SysRecallOffline)
+		systems = []string{SysTruncation, SysTruncationMatched, SysReference, SysRecallOffline}
 	}
 	if o.RecallModel != nil {
 		systems = append(systems, SysRecallModel)
 	}
-	steps := len(specs) * (1 + len(systems))
+	steps := len(specs) * 3 // generate, truncate, reference
+	for _, c := range []Compactor{o.Recall, o.RecallModel} {
+		if c != nil {
+			steps += 2 * len(specs) // replay, compact
+		}
+	}
 	if o.Judge != nil {
 		steps += len(specs) * len(systems)
 	}
@@ -153,6 +166,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	offline := llm.NewOffline()
 	for _, p := range sessions {
 		contexts[SysTruncation][p.ID] = Truncate(p, o.Budget)
+		if rc := contexts[SysRecallOffline][p.ID]; rc != nil {
+			if contexts[SysTruncationMatched] == nil {
+				contexts[SysTruncationMatched] = map[string]*Context{}
+			}
+			contexts[SysTruncationMatched][p.ID] = Truncate(p, rc.Tokens)
+		}
 		bar.step("truncation " + p.ID)
 		ref, err := Reference(ctx, p, offline, o.Threshold)
 		if err != nil {
@@ -166,6 +185,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	for _, p := range sessions {
 		for _, sys := range systems {
 			c := contexts[sys][p.ID]
+			if o.DumpDir != "" {
+				name := filepath.Join(o.DumpDir, p.ID+"."+sys+".txt")
+				if err := os.WriteFile(name, []byte(c.Text()), 0o644); err != nil {
+					return nil, fmt.Errorf("dumping a context: %w", err)
+				}
+			}
 			var judged map[string]bool
 			if o.Judge != nil {
 				var err error

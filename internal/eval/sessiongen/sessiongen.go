@@ -211,8 +211,9 @@ func (g *gen) run() {
 	g.firstRequest()
 	next := 0
 	target := g.spec.Tokens
+	span := float64(target - 12000) // the latest request and its reads come after
 	for g.w.total < target-9000 || next < len(plan) {
-		if next < len(plan) && float64(g.w.total) >= plan[next].at*float64(target) {
+		if next < len(plan) && float64(g.w.total) >= plan[next].at*span {
 			plan[next].turn()
 			next++
 		} else if g.w.total < target-9000 {
