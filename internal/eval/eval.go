@@ -107,6 +107,17 @@ func (o *Options) defaults() {
 	}
 }
 
+// contexts holds each system's context per session: system → session id →
+// context.
+type contexts map[string]map[string]*Context
+
+func (cs contexts) put(sys, id string, c *Context) {
+	if cs[sys] == nil {
+		cs[sys] = map[string]*Context{}
+	}
+	cs[sys][id] = c
+}
+
 // Run generates the sessions, compacts them with every system and scores
 // them. A failing system is an error: the report compares systems on the
 // same sessions or not at all.
@@ -142,7 +153,27 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		sessions[i] = p
 		bar.step("generated " + p.ID)
 	}
-	contexts := map[string]map[string]*Context{} // system → session → context
+	cs := contexts{}
+	if err := runRecall(ctx, o, sessions, cs, bar); err != nil {
+		return nil, err
+	}
+	if err := runBaselines(ctx, o, sessions, cs, bar); err != nil {
+		return nil, err
+	}
+	rep := newReport(o, systems, sessions)
+	for _, p := range sessions {
+		for _, sys := range systems {
+			if err := score(ctx, o, rep, sys, p, cs[sys][p.ID], bar); err != nil {
+				return nil, err
+			}
+		}
+	}
+	rep.finish(time.Since(started))
+	return rep, nil
+}
+
+// runRecall compacts the sessions with each configured Recall.
+func runRecall(ctx context.Context, o Options, sessions []*Prepared, cs contexts, bar *bar) error {
 	for _, sys := range []struct {
 		name string
 		c    Compactor
@@ -152,56 +183,55 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		got, err := sys.c.Compact(ctx, sessions, func(label string) { bar.step(sys.name + " " + label) })
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", sys.name, err)
+			return fmt.Errorf("%s: %w", sys.name, err)
 		}
 		for _, p := range sessions {
 			if got[p.ID] == nil {
-				return nil, fmt.Errorf("%s: no context for %s", sys.name, p.ID)
+				return fmt.Errorf("%s: no context for %s", sys.name, p.ID)
 			}
+			cs.put(sys.name, p.ID, got[p.ID])
 		}
-		contexts[sys.name] = got
 	}
-	contexts[SysTruncation] = map[string]*Context{}
-	contexts[SysReference] = map[string]*Context{}
+	return nil
+}
+
+// runBaselines computes the truncation and reference contexts; the
+// matched truncation needs Recall's (offline) context first.
+func runBaselines(ctx context.Context, o Options, sessions []*Prepared, cs contexts, bar *bar) error {
 	offline := llm.NewOffline()
 	for _, p := range sessions {
-		contexts[SysTruncation][p.ID] = Truncate(p, o.Budget)
-		if rc := contexts[SysRecallOffline][p.ID]; rc != nil {
-			if contexts[SysTruncationMatched] == nil {
-				contexts[SysTruncationMatched] = map[string]*Context{}
-			}
-			contexts[SysTruncationMatched][p.ID] = Truncate(p, rc.Tokens)
+		cs.put(SysTruncation, p.ID, Truncate(p, o.Budget))
+		if rc := cs[SysRecallOffline][p.ID]; rc != nil {
+			cs.put(SysTruncationMatched, p.ID, Truncate(p, rc.Tokens))
 		}
 		bar.step("truncation " + p.ID)
 		ref, err := Reference(ctx, p, offline, o.Threshold)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		contexts[SysReference][p.ID] = ref
+		cs.put(SysReference, p.ID, ref)
 		bar.step("reference " + p.ID)
 	}
+	return nil
+}
 
-	rep := newReport(o, systems, sessions)
-	for _, p := range sessions {
-		for _, sys := range systems {
-			c := contexts[sys][p.ID]
-			if o.DumpDir != "" {
-				name := filepath.Join(o.DumpDir, p.ID+"."+sys+".txt")
-				if err := os.WriteFile(name, []byte(c.Text()), 0o644); err != nil {
-					return nil, fmt.Errorf("dumping a context: %w", err)
-				}
-			}
-			var judged map[string]bool
-			if o.Judge != nil {
-				var err error
-				if judged, err = o.Judge.Grade(ctx, p.Facts, c); err != nil {
-					return nil, fmt.Errorf("judging %s of %s: %w", sys, p.ID, err)
-				}
-				bar.step("judged " + sys + " " + p.ID)
-			}
-			rep.add(sys, p, c, judged)
+// score scores one context offline and, with a judge, by the judge; with a
+// dump directory it writes the context there first.
+func score(ctx context.Context, o Options, rep *Report, sys string, p *Prepared, c *Context, bar *bar) error {
+	if o.DumpDir != "" {
+		name := filepath.Join(o.DumpDir, p.ID+"."+sys+".txt")
+		if err := os.WriteFile(name, []byte(c.Text()), 0o644); err != nil {
+			return fmt.Errorf("dumping a context: %w", err)
 		}
 	}
-	rep.finish(time.Since(started))
-	return rep, nil
+	var judged map[string]bool
+	if o.Judge != nil {
+		var err error
+		if judged, err = o.Judge.Grade(ctx, p.Facts, c); err != nil {
+			return fmt.Errorf("judging %s of %s: %w", sys, p.ID, err)
+		}
+		bar.step("judged " + sys + " " + p.ID)
+	}
+	rep.add(sys, p, c, judged)
+	return nil
 }
