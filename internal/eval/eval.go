@@ -216,7 +216,8 @@ func runBaselines(ctx context.Context, o Options, sessions []*Prepared, cs conte
 }
 
 // score scores one context offline and, with a judge, by the judge; with a
-// dump directory it writes the context there first.
+// dump directory it writes the context there first. A failed judge call is
+// recorded in the report, not fatal: the contexts were expensive to make.
 func score(ctx context.Context, o Options, rep *Report, sys string, p *Prepared, c *Context, bar *bar) error {
 	if o.DumpDir != "" {
 		name := filepath.Join(o.DumpDir, p.ID+"."+sys+".txt")
@@ -225,13 +226,14 @@ func score(ctx context.Context, o Options, rep *Report, sys string, p *Prepared,
 		}
 	}
 	var judged map[string]bool
+	var judgeErr error
 	if o.Judge != nil {
-		var err error
-		if judged, err = o.Judge.Grade(ctx, p.Facts, c); err != nil {
-			return fmt.Errorf("judging %s of %s: %w", sys, p.ID, err)
+		judged, judgeErr = o.Judge.Grade(ctx, p.Facts, c)
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		bar.step("judged " + sys + " " + p.ID)
 	}
-	rep.add(sys, p, c, judged)
+	rep.add(sys, p, c, judged, judgeErr)
 	return nil
 }

@@ -65,3 +65,31 @@ func TestJudgeMalformedAnswer(t *testing.T) {
 		t.Fatalf("err = %v, want ErrJudgeAnswer", err)
 	}
 }
+
+// A judge that fails on one context is recorded for that context and the
+// run goes on; its scores count the contexts it judged.
+func TestRunJudgeFailureIsRecorded(t *testing.T) {
+	srv := llmtest.NewAnthropic(t)
+	srv.SetResponder(func(call int, body []byte) llmtest.Reply {
+		if call == 0 {
+			return llmtest.Reply{Text: "no verdicts today"}
+		}
+		return llmtest.Reply{Text: "{}"}
+	})
+	j := &Judge{Provider: llm.NewAnthropic(llm.ClientOptions{APIKey: "test", BaseURL: srv.BaseURL()})}
+	rep, err := Run(context.Background(), Options{Seed: 2, Sessions: 1, Lengths: []int64{50000}, Judge: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, judged := 0, 0
+	for _, r := range rep.Results {
+		errs += r.Judge.Errors
+		judged += r.Judge.Overall.Total
+	}
+	if errs != 1 || judged != rep.Facts*(len(rep.Results)-1) {
+		t.Fatalf("%d judge errors, %d facts judged; want 1 and %d", errs, judged, rep.Facts*(len(rep.Results)-1))
+	}
+	if rep.Sessions[0].Systems[SysTruncation].JudgeError == "" {
+		t.Fatal("the failed judge call is not recorded on its context")
+	}
+}

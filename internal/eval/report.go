@@ -66,10 +66,12 @@ type SystemResult struct {
 	tokens            int64
 }
 
-// JudgeScores are an LLM judge's scores.
+// JudgeScores are an LLM judge's scores. Contexts whose judge call failed
+// are not counted; Errors says how many.
 type JudgeScores struct {
 	Overall    Score            `json:"overall"`
 	Categories map[string]Score `json:"categories"`
+	Errors     int              `json:"errors,omitempty"`
 }
 
 // SessionResult is one session and how each system did on it.
@@ -93,6 +95,8 @@ type SessionSystem struct {
 	Score   Score  `json:"score"`
 	Failed  []Miss `json:"failed,omitempty"`
 	Judge   *Score `json:"judge,omitempty"`
+	// JudgeError is why the judge gave no verdicts for this context.
+	JudgeError string `json:"judge_error,omitempty"`
 }
 
 // Miss is a fact a context failed.
@@ -122,7 +126,9 @@ func newReport(o Options, systems []string, sessions []*Prepared) *Report {
 	return r
 }
 
-func (r *Report) add(sys string, p *Prepared, c *Context, judged map[string]bool) {
+// add scores c, system sys's context for p, offline and with the judge's
+// verdicts when there are some (judgeErr: the judge call failed).
+func (r *Report) add(sys string, p *Prepared, c *Context, judged map[string]bool, judgeErr error) {
 	var res *SystemResult
 	for i := range r.Results {
 		if r.Results[i].System == sys {
@@ -139,6 +145,10 @@ func (r *Report) add(sys string, p *Prepared, c *Context, judged map[string]bool
 	text := prepareText(c.Text())
 	if judged != nil {
 		ss.Judge = &Score{}
+	}
+	if judgeErr != nil {
+		ss.JudgeError = judgeErr.Error()
+		res.Judge.Errors++
 	}
 	for i := range p.Facts {
 		f := &p.Facts[i]
@@ -226,6 +236,11 @@ func PrintTable(w io.Writer, r *Report) error {
 			}
 			return s.Judge.Overall, s.Judge.Categories
 		})
+		for _, res := range r.Results {
+			if res.Judge != nil && res.Judge.Errors > 0 {
+				fmt.Fprintf(w, "%s: %d context(s) not judged (the judge's answer failed; see judge_error in --json)\n", res.System, res.Judge.Errors)
+			}
+		}
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
