@@ -45,7 +45,7 @@ const (
 	// largest keep window (40,000 tokens) plus the largest notes (12,000).
 	DefaultBudget = refMaxTokens + memory.MaxTotalTokens
 	// DefaultSessions is the number of sessions of a full run.
-	DefaultSessions = 5
+	DefaultSessions = 10
 	// DefaultTenant is the tenant the sessions are replayed under.
 	DefaultTenant = "eval"
 )

@@ -200,8 +200,7 @@ func (g *gen) run() {
 		{0.33, g.integration},
 		{0.45, g.buildError},
 		{0.56, g.newFile},
-		{0.66, g.temporalFirst},
-		{0.69, g.temporalSecond},
+		{0.67, g.temporal}, // two requests in a row
 		{0.80, g.correction},
 		{0.90, g.testFailure},
 	}
@@ -315,6 +314,12 @@ func (g *gen) newFile() {
 	g.w.bash(nil, "go test ./internal/importer/...", "Run the importer tests", fmt.Sprintf("ok  \texample.com/%s/internal/importer\t0.31%ds", g.p.name, g.r.IntN(10)), 0)
 	g.w.respond(text(fmt.Sprintf("%s is in place and called before every row is imported.", v.validator)))
 	g.fact(Fact{Category: CatExtraction, Kind: "path", Question: fmt.Sprintf("Which file holds %s?", v.validator), Expect: []string{v.valFile}})
+}
+
+// temporal asks for a flag, then right after it for a footer.
+func (g *gen) temporal() {
+	g.temporalFirst()
+	g.temporalSecond()
 }
 
 func (g *gen) temporalFirst() {
