@@ -23,5 +23,9 @@ func TestRunBaselines(t *testing.T) {
 		if r == nil || r.Overall.Total != rep.Facts {
 			t.Fatalf("%s: %+v, want %d facts scored", sys, r, rep.Facts)
 		}
+		// The quick sessions: one without, one after an earlier compaction.
+		if f, c := r.Bands[BandFresh], r.Bands[BandCompacted]; f.Total == 0 || c.Total == 0 || f.Total+c.Total != rep.Facts {
+			t.Fatalf("%s: bands %+v", sys, r.Bands)
+		}
 	}
 }

@@ -55,6 +55,9 @@ type SystemResult struct {
 	System     string           `json:"system"`
 	Overall    Score            `json:"overall"`
 	Categories map[string]Score `json:"categories"`
+	// Sessions without and with earlier compactions (BandFresh,
+	// BandCompacted): the two regimes differ most.
+	Bands map[string]Score `json:"bands"`
 	// Judge holds the LLM judge's scores (absent without a judge).
 	Judge *JudgeScores `json:"judge,omitempty"`
 	// ContextTokens: mean and largest context; OverBudget counts contexts
@@ -71,6 +74,7 @@ type SystemResult struct {
 type JudgeScores struct {
 	Overall    Score            `json:"overall"`
 	Categories map[string]Score `json:"categories"`
+	Bands      map[string]Score `json:"bands"`
 	Errors     int              `json:"errors,omitempty"`
 }
 
@@ -99,6 +103,19 @@ type SessionSystem struct {
 	JudgeError string `json:"judge_error,omitempty"`
 }
 
+// Session bands.
+const (
+	BandFresh     = "no_earlier_compaction"
+	BandCompacted = "after_compactions"
+)
+
+func band(p *Prepared) string {
+	if p.Compactions > 0 {
+		return BandCompacted
+	}
+	return BandFresh
+}
+
 // Miss is a fact a context failed.
 type Miss struct {
 	Fact     string `json:"fact"`
@@ -112,9 +129,9 @@ func newReport(o Options, systems []string, sessions []*Prepared) *Report {
 		r.Judge = o.Judge.Name()
 	}
 	for _, s := range systems {
-		sr := SystemResult{System: s, Categories: map[string]Score{}, Outcomes: map[string]int{}}
+		sr := SystemResult{System: s, Categories: map[string]Score{}, Bands: map[string]Score{}, Outcomes: map[string]int{}}
 		if o.Judge != nil {
-			sr.Judge = &JudgeScores{Categories: map[string]Score{}}
+			sr.Judge = &JudgeScores{Categories: map[string]Score{}, Bands: map[string]Score{}}
 		}
 		r.Results = append(r.Results, sr)
 	}
@@ -155,6 +172,9 @@ func (r *Report) add(sys string, p *Prepared, c *Context, judged map[string]bool
 		v := scoreText(f, text)
 		ss.Score.add(v.Pass)
 		res.Overall.add(v.Pass)
+		bs := res.Bands[band(p)]
+		bs.add(v.Pass)
+		res.Bands[band(p)] = bs
 		cs := res.Categories[f.Category]
 		cs.add(v.Pass)
 		res.Categories[f.Category] = cs
@@ -168,6 +188,9 @@ func (r *Report) add(sys string, p *Prepared, c *Context, judged map[string]bool
 			js := res.Judge.Categories[f.Category]
 			js.add(ok)
 			res.Judge.Categories[f.Category] = js
+			jb := res.Judge.Bands[band(p)]
+			jb.add(ok)
+			res.Judge.Bands[band(p)] = jb
 		}
 	}
 	ss.Score.finish()
@@ -189,9 +212,11 @@ func (r *Report) finish(elapsed time.Duration) {
 		res := &r.Results[i]
 		res.Overall.finish()
 		finishAll(res.Categories)
+		finishAll(res.Bands)
 		if res.Judge != nil {
 			res.Judge.Overall.finish()
 			finishAll(res.Judge.Categories)
+			finishAll(res.Judge.Bands)
 		}
 		if n := len(r.Sessions); n > 0 {
 			res.ContextTokensMean = res.tokens / int64(n)
@@ -227,14 +252,16 @@ func PrintTable(w io.Writer, r *Report) error {
 	}
 	fmt.Fprintf(w, "Recall eval: seed %d, %d sessions (%s–%s tokens, %d–%d earlier compactions), %d facts; budget %s tokens, threshold %s\n\n",
 		r.Seed, len(r.Sessions), kTokens(minT), kTokens(maxT), minC, maxC, r.Facts, thousands(r.Budget), thousands(r.Threshold))
-	printScores(w, r, "offline scoring (normalized match)", func(s *SystemResult) (Score, map[string]Score) { return s.Overall, s.Categories })
+	printScores(w, r, "offline scoring (normalized match)", func(s *SystemResult) (Score, map[string]Score, map[string]Score) {
+		return s.Overall, s.Categories, s.Bands
+	})
 	if r.Judge != "" {
 		fmt.Fprintln(w)
-		printScores(w, r, "LLM judge ("+r.Judge+")", func(s *SystemResult) (Score, map[string]Score) {
+		printScores(w, r, "LLM judge ("+r.Judge+")", func(s *SystemResult) (Score, map[string]Score, map[string]Score) {
 			if s.Judge == nil {
-				return Score{}, nil
+				return Score{}, nil, nil
 			}
-			return s.Judge.Overall, s.Judge.Categories
+			return s.Judge.Overall, s.Judge.Categories, s.Judge.Bands
 		})
 		for _, res := range r.Results {
 			if res.Judge != nil && res.Judge.Errors > 0 {
@@ -260,23 +287,23 @@ func PrintTable(w io.Writer, r *Report) error {
 	return tw.Flush()
 }
 
-func printScores(w io.Writer, r *Report, title string, get func(*SystemResult) (Score, map[string]Score)) {
+func printScores(w io.Writer, r *Report, title string, get func(*SystemResult) (overall Score, cats, bands map[string]Score)) {
 	fmt.Fprintln(w, title)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "system\t")
 	for _, c := range sessiongen.Categories {
 		fmt.Fprintf(tw, "%s\t", c)
 	}
-	fmt.Fprint(tw, "overall\tcontext tokens mean/max\tover budget\toutcomes\t\n")
+	fmt.Fprint(tw, "overall\t"+BandFresh+"\t"+BandCompacted+"\tcontext tokens mean/max\tover budget\toutcomes\t\n")
 	for i := range r.Results {
 		res := &r.Results[i]
-		overall, cats := get(res)
+		overall, cats, bands := get(res)
 		fmt.Fprintf(tw, "%s\t", res.System)
 		for _, c := range sessiongen.Categories {
 			s := cats[c]
 			fmt.Fprintf(tw, "%s\t", pct(s))
 		}
-		fmt.Fprintf(tw, "%s\t%s/%s\t%d\t%s\t\n", pct(overall), kTokens(res.ContextTokensMean), kTokens(res.ContextTokensMax), res.OverBudget, outcomes(res.Outcomes))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%d\t%s\t\n", pct(overall), pct(bands[BandFresh]), pct(bands[BandCompacted]), kTokens(res.ContextTokensMean), kTokens(res.ContextTokensMax), res.OverBudget, outcomes(res.Outcomes))
 	}
 	tw.Flush()
 }
