@@ -1,7 +1,7 @@
 // Command recall is Recall's one binary: it runs the whole pipeline on an
 // embedded NATS server (up, demo), any single service (ingest, trigger,
 // extractor, compactor), and the operator tools (replay, memory, compact,
-// extract, bench, config, nats-permissions).
+// extract, bench, eval, config, nats-permissions).
 package main
 
 import (

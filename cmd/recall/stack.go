@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/embedded"
+	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/svcmain"
@@ -32,6 +33,9 @@ type stackOptions struct {
 	NATSURL    string // external NATS instead of the embedded one
 	HTTPAddr   string // ingest HTTP edge
 	Log        *slog.Logger
+	// Provider, when set, is the LLM provider of the extractor and of the
+	// compactor's fallback instead of the one RECALL_LLM_* configure.
+	Provider llm.Provider
 }
 
 // stack is a running in-process Recall.
@@ -101,6 +105,9 @@ func startStack(ctx context.Context, o stackOptions) (*stack, error) {
 	}
 	ic.NATS, tc.NATS, ec.NATS, cc.NATS = natsCfg(), natsCfg(), natsCfg(), natsCfg()
 	ic.HTTPAddr = o.HTTPAddr
+	if o.Provider != nil {
+		ec.Provider, cc.Provider = o.Provider, o.Provider
+	}
 	s.goRun(sctx, "ingest", func(ctx context.Context) error { return ingestsvc.Run(ctx, ic, o.Log.With("service", "ingest")) })
 	s.goRun(sctx, "trigger", func(ctx context.Context) error { return triggersvc.Run(ctx, tc, o.Log.With("service", "trigger")) })
 	s.goRun(sctx, "extractor", func(ctx context.Context) error { return extractorsvc.Run(ctx, ec, o.Log.With("service", "extractor")) })

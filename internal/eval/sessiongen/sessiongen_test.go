@@ -1,0 +1,81 @@
+package sessiongen
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/recallhq/recall/internal/importer"
+)
+
+// The same spec gives the same bytes and facts; another seed gives others.
+func TestGenerateDeterministic(t *testing.T) {
+	spec := Spec{Seed: 7, Index: 1, Tokens: 60000}
+	a, b := Generate(spec), Generate(spec)
+	if !bytes.Equal(a.JSONL, b.JSONL) {
+		t.Fatal("same spec, different transcripts")
+	}
+	if fmt.Sprint(a.Facts) != fmt.Sprint(b.Facts) {
+		t.Fatal("same spec, different facts")
+	}
+	c := Generate(Spec{Seed: 8, Index: 1, Tokens: 60000})
+	if bytes.Equal(a.JSONL, c.JSONL) {
+		t.Fatal("different seeds, same transcript")
+	}
+}
+
+// Every session imports cleanly, reaches its length, holds every category
+// and, past the threshold, earlier compactions; every expected answer is in
+// the transcript and no invented one is.
+func TestGenerateSessions(t *testing.T) {
+	for _, spec := range Suite(3, len(Lengths), Lengths) {
+		t.Run(fmt.Sprint(spec.Tokens), func(t *testing.T) {
+			s := Generate(spec)
+			if s.Tokens < spec.Tokens-8000 || s.Tokens > spec.Tokens+30000 {
+				t.Errorf("tokens %d, want about %d", s.Tokens, spec.Tokens)
+			}
+			wantCompactions := int((spec.Tokens - 10000) / CompactAt)
+			if s.Compactions < wantCompactions {
+				t.Errorf("%d earlier compactions, want at least %d", s.Compactions, wantCompactions)
+			}
+			res, err := importer.ClaudeCode(bytes.NewReader(s.JSONL), importer.Options{Session: s.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Warnings) > 0 {
+				t.Fatalf("import warnings: %v", res.Warnings[:min(3, len(res.Warnings))])
+			}
+			if res.Counts["compaction"] != s.Compactions {
+				t.Errorf("imported %d compactions, generated %d", res.Counts["compaction"], s.Compactions)
+			}
+			cats := map[string]int{}
+			raw := string(s.JSONL)
+			for _, f := range s.Facts {
+				cats[f.Category]++
+				for _, e := range f.Expect {
+					if !strings.Contains(raw, jsonText(e)) {
+						t.Errorf("%s: expected answer %q is not in the transcript", f.ID, e)
+					}
+				}
+				for _, inv := range f.Invented {
+					if strings.Contains(strings.ToLower(raw), inv) {
+						t.Errorf("%s: invented answer %q is in the transcript", f.ID, inv)
+					}
+				}
+			}
+			for _, c := range Categories {
+				if cats[c] == 0 {
+					t.Errorf("no %s fact", c)
+				}
+			}
+			t.Logf("%s: %d records, %d tokens, %d compactions, %d facts, sha256 %x", s.ID, s.Records, s.Tokens, s.Compactions, len(s.Facts), sha256.Sum256(s.JSONL))
+		})
+	}
+}
+
+// jsonText is s as it appears inside a JSON string.
+func jsonText(s string) string {
+	return strings.NewReplacer(`"`, `\"`).Replace(s)
+}
