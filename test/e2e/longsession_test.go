@@ -27,6 +27,13 @@ const keepMax = 40000
 // loop, each call returning about 8,000 characters. It returns the
 // transcript and the request's text.
 func toolLoopTranscript(session string, calls int) ([]byte, string) {
+	return toolLoopJSONL(session, calls, false)
+}
+
+// toolLoopJSONL is toolLoopTranscript; streamed writes each response as
+// Claude Code streams it: a thinking record, then the tool_use record,
+// sharing the message id (stop_reason on the last).
+func toolLoopJSONL(session string, calls int, streamed bool) ([]byte, string) {
 	var b bytes.Buffer
 	request := fmt.Sprintf("Migrate every handler in services/ to the v2 router, run the tests after each file, and stop at the first failure that is not flaky (session %s).", session)
 	at := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
@@ -46,6 +53,13 @@ func toolLoopTranscript(session string, calls int) ([]byte, string) {
 	for i := range calls {
 		id := fmt.Sprintf("toolu_%s_%d", session, i)
 		context += 60
+		if streamed {
+			write("assistant", fmt.Sprintf("%s-t%d", session, i), map[string]any{
+				"id": fmt.Sprintf("msg_%s_%d", session, i), "role": "assistant", "model": "claude-sonnet-4-5",
+				"stop_reason": nil, "usage": map[string]int64{"input_tokens": context, "output_tokens": 20},
+				"content": []map[string]any{{"type": "thinking", "thinking": fmt.Sprintf("Handler %03d next; run its tests.", i), "signature": "sig"}},
+			})
+		}
 		write("assistant", fmt.Sprintf("%s-a%d", session, i), map[string]any{
 			"id": fmt.Sprintf("msg_%s_%d", session, i), "role": "assistant", "model": "claude-sonnet-4-5",
 			"stop_reason": "tool_use", "usage": map[string]int64{"input_tokens": context, "output_tokens": 60},
@@ -192,10 +206,17 @@ func TestLongToolLoopsCompactFromMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, calls := range []int{20, 60, 100, 200} {
+	for _, tc := range []struct {
+		calls    int
+		streamed bool
+	}{{20, false}, {60, false}, {100, false}, {200, false}, {100, true}} {
+		calls := tc.calls
 		session := fmt.Sprintf("loop%d", calls)
+		if tc.streamed {
+			session += "streamed"
+		}
 		t.Run(session, func(t *testing.T) {
-			jsonl, request := toolLoopTranscript(session, calls)
+			jsonl, request := toolLoopJSONL(session, calls, tc.streamed)
 			res, err := importer.ClaudeCode(bytes.NewReader(jsonl), importer.Options{Session: session})
 			if err != nil {
 				t.Fatal(err)
@@ -206,8 +227,9 @@ func TestLongToolLoopsCompactFromMemory(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The trigger extracts every 3 tool calls: the last decision is
-			// at most three calls (six records) from the end.
-			waitForNotes(t, js, session, last.Sequence-6)
+			// at most three calls (six records, nine when streamed) from
+			// the end.
+			waitForNotes(t, js, session, last.Sequence-9)
 
 			r := compactHTTP(t, p.httpURL, session)
 			if r.Outcome != memory.OutcomeSessionMemory || !r.Served {
