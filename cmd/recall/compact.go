@@ -120,6 +120,12 @@ func printCompaction(w io.Writer, tenant, session string, r *events.CompactReply
 			trunc = ", sections cut to fit"
 		}
 		fmt.Fprintf(w, "  summary:        %s tokens%s\n", thousands(memory.EstimateText(r.Summary.Content[0].Text)), trunc)
+		if strings.Contains(r.Summary.Content[0].Text, memory.QuoteBegin) {
+			fmt.Fprintln(w, "                  the latest user request is outside the kept messages: quoted verbatim in the summary")
+		}
+	}
+	if r.ClearedToolUses > 0 || r.ClearedTokens > 0 {
+		fmt.Fprintf(w, "  cleared:        %d tool results, ~%s tokens (context_management)\n", r.ClearedToolUses, thousands(r.ClearedTokens))
 	}
 	fmt.Fprintf(w, "  waited:         %d ms for a running extraction\n", r.WaitedMS)
 	llmNote := ", no LLM call"
