@@ -148,7 +148,7 @@ func TestOfflineSections(t *testing.T) {
 		"Task specification":  "Add a --json flag to the report command. It should print the totals as JSON.",
 		"Files and Functions": "- `/src/report.go` — Read, Edit",
 		"Workflow":            "- `go build ./...`",
-		"Errors & Corrections": "- Bash `go build ./...` failed: report.go:3: undefined: json\n" +
+		"Errors & Corrections": "- Bash `go build ./...` failed: report.go:3: undefined: json → Added the flag.\n" +
 			"- User correction: No, use encoding/json instead of fmt for the output.",
 		"Codebase and System Documentation": "",
 		"Learnings":                         "",

@@ -22,6 +22,7 @@ const (
 	offlineMaxCommands = 20
 	offlineMaxErrors   = 15
 	offlineMaxWorklog  = 40
+	offlineMaxResults  = 12
 	offlineLine        = 160
 )
 
@@ -31,8 +32,10 @@ const (
 // the title from the first user request (kept once set), the task from the
 // first request, the current state from the latest request and reply, files
 // from tool inputs (file_path, path, notebook_path), the workflow from Bash
-// commands, errors from failed tool results and user corrections, and one
-// worklog line per user turn. List sections are merged with what the notes
+// commands, errors from failed tool results (with the agent's next words,
+// which usually name the fix) and user corrections, key results from the
+// agent's answers that state a decision, a fix or a number, and one worklog
+// line per user turn. List sections are merged with what the notes
 // already hold (entries keyed by path, command or request) and bounded.
 //
 // It answers with one Edit call per changed section, each replacing the whole
@@ -106,8 +109,13 @@ type facts struct {
 	files         []string // "- `path` — Tool, Tool"
 	commands      []string // "- `cmd`"
 	errors        []string
+	results       []string
 	worklog       []string
 }
+
+// statement matches agent text worth keeping as a key result: a decision,
+// a fix, or a claim with a number in it.
+var statement = regexp.MustCompile(`(?i)^(decision|decided|fixed|found|result)\b|\b(decided|we will use|going with)\b|\d`)
 
 var sentenceEnd = regexp.MustCompile(`[.?!:](\s|$)`)
 
@@ -128,6 +136,7 @@ func derive(msgs []events.Message) facts {
 	var turnTools []string
 	turnCounts := map[string]int{}
 	inTurn := false
+	pendingFix := -1 // index in f.errors of an error whose fix is not yet named
 	endTurn := func() {
 		if !inTurn {
 			return
@@ -144,7 +153,7 @@ func derive(msgs []events.Message) facts {
 			}
 			action = strings.Join(parts, ", ")
 		}
-		f.worklog = append(f.worklog, "- "+clip(turnReq, 90)+" → "+action)
+		f.worklog = append(f.worklog, "- "+clip(turnReq, offlineLine)+" → "+action)
 		turnTools, turnCounts, inTurn = nil, map[string]int{}, false
 	}
 
@@ -170,6 +179,13 @@ func derive(msgs []events.Message) facts {
 			case m.Role == events.RoleAssistant && b.Type == events.BlockText:
 				if t := strings.TrimSpace(b.Text); t != "" {
 					f.latestReply = t
+					if pendingFix >= 0 {
+						f.errors[pendingFix] += " → " + clip(t, offlineLine)
+						pendingFix = -1
+					}
+					if statement.MatchString(t) {
+						f.results = append(f.results, "- "+clip(t, 240))
+					}
 				}
 			case b.Type == events.BlockToolUse:
 				var in map[string]any
@@ -214,6 +230,7 @@ func derive(msgs []events.Message) facts {
 				}
 				line += " failed: " + clip(resultText(b), offlineLine)
 				f.errors = append(f.errors, line)
+				pendingFix = len(f.errors) - 1
 			}
 		}
 	}
@@ -297,7 +314,9 @@ func offlineEdits(notes string, f facts) []memory.Edit {
 		case "workflow":
 			body = mergeLines(old, f.commands, lineKey, offlineMaxCommands)
 		case "errors & corrections":
-			body = mergeLines(old, f.errors, lineKey, offlineMaxErrors)
+			body = mergeLines(old, f.errors, errorKey, offlineMaxErrors)
+		case "key results":
+			body = mergeLines(old, f.results, lineKey, offlineMaxResults)
 		case "worklog":
 			body = mergeLines(old, f.worklog, worklogKey, offlineMaxWorklog)
 		default:
@@ -334,6 +353,15 @@ func title(req string) string {
 }
 
 func lineKey(l string) string { return l }
+
+// errorKey keys an error line by what failed, so the line with its fix
+// replaces the one without.
+func errorKey(l string) string {
+	if i := strings.Index(l, " → "); i > 0 {
+		return l[:i]
+	}
+	return l
+}
 
 func fileKey(l string) string {
 	if i := strings.Index(l, "` — "); i > 0 {
