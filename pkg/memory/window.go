@@ -175,7 +175,7 @@ func SelectWindow(in WindowInput, cfg WindowConfig) Window {
 		}
 	}
 	if Padded(suffixEstimate(es, start)) > cfg.MaxTokens {
-		start, w.Overflow = shrink(es, start, mandatory, cfg.MaxTokens)
+		start, w.Overflow = shrink(es, start, mandatory, cfg.MaxTokens, in.Complete)
 	}
 	if start == 0 && n > 0 && !in.Complete {
 		w.NeedEarlier = true
@@ -243,14 +243,16 @@ func grow(es []WindowEntry, start, floor int, cfg WindowConfig) (int, bool) {
 
 // shrink moves start forward, never past mandatory, to the first start
 // whose closed suffix fits max (rule 3). When even the suffix from mandatory
-// does not fit, it returns mandatory's closure and overflow.
-func shrink(es []WindowEntry, start, mandatory int, max int64) (int, bool) {
+// does not fit, it returns mandatory's closure and overflow. In a partial
+// transcript a suffix whose tool_use lies before Entries is taken as it is:
+// the selection then asks for earlier records anyway (NeedEarlier).
+func shrink(es []WindowEntry, start, mandatory int, max int64, complete bool) (int, bool) {
 	for s := start + 1; s <= mandatory; s++ {
 		if s < mandatory && !es[s].main() {
 			continue
 		}
 		c, missing := closeInvariants(es, s)
-		if !missing && Padded(suffixEstimate(es, c)) <= max {
+		if (!missing || !complete) && Padded(suffixEstimate(es, c)) <= max {
 			return c, false
 		}
 	}
