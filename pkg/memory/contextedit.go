@@ -43,7 +43,8 @@ func DefaultContextEdits() []events.ContextEdit {
 //   - clear_tool_uses_20250919, once the context holds trigger input tokens
 //     (default 100,000) or tool uses, replaces the result of every tool use
 //     but the most recent keep (default 3) by a placeholder naming the
-//     record, and with clear_tool_inputs the tool_use's input by {};
+//     record (a result shorter than the placeholder is left as it is), and
+//     with clear_tool_inputs the tool_use's input by {};
 //     exclude_tools are never cleared; when the clearing would free fewer
 //     than clear_at_least input tokens, nothing is cleared.
 //
@@ -190,7 +191,9 @@ func clearToolUses(es []WindowEntry, e events.ContextEdit, tokens int64) ([]even
 		}
 		n := len(out)
 		if u.result >= 0 {
-			out = append(out, clearResult(es, u))
+			if b := clearResult(es, u); b.Tokens > 0 {
+				out = append(out, b) // a result shorter than the placeholder stays
+			}
 		}
 		if e.ClearToolInputs {
 			if b := clearInput(es, u); b.Tokens > 0 {

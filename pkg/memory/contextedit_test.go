@@ -192,3 +192,13 @@ func TestContextManagementValidate(t *testing.T) {
 		t.Fatalf("%+v %v", r, err)
 	}
 }
+
+// A result shorter than its placeholder is not cleared: clearing it would
+// grow the context.
+func TestClearingSkipsShortResults(t *testing.T) {
+	es := editLoop(4, 2)
+	p := memory.PlanContextEdits(memory.ContextEditInput{Entries: es, Tokens: 2e5, Edits: memory.DefaultContextEdits()})
+	if len(p.Clear) != 0 || len(p.Applied) != 0 {
+		t.Fatalf("cleared %d blocks of tiny results: %+v", len(p.Clear), p.Clear)
+	}
+}
