@@ -17,6 +17,7 @@ import (
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/ops"
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/replyspace"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -88,7 +89,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 		Description: "Recall ingest: validates session CloudEvents and stores them on " + events.StreamTranscript,
 	})
 	if err == nil {
-		err = s.svc.AddEndpoint(events.VerbIngest, s.nh, micro.WithEndpointSubject(IngestEndpointSubject))
+		err = s.svc.AddEndpoint(events.VerbIngest, replyspace.Guard(log, s.nh), micro.WithEndpointSubject(IngestEndpointSubject))
 	}
 	if err == nil {
 		// The endpoint serves once the server registered its subscription;

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/recallhq/recall/internal/replyspace"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
 )
@@ -39,13 +40,13 @@ func (t *Trigger) ServeManual(ctx context.Context) (micro.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = svc.AddEndpoint(events.VerbExtract, micro.HandlerFunc(func(req micro.Request) {
+	err = svc.AddEndpoint(events.VerbExtract, replyspace.Guard(t.log, micro.HandlerFunc(func(req micro.Request) {
 		// Handlers are serial per endpoint, so a wait must not block others:
 		// answer from a goroutine, on the connection (micro reuses the
 		// request's state once the handler returns).
 		in := manualRequest{subject: req.Subject(), header: nats.Header(req.Headers()), data: req.Data(), reply: req.Reply()}
 		go t.manual(ctx, in)
-	}), micro.WithEndpointSubject(events.SubjectAPIRoot+"."+events.VerbExtract+".*.*"))
+	})), micro.WithEndpointSubject(events.SubjectAPIRoot+"."+events.VerbExtract+".*.*"))
 	if err != nil {
 		_ = svc.Stop()
 		return nil, err
