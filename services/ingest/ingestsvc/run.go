@@ -73,7 +73,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 	if err != nil {
 		return nil, err
 	}
-	limits := Limits{MaxEventBytes: cfg.MaxEventBytes, MaxBatchEvents: cfg.MaxBatchEvents, MaxBodyBytes: cfg.MaxBodyBytes}
+	limits := Limits{MaxEventBytes: cfg.MaxEventBytes, MaxBatchEvents: cfg.MaxBatchEvents, MaxBodyBytes: cfg.MaxBodyBytes,
+		BodyTimeout: cfg.BodyTimeout, gate: newBodyGate(cfg.MaxBodies)}
 	in := NewIngester(s.js, cfg.MaxEventBytes, cfg.PublishTimeout)
 	s.in = in
 
@@ -106,7 +107,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 
 	mux := ops.Handler(s.readyErr)
 	mux.Handle("POST /v1/events", NewEventsHandler(in, auth, limits))
-	NewSessionAPI(s.nc, auth, cfg.APITimeout, cfg.MaxBodyBytes).Register(mux)
+	NewSessionAPI(s.nc, auth, cfg.APITimeout, limits).Register(mux)
 	s.handler = mux
 	if cfg.HTTPAddr != "" {
 		s.ln, err = net.Listen("tcp", cfg.HTTPAddr)
