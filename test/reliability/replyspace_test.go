@@ -256,3 +256,48 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// TestDedupPoisoning: tenant A tries to make tenant B's event "victim-1" a
+// duplicate by storing its deduplication id first — directly on A's own
+// transcript subject with Nats-Msg-Id "globex:victim-1" (denied: tenants
+// have no transcript permission), and through the ingest endpoint with the
+// event id "globex:victim-1" (stored under A's id "acme:globex:victim-1").
+// B's later event victim-1 is stored, not answered as a duplicate.
+func TestDedupPoisoning(t *testing.T) {
+	h, viol := startWithGeneratedUsers(t)
+	base := h.startIngest()
+	a := tenantConn(t, h, tenantA)
+
+	m := nats.NewMsg(events.TranscriptSubject(tenantA, "s1"))
+	m.Header.Set(jetstream.MsgIDHeader, events.DedupID(tenantB, "victim-1"))
+	m.Data = mustJSON(t, transcriptEvent(tenantA, "s1", 0, 10))
+	if err := a.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the server to refuse the direct publish", 5*time.Second, func() bool {
+		for _, l := range viol.lines() {
+			if strings.Contains(l, events.TranscriptSubject(tenantA, "s1")) {
+				return true
+			}
+		}
+		return false
+	})
+	forged := transcriptEvent(tenantA, "s1", 1, 10)
+	forged.SetID(events.DedupID(tenantB, "victim-1"))
+	if r := ingestNATS(t, a, tenantA, "s1", []event.Event{forged}); r.Accepted != 1 || r.Duplicates != 0 {
+		t.Fatalf("A's event: %+v", r)
+	}
+
+	victim := transcriptEvent(tenantB, "s1", 0, 10)
+	victim.SetID("victim-1")
+	status, body := httpDo(t, "POST", base+"/v1/events", tokenB, "application/cloudevents+json", mustJSON(t, victim))
+	var r ingestsvc.Response
+	_ = json.Unmarshal(body, &r)
+	if status != 202 || r.Accepted != 1 || r.Duplicates != 0 || len(r.Results) != 1 || r.Results[0].Duplicate {
+		t.Fatalf("B's event victim-1: %d %s", status, body)
+	}
+	if n := snapshotStreams(t, h.js)[events.StreamTranscript]; n.msgs != 2 {
+		t.Fatalf("transcript holds %d events, want A's and B's", n.msgs)
+	}
+	t.Logf("RELIABILITY dedup poisoning: direct publish refused by the server, forged id stored as A's own, B's victim-1 stored at seq %d", r.Results[0].Seq)
+}
