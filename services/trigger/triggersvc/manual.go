@@ -19,7 +19,8 @@ import (
 const ServiceName = "recall-trigger"
 
 // ErrNoMessages is the error text of a manual extraction of an empty
-// session, as the reference words it.
+// session, as the reference words it; it is answered as a 422 micro error
+// (HTTP 422 through the edge), not as a result with success false.
 const ErrNoMessages = "no messages to summarize"
 
 // maxManualTimeout caps the wait a client may ask for.
@@ -117,8 +118,7 @@ func (t *Trigger) extract(ctx context.Context, subject string, hdr nats.Header, 
 	}
 	res.MemoryKey = events.MemoryKey(tenant, session)
 	if head == 0 {
-		res.Error = ErrNoMessages
-		return res, "", ""
+		return res, "422", ErrNoMessages + ": session " + session + " has no transcript events"
 	}
 	res.UpToSeq = head
 	upToID := ""

@@ -565,9 +565,9 @@ func TestManualExtraction(t *testing.T) {
 	}
 
 	t.Run("empty session", func(t *testing.T) {
-		r, _ := call("nothing", "")
-		if r.Success || r.Error != ErrNoMessages {
-			t.Fatalf("result %+v", r)
+		_, m := call("nothing", "")
+		if code := m.Header.Get("Nats-Service-Error-Code"); code != "422" || !strings.HasPrefix(m.Header.Get("Nats-Service-Error"), ErrNoMessages) {
+			t.Fatalf("error %q %q, want 422 %s", code, m.Header.Get("Nats-Service-Error"), ErrNoMessages)
 		}
 	})
 	publish(t, js, []item{
