@@ -116,6 +116,9 @@ func (a *SessionAPI) readBodyProblem(w http.ResponseWriter, r *http.Request) ([]
 		return nil, newProblem(ProblemInvalidBody, http.StatusBadRequest, "reading request body: "+err.Error())
 	}
 	if len(body) > 0 {
+		if !json.Valid(body) {
+			return nil, newProblem(ProblemInvalidBody, http.StatusBadRequest, "request body must be JSON")
+		}
 		if err := checkJSON(body, events.MaxDepth); err != nil {
 			return nil, newProblem(ProblemInvalidBody, http.StatusBadRequest, "request body: "+err.Error())
 		}
