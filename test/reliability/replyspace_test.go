@@ -183,6 +183,19 @@ func TestHostileReplySubjects(t *testing.T) {
 		t.Fatalf("dropped %d requests, want %d", got, want)
 	}
 
+	// A reply larger than one message (the record fits in the bucket, the
+	// reply with its envelope does not) arrives in chunks, published by the
+	// extractor's user into A's reply space (no response permission).
+	big, _ := json.Marshal(events.MemoryRecord{Notes: strings.Repeat("n", 1045000), CoveredSeq: 1})
+	if _, err := memKV.Put(ctx, events.MemoryKey(tenantA, "big"), big); err != nil {
+		t.Fatal(err)
+	}
+	m, err := chunked.Request(ctx, a, events.APISubject(events.VerbMemory, tenantA, "big"), nil, nil)
+	var mr events.MemoryReply
+	if err != nil || json.Unmarshal(m.Data, &mr) != nil || len(mr.Record.Notes) != 1045000 {
+		t.Fatalf("chunked memory reply: %v", err)
+	}
+
 	// Through the HTTP edge, the ingest forwards A's compaction and gets
 	// the answer in A's reply space.
 	if code, body := httpDo(t, "POST", base+"/v1/sessions/own/compact", tokenA, "application/json", []byte(`{}`)); code != 200 {
