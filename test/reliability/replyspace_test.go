@@ -130,30 +130,66 @@ func TestHostileReplySubjects(t *testing.T) {
 	defer cancel()
 
 	a, b := tenantConn(t, h, tenantA), tenantConn(t, h, tenantB)
+	v := seedVictim(ctx, t, h, a, b)
+	want := sendHostileRequests(ctx, t, a)
+	checkChunkedReply(ctx, t, v.memKV, a)
+	// Through the HTTP edge, the ingest forwards A's compaction and gets
+	// the answer in A's reply space.
+	if code, body := httpDo(t, "POST", base+"/v1/sessions/own/compact", tokenA, "application/json", []byte(`{}`)); code != 200 {
+		t.Fatalf("HTTP compact: %d %s", code, body)
+	}
+	v.checkUnchanged(ctx, t, h)
+	for _, line := range viol.lines() {
+		t.Errorf("permission violation (a service tried a forbidden publish): %s", line)
+	}
+	t.Logf("RELIABILITY hostile replies: %d requests (4 verbs × %d reply subjects) dropped, 0 published; streams, B's transcript (4), B's memory (rev %d) and B's inbox unchanged",
+		want, len(hostileReplies(tenantB, "victim")), v.rev)
+}
+
+// victim is tenant B's data that hostile replies must not reach.
+type victim struct {
+	memKV  jetstream.KeyValue
+	rec    []byte
+	rev    uint64
+	before map[string]streamState
+	stolen atomic.Int64 // messages B's inbox received
+}
+
+// seedVictim stores B's transcript and memory and A's session, snapshots
+// the streams and watches B's inbox.
+func seedVictim(ctx context.Context, t *testing.T, h *harness, a, b *nats.Conn) *victim {
+	t.Helper()
 	var evs []event.Event
 	for i := 0; i < 4; i++ {
 		evs = append(evs, transcriptEvent(tenantB, "victim", i, 200))
 	}
 	ingestNATS(t, b, tenantB, "victim", evs)
 	ingestNATS(t, a, tenantA, "own", []event.Event{transcriptEvent(tenantA, "own", 0, 200)})
-	memKV, err := h.js.KeyValue(ctx, events.BucketMemory)
+	v := &victim{}
+	var err error
+	if v.memKV, err = h.js.KeyValue(ctx, events.BucketMemory); err != nil {
+		t.Fatal(err)
+	}
+	v.rec, _ = json.Marshal(events.MemoryRecord{Notes: "B's notes", CoveredSeq: 1})
+	if v.rev, err = v.memKV.Put(ctx, events.MemoryKey(tenantB, "victim"), v.rec); err != nil {
+		t.Fatal(err)
+	}
+	v.before = snapshotStreams(t, h.js)
+	sub, err := b.Subscribe(natsperm.InboxPrefix(tenantB)+".>", func(*nats.Msg) { v.stolen.Add(1) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, _ := json.Marshal(events.MemoryRecord{Notes: "B's notes", CoveredSeq: 1})
-	bRev, err := memKV.Put(ctx, events.MemoryKey(tenantB, "victim"), rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := snapshotStreams(t, h.js)
-	var stolen atomic.Int64
-	bSub, err := b.Subscribe(natsperm.InboxPrefix(tenantB)+".>", func(*nats.Msg) { stolen.Add(1) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bSub.Unsubscribe()
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	_ = b.Flush()
+	return v
+}
 
+// sendHostileRequests sends A's requests to every endpoint with every
+// hostile reply subject, then a plain request to each (answered: each
+// endpoint handles its requests in order, so the hostile ones were handled)
+// and checks that all hostile ones were dropped. It returns their number.
+func sendHostileRequests(ctx context.Context, t *testing.T, a *nats.Conn) uint64 {
+	t.Helper()
 	dropped0 := replyspace.Dropped()
 	bodies := map[string][]byte{
 		events.VerbIngest:  mustJSON(t, []event.Event{transcriptEvent(tenantA, "own", 1, 50)}),
@@ -170,8 +206,6 @@ func TestHostileReplySubjects(t *testing.T) {
 			}
 		}
 	}
-	// Control: the same endpoints answer A's own inbox (each endpoint
-	// handles its requests in order, so the hostile ones were handled).
 	for _, verb := range verbs {
 		if _, err := chunked.Request(ctx, a, events.APISubject(verb, tenantA, "own"), nil, bodies[verb]); err != nil {
 			t.Fatalf("plain %s request: %v", verb, err)
@@ -182,28 +216,33 @@ func TestHostileReplySubjects(t *testing.T) {
 	if got := replyspace.Dropped() - dropped0; got != want {
 		t.Fatalf("dropped %d requests, want %d", got, want)
 	}
+	return want
+}
 
-	// A reply larger than one message (the record fits in the bucket, the
-	// reply with its envelope does not) arrives in chunks, published by the
-	// extractor's user into A's reply space (no response permission).
-	big, _ := json.Marshal(events.MemoryRecord{Notes: strings.Repeat("n", 1045000), CoveredSeq: 1})
+// checkChunkedReply: a reply larger than one message (the record fits in
+// the bucket, the reply with its envelope does not: 2 chunks) arrives,
+// published by the extractor's user into A's reply space without any
+// response permission.
+func checkChunkedReply(ctx context.Context, t *testing.T, memKV jetstream.KeyValue, a *nats.Conn) {
+	t.Helper()
+	const size = 1045000
+	big, _ := json.Marshal(events.MemoryRecord{Notes: strings.Repeat("n", size), CoveredSeq: 1})
 	if _, err := memKV.Put(ctx, events.MemoryKey(tenantA, "big"), big); err != nil {
 		t.Fatal(err)
 	}
 	m, err := chunked.Request(ctx, a, events.APISubject(events.VerbMemory, tenantA, "big"), nil, nil)
 	var mr events.MemoryReply
-	if err != nil || json.Unmarshal(m.Data, &mr) != nil || len(mr.Record.Notes) != 1045000 {
+	if err != nil || json.Unmarshal(m.Data, &mr) != nil || len(mr.Record.Notes) != size {
 		t.Fatalf("chunked memory reply: %v", err)
 	}
+}
 
-	// Through the HTTP edge, the ingest forwards A's compaction and gets
-	// the answer in A's reply space.
-	if code, body := httpDo(t, "POST", base+"/v1/sessions/own/compact", tokenA, "application/json", []byte(`{}`)); code != 200 {
-		t.Fatalf("HTTP compact: %d %s", code, body)
-	}
-
+// checkUnchanged compares the streams with the snapshot and checks B's
+// transcript, memory and inbox.
+func (v *victim) checkUnchanged(ctx context.Context, t *testing.T, h *harness) {
+	t.Helper()
 	after := snapshotStreams(t, h.js)
-	for name, st := range before {
+	for name, st := range v.before {
 		a := after[name]
 		// The work queue and the notifications move on their own; the
 		// transcript and the buckets only grow.
@@ -216,18 +255,13 @@ func TestHostileReplySubjects(t *testing.T) {
 	if n := after[events.StreamTranscript].victim; n != 4 {
 		t.Errorf("B's transcript holds %d events, want 4", n)
 	}
-	e, err := memKV.Get(ctx, events.MemoryKey(tenantB, "victim"))
-	if err != nil || e.Revision() != bRev || string(e.Value()) != string(rec) {
+	e, err := v.memKV.Get(ctx, events.MemoryKey(tenantB, "victim"))
+	if err != nil || e.Revision() != v.rev || string(e.Value()) != string(v.rec) {
 		t.Errorf("B's memory changed: %v", err)
 	}
-	if n := stolen.Load(); n != 0 {
+	if n := v.stolen.Load(); n != 0 {
 		t.Errorf("B's inbox received %d messages", n)
 	}
-	for _, line := range viol.lines() {
-		t.Errorf("permission violation (a service tried a forbidden publish): %s", line)
-	}
-	t.Logf("RELIABILITY hostile replies: %d requests (%d verbs × %d reply subjects) dropped, 0 published; streams, B's transcript (4), B's memory (rev %d) and B's inbox unchanged",
-		want, len(verbs), len(replies), bRev)
 }
 
 // streamState is what a hostile reply could change about a stream.

@@ -74,24 +74,11 @@ func (h *EventsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer span.End()
 	defer h.in.observe(ctx, "http", start)
 
-	tenant, err := h.auth.Authenticate(r)
-	if err != nil {
-		h.in.reject(ctx, "unauthenticated", 1)
-		w.Header().Set("WWW-Authenticate", `Bearer realm="recall"`)
-		writeProblem(w, newProblem(ProblemUnauthenticated, http.StatusUnauthorized, err.Error()))
+	tenant, mode, ok := h.admit(ctx, w, r)
+	if !ok {
 		return
 	}
 	span.SetAttributes(attribute.String("recall.tenant", tenant))
-
-	mode, p := requestMode(r.Header)
-	if p == nil && r.ContentLength > h.limits.MaxBodyBytes {
-		p = &problemReason{newProblem(ProblemTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is %d bytes, at most %d allowed", r.ContentLength, h.limits.MaxBodyBytes)), "body_too_large"}
-	}
-	if p != nil {
-		h.in.reject(ctx, p.reason(), 1)
-		writeProblem(w, p.Problem)
-		return
-	}
 	release, ok := h.limits.gate.acquire(w)
 	if !ok {
 		h.in.reject(ctx, "busy", 1)
@@ -102,6 +89,7 @@ func (h *EventsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body := http.MaxBytesReader(w, r.Body, h.limits.MaxBodyBytes)
 
 	var items []item
+	var p *problemReason
 	done := func(reuse bool) {}
 	if mode == modeBatch {
 		items, p = decodeBatchFrom(body, h.limits)
@@ -131,6 +119,28 @@ func (h *EventsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(mustJSON(resp))
+}
+
+// admit authenticates the request and checks its mode and announced size;
+// when it cannot be served it has been answered and ok is false.
+func (h *EventsHandler) admit(ctx context.Context, w http.ResponseWriter, r *http.Request) (tenant string, m mode, ok bool) {
+	tenant, err := h.auth.Authenticate(r)
+	if err != nil {
+		h.in.reject(ctx, "unauthenticated", 1)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="recall"`)
+		writeProblem(w, newProblem(ProblemUnauthenticated, http.StatusUnauthorized, err.Error()))
+		return "", 0, false
+	}
+	m, p := requestMode(r.Header)
+	if p == nil && r.ContentLength > h.limits.MaxBodyBytes {
+		p = &problemReason{newProblem(ProblemTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is %d bytes, at most %d allowed", r.ContentLength, h.limits.MaxBodyBytes)), "body_too_large"}
+	}
+	if p != nil {
+		h.in.reject(ctx, p.reason(), 1)
+		writeProblem(w, p.Problem)
+		return "", 0, false
+	}
+	return tenant, m, true
 }
 
 // readSingle reads a structured- or binary-mode body into a pooled buffer
