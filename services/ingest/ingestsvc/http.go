@@ -63,10 +63,11 @@ var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // events and answers once JetStream acknowledged every stored event.
 //
 // Memory is bounded by the limits, never by what the client announces: at
-// most Limits.MaxBodiesInFlight bodies are read at once (others get 503 with
-// Retry-After before any byte is read), each within Limits.BodyTimeout (408
-// after), up to Limits.MaxBodyBytes (413); a batch is split while it arrives
-// and rejected at its first element over Limits.MaxBatchEvents.
+// most Config.MaxBodies requests hold a body at once (others get 503 with
+// Retry-After before any byte is read), each body is read within
+// Limits.BodyTimeout (408 after) up to Limits.MaxBodyBytes (413), and a batch
+// is split while it arrives and rejected at its first element over
+// Limits.MaxBatchEvents.
 func (h *EventsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
@@ -96,21 +97,20 @@ func (h *EventsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		items, done, p = h.readSingle(ctx, r.Header, body)
 	}
+	reuse := true // false when a failed publish may still hold the body
+	defer func() { done(reuse) }()
 	if p != nil {
-		done(true)
 		h.in.reject(ctx, p.reason(), 1)
 		writeProblem(w, p.Problem)
 		return
 	}
 	span.SetAttributes(attribute.Int("recall.events", len(items)))
 	results := h.in.submit(ctx, tenant, "", items).wait(ctx)
-	reuse := true
 	for i := range results {
 		if results[i].Status == http.StatusServiceUnavailable {
 			reuse = false
 		}
 	}
-	done(reuse)
 	status, resp := summarize(results)
 	if status == http.StatusAccepted {
 		w.Header().Set("Content-Type", "application/json")
