@@ -91,6 +91,8 @@ func (a *SessionAPI) readBody(w http.ResponseWriter, r *http.Request) ([]byte, b
 	return body, p == nil && body != nil
 }
 
+// readBodyProblem returns the body, or the problem to answer, or (nil, nil)
+// when the bodies-in-flight gate has answered 503 already.
 func (a *SessionAPI) readBodyProblem(w http.ResponseWriter, r *http.Request) ([]byte, *Problem) {
 	limit := a.limits.MaxBodyBytes
 	if natsMax := int64(chunked.ChunkSize(a.nc)); natsMax < limit {
