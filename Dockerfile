@@ -4,7 +4,14 @@
 # distroless, non-root base. The subcommand picks the service:
 #
 #   docker run recall ingest | trigger | extractor | compactor
-#   docker run -p 8080:8080 -p 4222:4222 recall      # `recall up`: everything on an embedded NATS
+#   docker run -p 8080:8080 recall                   # `recall up`: everything on an embedded NATS
+#
+# The embedded NATS listens on the container's loopback: without tenants it
+# has no authentication, and `recall up` refuses to serve it elsewhere. With
+# tenants (RECALL_TENANTS) it authenticates every client with the generated
+# users (credentials in /data/nats-credentials.json), and may be published:
+#   docker run -e RECALL_TENANTS=... -p 8080:8080 -p 4222:4222 recall \
+#     up -data /data -http 0.0.0.0:8080 -nats-listen 0.0.0.0:4222
 #
 # Build: docker build -t recall:local .
 
@@ -36,7 +43,8 @@ COPY --from=build --chown=65532:65532 /out/data /data
 WORKDIR /data
 USER 65532:65532
 # 8080: HTTP edge (ingest, up). 9090: ops endpoints of trigger, extractor,
-# compactor (/healthz, /readyz, /metrics). 4222: embedded NATS of `recall up`.
+# compactor (/healthz, /readyz, /metrics). 4222: embedded NATS of `recall up`
+# (loopback by default, see above).
 EXPOSE 8080 9090 4222
 ENTRYPOINT ["/usr/local/bin/recall"]
-CMD ["up", "-data", "/data", "-http", "0.0.0.0:8080", "-nats-listen", "0.0.0.0:4222"]
+CMD ["up", "-data", "/data", "-http", "0.0.0.0:8080", "-nats-listen", "127.0.0.1:4222"]

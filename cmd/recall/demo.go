@@ -124,7 +124,7 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	defer st.Close()
 	say("  up in %s — NATS at %s, data in %s", fmtDuration(time.Since(t0)), st.NATSURL, dir)
 
-	nc, err := nats.Connect(st.NATSURL, nats.Name("recall-demo"))
+	nc, err := nats.Connect(st.NATSURL, append(st.AdminOptions(), nats.Name("recall-demo"))...)
 	if err != nil {
 		return fmt.Errorf("connecting to the embedded NATS: %w", err)
 	}

@@ -20,7 +20,7 @@ func TestNATSPermissionsCommand(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &u); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	if u.Tenant != "acme" || u.InboxPrefix != "_INBOX_acme" || len(u.Permissions.Publish.Allow) == 0 {
+	if u.Tenant != "acme" || u.InboxPrefix != "_INBOX_TENANT.acme" || len(u.Permissions.Publish.Allow) == 0 {
 		t.Fatalf("user %+v", u)
 	}
 

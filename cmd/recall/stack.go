@@ -42,68 +42,72 @@ type stackOptions struct {
 type stack struct {
 	NATSURL  string
 	HTTPAddr string
-	srv      *server.Server
-	cancel   context.CancelFunc
-	log      *slog.Logger
-	pause    time.Duration // first restart pause (default 1s)
-	wg       sync.WaitGroup
-	errMu    sync.Mutex
-	err      error
-	done     chan struct{}
+	// Auth is the embedded server's authentication, nil when it serves
+	// without (no tenants configured, loopback only).
+	Auth   *upAuth
+	srv    *server.Server
+	cancel context.CancelFunc
+	log    *slog.Logger
+	pause  time.Duration // first restart pause (default 1s)
+	wg     sync.WaitGroup
+	errMu  sync.Mutex
+	err    error
+	done   chan struct{}
+}
+
+// stackConfig is every service's configuration, from RECALL_* variables.
+type stackConfig struct {
+	prov      provision.Config
+	ingest    ingestsvc.Config
+	trigger   triggersvc.Config
+	extractor extractorsvc.Config
+	compactor compactorsvc.Config
+}
+
+func loadStackConfig() (stackConfig, error) {
+	var c stackConfig
+	for _, v := range []any{&c.prov, &c.ingest, &c.trigger, &c.extractor, &c.compactor} {
+		if err := envconfig.Process(svcmain.EnvPrefix, v); err != nil {
+			return c, fmt.Errorf("configuration: %w", err)
+		}
+	}
+	return c, nil
 }
 
 // startStack starts NATS (unless external), provisions, and runs every
 // service in this process. Services read the rest of their configuration
 // from RECALL_* environment variables, as they would alone.
+//
+// With tenants (RECALL_TENANTS) the embedded server authenticates: every
+// service connects as its generated user and each tenant has its own (see
+// upAuth; the credentials are in the data directory). Without tenants it
+// serves without authentication, and only on a loopback address.
 func startStack(ctx context.Context, o stackOptions) (*stack, error) {
 	s := &stack{NATSURL: o.NATSURL, HTTPAddr: o.HTTPAddr, log: o.Log, done: make(chan struct{})}
+	cfg, err := loadStackConfig()
+	if err != nil {
+		return nil, err
+	}
 	if s.NATSURL == "" {
-		srv, err := embedded.Start(embedded.Options{DataDir: o.DataDir, Listen: o.NATSListen})
-		if err != nil {
+		if err := s.startServer(o, cfg.ingest.Tenants); err != nil {
 			return nil, err
 		}
-		s.srv = srv
-		s.NATSURL = srv.ClientURL()
 	}
-	var pc provision.Config
-	if err := envconfig.Process(svcmain.EnvPrefix, &pc); err != nil {
+	if err := s.provision(ctx, cfg.prov); err != nil {
 		s.shutdownServer()
-		return nil, fmt.Errorf("configuration: %w", err)
+		return nil, err
 	}
-	nc, err := nats.Connect(s.NATSURL)
-	if err != nil {
-		s.shutdownServer()
-		return nil, fmt.Errorf("connecting to NATS at %s: %w", s.NATSURL, err)
-	}
-	js, _ := jetstream.New(nc)
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = provision.Ensure(pctx, js, pc)
-	cancel()
-	nc.Close()
-	if err != nil {
-		s.shutdownServer()
-		return nil, fmt.Errorf("provisioning: %w", err)
-	}
-
 	sctx, cancelAll := context.WithCancel(ctx)
 	s.cancel = cancelAll
-	natsCfg := func() natsconn.Config {
+	natsCfg := func(user string) natsconn.Config {
 		var c natsconn.Config
 		_ = envconfig.Process(svcmain.EnvPrefix+"_NATS", &c)
 		c.URL = s.NATSURL
-		return c
+		return s.Auth.conn(c, user)
 	}
-	var ic ingestsvc.Config
-	var tc triggersvc.Config
-	var ec extractorsvc.Config
-	var cc compactorsvc.Config
-	for _, c := range []any{&ic, &tc, &ec, &cc} {
-		if err := envconfig.Process(svcmain.EnvPrefix, c); err != nil {
-			s.Close()
-			return nil, fmt.Errorf("configuration: %w", err)
-		}
-	}
-	ic.NATS, tc.NATS, ec.NATS, cc.NATS = natsCfg(), natsCfg(), natsCfg(), natsCfg()
+	ic, tc, ec, cc := cfg.ingest, cfg.trigger, cfg.extractor, cfg.compactor
+	ic.NATS, tc.NATS = natsCfg("recall-ingest"), natsCfg("recall-trigger")
+	ec.NATS, cc.NATS = natsCfg("recall-extractor"), natsCfg("recall-compactor")
 	ic.HTTPAddr = o.HTTPAddr
 	if o.Provider != nil {
 		ec.Provider, cc.Provider = o.Provider, o.Provider
@@ -118,6 +122,57 @@ func startStack(ctx context.Context, o stackOptions) (*stack, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// startServer starts the embedded server: authenticated when tenantSpec
+// names tenants, otherwise open and only on a loopback address.
+func (s *stack) startServer(o stackOptions, tenantSpec string) error {
+	auth, err := ingestsvc.NewAuth(tenantSpec)
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	var users []*server.User
+	if tenants := auth.Tenants(); len(tenants) > 0 {
+		if s.Auth, err = loadOrCreateAuth(o.DataDir, tenants); err != nil {
+			return err
+		}
+		if users, err = s.Auth.serverUsers(); err != nil {
+			return err
+		}
+	} else if err := checkOpenListen(o.NATSListen); err != nil {
+		return err
+	}
+	srv, err := embedded.Start(embedded.Options{DataDir: o.DataDir, Listen: o.NATSListen, Users: users})
+	if err != nil {
+		return err
+	}
+	s.srv, s.NATSURL = srv, srv.ClientURL()
+	return nil
+}
+
+// AdminOptions are the connection options of the stack's admin (none when
+// the server runs without authentication).
+func (s *stack) AdminOptions() []nats.Option {
+	if c := s.Auth.conn(natsconn.Config{}, adminUser); c.User != "" {
+		return []nats.Option{nats.UserInfo(c.User, c.Password)}
+	}
+	return nil
+}
+
+// provision creates or updates the streams and buckets, as the admin.
+func (s *stack) provision(ctx context.Context, pc provision.Config) error {
+	nc, err := nats.Connect(s.NATSURL, s.AdminOptions()...)
+	if err != nil {
+		return fmt.Errorf("connecting to NATS at %s: %w", s.NATSURL, err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := provision.Ensure(pctx, js, pc); err != nil {
+		return fmt.Errorf("provisioning: %w", err)
+	}
+	return nil
 }
 
 // maxQuickFailures is how many times in a row a service may fail soon after

@@ -39,10 +39,30 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "Recall is up.\n  HTTP edge: http://%s (POST /v1/events)\n  NATS:      %s\n  data:      %s\nPress Ctrl-C to stop.\n", st.HTTPAddr, st.NATSURL, *data)
+	fmt.Fprintf(stdout, "Recall is up.\n  HTTP edge: http://%s (POST /v1/events)\n  NATS:      %s\n  data:      %s\n", st.HTTPAddr, st.NATSURL, *data)
+	printAuth(stdout, st.Auth)
+	fmt.Fprintln(stdout, "Press Ctrl-C to stop.")
 	select {
 	case <-ctx.Done():
 	case <-st.Done():
 	}
 	return st.Close()
+}
+
+// printAuth prints the NATS users of an authenticated stack, or says that
+// NATS runs without authentication on loopback.
+func printAuth(w io.Writer, a *upAuth) {
+	if a == nil {
+		fmt.Fprintln(w, "  NATS auth: none (no RECALL_TENANTS; loopback only)")
+		return
+	}
+	fmt.Fprintf(w, "  NATS auth: users and passwords in %s (mode 0600); the same permissions as `recall nats-permissions`\n", a.Path)
+	for _, u := range a.Users {
+		switch {
+		case u.Tenant != "":
+			fmt.Fprintf(w, "    tenant %-12s user %s password %s (connect with inbox prefix %s)\n", u.Tenant, u.Name, u.Password, u.InboxPrefix)
+		case u.Service == "":
+			fmt.Fprintf(w, "    operator            user %s password %s (for the CLI: RECALL_NATS_USER / RECALL_NATS_PASSWORD)\n", u.Name, u.Password)
+		}
+	}
 }

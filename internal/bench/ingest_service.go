@@ -92,7 +92,7 @@ const endpointWindow = 512
 // pipelined with endpointWindow requests in flight, and waits for every
 // reply. Any error reply fails the run.
 func endpointPublish(ctx context.Context, e *env, msgs []*nats.Msg) (time.Duration, error) {
-	inbox := nats.NewInbox()
+	inbox := events.InboxPrefix(benchTenant) + "." + nats.NewInbox() // the reply space the service answers in
 	window := make(chan struct{}, endpointWindow)
 	var (
 		mu    sync.Mutex

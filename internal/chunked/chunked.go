@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/recallhq/recall/internal/replyspace"
 )
 
 // Header names.
@@ -83,6 +85,9 @@ func RespondSize(nc *nats.Conn, reply string, hdr nats.Header, data []byte, size
 
 // Request sends data with hdr to subject and returns the reassembled reply:
 // the first message's headers (chunk headers removed) with the whole body.
+// For an API subject (recall.api.<verb>.<tenant>.<session>) the reply
+// subject lies in the tenant's reply space (replyspace.Inbox), the only
+// place Recall's services answer; nc must be allowed to subscribe there.
 // It waits until ctx is done (a deadline of 30 s applies when ctx has none).
 func Request(ctx context.Context, nc *nats.Conn, subject string, hdr nats.Header, data []byte) (*nats.Msg, error) {
 	if _, ok := ctx.Deadline(); !ok {
@@ -90,7 +95,10 @@ func Request(ctx context.Context, nc *nats.Conn, subject string, hdr nats.Header
 		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 	}
-	inbox := nc.NewInbox()
+	inbox := replyspace.Inbox(subject)
+	if inbox == "" {
+		inbox = nc.NewInbox()
+	}
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
 		return nil, err

@@ -20,6 +20,9 @@ type Options struct {
 	Listen string
 	// MaxPayload overrides the server's maximum message size (default 1 MiB).
 	MaxPayload int32
+	// Users, when set, are the only clients the server accepts (user and
+	// password, with their permissions); nil serves without authentication.
+	Users []*server.User
 }
 
 // Start starts the server and waits until it accepts connections. The caller
@@ -34,6 +37,7 @@ func Start(o Options) (*server.Server, error) {
 		NoSigs:     true,
 		NoLog:      true,
 		MaxPayload: o.MaxPayload,
+		Users:      o.Users,
 	}
 	if o.Listen != "" {
 		host, port, err := net.SplitHostPort(o.Listen)

@@ -3,29 +3,34 @@
 // service users (ingest, trigger, extractor, compactor) as a reference.
 //
 // A tenant user may:
-//   - publish its session events straight to the transcript stream
-//     (recall.transcript.<tenant>.<session>); publishing to a stream subject
-//     needs no $JS.API permission, the JetStream acknowledgement comes back on
-//     the client's reply inbox;
-//   - send requests to the API of its own sessions (recall.api.<verb>.<tenant>.<session>);
+//   - send requests to the API of its own sessions
+//     (recall.api.<verb>.<tenant>.<session>), its events included: they
+//     enter through the ingest endpoint (recall.api.ingest.<tenant>.<session>),
+//     which stamps the tenant and sets the deduplication id;
 //   - subscribe to its own lifecycle notifications (recall.events.<kind>.<tenant>.<session>);
-//   - subscribe to its own inbox prefix, "_INBOX_<tenant>.>".
+//   - subscribe to its own inbox prefix, "_INBOX_TENANT.<tenant>.>".
 //
-// Everything else is denied: other tenants' subjects, the $JS and $KV APIs
-// (so no stream, consumer or bucket can be read or changed), the system
-// account, and the shared "_INBOX.>" — a user allowed to subscribe there
-// could read every reply on the server, other tenants' compaction answers
-// and the services' KV reads included. Tenant clients must therefore connect
-// with nats.CustomInboxPrefix(InboxPrefix(tenant)); without it their request
-// and publish replies cannot reach them.
+// Everything else is denied: other tenants' subjects, the transcript stream's
+// subjects (a tenant publishing there would choose its own Nats-Msg-Id, and
+// the stream's deduplication is stream-wide: it could make another tenant's
+// event a "duplicate"), the $JS and $KV APIs (so no stream, consumer or
+// bucket can be read or changed), the system account, service discovery
+// ($SRV, for operators) and the shared "_INBOX.>" — a user allowed to
+// subscribe there could read every reply on the server, other tenants'
+// compaction answers and the services' KV reads included. Tenant clients
+// must therefore connect with nats.CustomInboxPrefix(InboxPrefix(tenant));
+// without it their replies cannot reach them.
 //
 // The service users get what the services use: the $JS API (stream
 // deletion and purging excepted — Recall never deletes a stream), the $KV
 // subjects of the buckets they write, the subjects they publish and serve,
-// the shared inbox (replies to their own requests and to manual extractions
-// the trigger forwards), and unlimited responses to requests they serve
-// (chunked replies send several messages to one reply subject). Every
-// service may read the per-tenant configuration through the $JS API.
+// the shared inbox (replies to their own requests, service discovery), and
+// the tenants' reply spaces "_INBOX_TENANT.*.>" (answers to API requests;
+// internal/replyspace keeps each answer in the requesting tenant's own).
+// They get no allow_responses: a response permission lets a reply pass the
+// publish deny list, so a requester choosing the reply subject could make a
+// service publish anywhere. Every service may read the per-tenant
+// configuration through the $JS API.
 package natsperm
 
 import (
@@ -52,7 +57,8 @@ type Rule struct {
 }
 
 // Responses lets a user publish to the reply subject of a message it
-// received: MaxMsgs replies (negative: unlimited) within Expires.
+// received: MaxMsgs replies (negative: unlimited) within Expires. Recall's
+// generated users never carry it: a response bypasses the publish deny list.
 type Responses struct {
 	MaxMsgs int           `json:"max"`
 	Expires time.Duration `json:"ttl"`
@@ -79,12 +85,15 @@ type User struct {
 	Permissions Permissions `json:"permissions"`
 }
 
+// TenantReplies matches every tenant's reply space (events.InboxPrefix).
+const TenantReplies = events.InboxRoot + ".*.>"
+
 // Services are the service names Service knows, in pipeline order.
 var Services = []string{"ingest", "trigger", "extractor", "compactor"}
 
 // InboxPrefix is the inbox prefix of tenant's clients: "_INBOX_<tenant>".
 // Tenant ids cannot contain '.', so no tenant's prefix covers another's.
-func InboxPrefix(tenant string) string { return "_INBOX_" + tenant }
+func InboxPrefix(tenant string) string { return events.InboxPrefix(tenant) }
 
 // Tenant returns the platform user of tenant (named user, or
 // "tenant-<tenant>" when user is empty). The tenant must be a valid id.
@@ -106,12 +115,12 @@ func Tenant(tenant, user string) (User, error) {
 		Permissions: Permissions{
 			Publish: Rule{
 				Allow: []string{
-					events.TranscriptSubject(tenant, "*"),
 					events.APISubject("*", tenant, "*"),
 				},
 				// Explicit denials keep the user confined even if an
 				// operator merges a broader allow into this block.
-				Deny: []string{"$JS.>", "$KV.>", "$SYS.>", "$SRV.>", "_INBOX.>"},
+				Deny: []string{"$JS.>", "$KV.>", "$SYS.>", "$SRV.>", "_INBOX.>", events.InboxRoot + ".>",
+					events.SubjectTranscriptRoot + ".>", events.SubjectExtractRoot + ".>", events.SubjectEventsRoot + ".>"},
 			},
 			Subscribe: Rule{
 				Allow: []string{
@@ -128,17 +137,17 @@ func Tenant(tenant, user string) (User, error) {
 // Service returns the reference user of one service ("ingest", "trigger",
 // "extractor" or "compactor"), named "recall-<service>".
 func Service(name string) (User, error) {
+	// Every service answers API requests in the tenants' reply spaces
+	// (replyspace.Guard picks the requester's own); no allow_responses.
 	common := Permissions{
 		Publish: Rule{
-			Allow: []string{"$JS.API.>", "$JS.ACK.>", "$JS.FC.>", "$SRV.>", "_INBOX.>"},
+			Allow: []string{"$JS.API.>", "$JS.ACK.>", "$JS.FC.>", "$SRV.>", "_INBOX.>", TenantReplies},
 			Deny:  []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>", "$SYS.>"},
 		},
 		Subscribe: Rule{
 			Allow: []string{"_INBOX.>", "$SRV.>"},
 			Deny:  []string{"$SYS.>"},
 		},
-		// Chunked replies send several messages to one reply subject.
-		Responses: &Responses{MaxMsgs: -1, Expires: 10 * time.Minute},
 	}
 	kv := func(buckets ...string) []string {
 		out := make([]string, len(buckets))
@@ -155,9 +164,10 @@ func Service(name string) (User, error) {
 	switch name {
 	case "ingest":
 		// Serves the NATS ingest endpoint, stores events, and forwards the
-		// HTTP session API to the services that serve it.
+		// HTTP session API to the services that serve it, receiving their
+		// answers in the tenant's reply space.
 		pub = []string{transcript, events.SubjectAPIRoot + ".>"}
-		sub = []string{apiAll(events.VerbIngest)}
+		sub = []string{apiAll(events.VerbIngest), TenantReplies}
 	case "trigger":
 		// Consumes the transcript, queues extraction requests, announces
 		// them, serves manual extraction (waiting for the outcome on the

@@ -185,22 +185,19 @@ func testIsolation(t *testing.T, e *env) {
 	ctx := context.Background()
 	a := e.tenant(t, tenantA)
 
-	t.Run("publishes its own transcript", func(t *testing.T) {
-		cl, err := client.New(a.js, tenantA)
-		if err != nil {
+	t.Run("cannot publish to the transcript stream, even its own subject", func(t *testing.T) {
+		// A direct publish chooses its own Nats-Msg-Id, and deduplication
+		// is stream-wide: "globex:victim-1" here would make tenant B's
+		// event of that id a duplicate. Tenants publish through ingest.
+		m := nats.NewMsg(events.TranscriptSubject(tenantA, "s1"))
+		m.Header.Set(jetstream.MsgIDHeader, events.DedupID(tenantB, "victim-1"))
+		m.Data = []byte("{}")
+		if err := a.nc.PublishMsg(m); err != nil {
 			t.Fatal(err)
 		}
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		res, err := cl.PublishBatch(pctx, []event.Event{message("e1", "s1"), message("e2", "s1"), message("e1", "s1")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res[0].Seq == 0 || !res[2].Duplicate {
-			t.Fatalf("results %+v", res)
-		}
-		if n := subjectCount(t, e.admin, events.TranscriptSubject(tenantA, "s1")); n != 2 {
-			t.Fatalf("stored %d events, want 2", n)
+		a.waitViolation(t, "publish", m.Subject)
+		if n := subjectCount(t, e.admin, m.Subject); n != 0 {
+			t.Fatalf("stored %d events, want 0", n)
 		}
 	})
 
@@ -343,13 +340,10 @@ func testIsolation(t *testing.T, e *env) {
 		}
 	})
 
-	t.Run("a client without the tenant inbox prefix gets no acks", func(t *testing.T) {
+	t.Run("a client without the tenant inbox prefix gets no replies", func(t *testing.T) {
 		plain := e.connect(t, "tenant-"+tenantA)
-		cl, _ := client.New(plain.js, tenantA)
-		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		defer cancel()
-		if _, err := cl.Publish(pctx, message("p1", "s1")); err == nil {
-			t.Fatal("publish acknowledged through the shared inbox")
+		if _, err := plain.nc.Request(events.APISubject(events.VerbMemory, tenantA, "s1"), nil, 500*time.Millisecond); err == nil {
+			t.Fatal("a reply arrived through the shared inbox")
 		}
 	})
 }
@@ -360,8 +354,11 @@ func TestServiceUsers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if u.Permissions.Responses == nil || u.Permissions.Responses.MaxMsgs >= 0 {
-			t.Errorf("%s: chunked replies need unlimited responses", name)
+		if u.Permissions.Responses != nil {
+			t.Errorf("%s: allow_responses lets a reply pass the deny list", name)
+		}
+		if !contains(u.Permissions.Publish.Allow, natsperm.TenantReplies) {
+			t.Errorf("%s cannot answer in the tenants' reply spaces", name)
 		}
 		for _, d := range []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>"} {
 			if !contains(u.Permissions.Publish.Deny, d) {
@@ -375,7 +372,8 @@ func TestServiceUsers(t *testing.T) {
 	s := natstest.StartWith(t, &server.Options{Users: []*server.User{{Username: "admin", Password: adminPwd}, mustService(t, "compactor").ServerUser("pw")}})
 	e := newEnv(t, s)
 	c := e.connect(t, "recall-compactor", nats.UserInfo("recall-compactor", "pw"))
-	// A compactor serves compaction and may send a chunked reply.
+	// A compactor serves compaction and may send a chunked reply into the
+	// tenant's reply space, without any response permission.
 	sub, err := c.nc.Subscribe(events.APISubject(events.VerbCompact, "*", "*"), func(m *nats.Msg) {
 		for i := 0; i < 3; i++ {
 			_ = c.nc.Publish(m.Reply, []byte{byte('0' + i)})
@@ -386,7 +384,7 @@ func TestServiceUsers(t *testing.T) {
 	}
 	defer sub.Unsubscribe()
 	_ = c.nc.Flush()
-	inbox := e.admin.NewInbox()
+	inbox := natsperm.InboxPrefix(tenantA) + ".x1"
 	rs, _ := e.admin.SubscribeSync(inbox)
 	_ = e.admin.PublishRequest(events.APISubject(events.VerbCompact, tenantA, "s1"), inbox, nil)
 	for i := 0; i < 3; i++ {
@@ -394,6 +392,10 @@ func TestServiceUsers(t *testing.T) {
 			t.Fatalf("chunk %d: %v", i, err)
 		}
 	}
+	// A reply subject in the JetStream API stays denied: nothing lets a
+	// reply pass the deny list.
+	_ = e.admin.PublishRequest(events.APISubject(events.VerbCompact, tenantA, "s1"), "$JS.API.STREAM.PURGE."+events.StreamTranscript, nil)
+	c.waitViolation(t, "publish", "$JS.API.STREAM.PURGE."+events.StreamTranscript)
 	if err := c.nc.Publish("$JS.API.STREAM.DELETE."+events.StreamTranscript, nil); err != nil {
 		t.Fatal(err)
 	}

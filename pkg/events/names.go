@@ -127,6 +127,17 @@ func ConfigKey(tenant string) string { return "tenant." + tenant }
 // two tenants may use the same ids without colliding.
 func DedupID(tenant, eventID string) string { return tenant + ":" + eventID }
 
+// InboxRoot is the first token of every tenant's reply space.
+const InboxRoot = "_INBOX_TENANT"
+
+// InboxPrefix is the reply space of tenant: "_INBOX_TENANT.<tenant>". A
+// tenant's clients connect with it as their inbox prefix and receive replies
+// only under InboxPrefix(tenant)+"."; Recall's services reply to a request on
+// APISubject(verb, tenant, session) only there. Tenant ids cannot contain
+// '.', so no tenant's prefix covers another's, and none covers the services'
+// shared "_INBOX.".
+func InboxPrefix(tenant string) string { return InboxRoot + "." + tenant }
+
 // SplitSessionSubject returns the tenant and session of a subject whose last
 // two tokens are tenant and session (transcript, extract, events, api).
 func SplitSessionSubject(subject string) (tenant, session string, ok bool) {

@@ -64,7 +64,15 @@ func TestManualExtractionEndToEnd(t *testing.T) {
 		t.Fatalf("memory record: covered %d, err %v, notes:\n%s", rec.CoveredSeq, err, rec.Notes)
 	}
 
-	if res := extract("nobody"); res.Success || !strings.Contains(strings.ToLower(res.Error), "no messages to summarize") {
-		t.Fatalf("empty session: %+v", res)
+	// Nothing to summarize is a problem, not a 200 with success false.
+	resp, err = http.Post(p.httpURL+"/v1/sessions/nobody/extract", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnprocessableEntity || resp.Header.Get("Content-Type") != "application/problem+json" ||
+		!strings.Contains(strings.ToLower(string(b)), "no messages to summarize") {
+		t.Fatalf("empty session: %d %s", resp.StatusCode, b)
 	}
 }

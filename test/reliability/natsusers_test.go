@@ -10,14 +10,9 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 
 	"github.com/recallhq/recall/internal/chunked"
 	"github.com/recallhq/recall/internal/llm"
-	"github.com/recallhq/recall/internal/natsconn"
-	"github.com/recallhq/recall/internal/natsperm"
-	"github.com/recallhq/recall/pkg/client"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/trigger/triggersvc"
 )
@@ -28,23 +23,7 @@ import (
 // compacted end to end, so the reference permissions are sufficient; and the
 // tenant user still cannot reach the other tenant.
 func TestPipelineWithGeneratedNATSUsers(t *testing.T) {
-	users := []*server.User{{Username: "admin", Password: "admin-pw"}}
-	auth := map[string]natsconn.Config{}
-	for _, u := range natsperm.AllServices() {
-		users = append(users, u.ServerUser("pw-"+u.Name))
-		auth[u.Service] = natsconn.Config{User: u.Name, Password: "pw-" + u.Name}
-	}
-	for _, tn := range []string{tenantA, tenantB} {
-		u, err := natsperm.Tenant(tn, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		users = append(users, u.ServerUser("pw-"+u.Name))
-	}
-	h := newHarnessWith(t, &server.Options{Users: users}, natsconn.Config{User: "admin", Password: "admin-pw"})
-	viol := &violationLog{}
-	h.srv.SetLogger(viol, false, false)
-	h.ServiceAuth = auth
+	h, viol := startWithGeneratedUsers(t)
 	h.Provider = llm.NewOffline()
 	h.TweakTrigger = func(c *triggersvc.Config) { c.MinTokensToInit, c.MinTokensBetweenUpdate = 500, 500 }
 	h.startTrigger()
@@ -52,20 +31,16 @@ func TestPipelineWithGeneratedNATSUsers(t *testing.T) {
 	h.startCompactor()
 	h.startIngest()
 
-	tenantNC, tenantJS := h.srv.Connect(t, nats.UserInfo("tenant-"+tenantA, "pw-tenant-"+tenantA),
-		nats.CustomInboxPrefix(natsperm.InboxPrefix(tenantA)))
-	cl, err := client.New(tenantJS, tenantA)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tenantNC := tenantConn(t, h, tenantA)
 	var evs []event.Event
 	for i := 0; i < 24; i++ {
 		evs = append(evs, transcriptEvent(tenantA, "perm", i, 400))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if _, err := cl.PublishBatch(ctx, evs); err != nil {
-		t.Fatalf("tenant publishing: %v", err)
+	// Tenants publish through the ingest endpoint (no transcript permission).
+	if r := ingestNATS(t, tenantNC, tenantA, "perm", evs); r.Accepted != len(evs) {
+		t.Fatalf("tenant publishing: %+v", r)
 	}
 	// Its own notifications arrive; the trigger's thresholds fire an
 	// extraction that the extractor completes.

@@ -385,21 +385,21 @@ func TestNATSNkey(t *testing.T) {
 	}
 	defer nc.Close()
 	waitFor(t, "the nkey user to connect", 10*time.Second, nc.IsConnected)
-	// A plain publish to its own transcript subject is stored.
-	if err := nc.Publish(events.TranscriptSubject(tenantA, "nk"), []byte("{}")); err != nil {
+	// A request to its own sessions' API reaches the service side.
+	api, err := admin.SubscribeSync(events.APISubject(events.VerbIngest, tenantA, "nk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = admin.Flush()
+	if err := nc.Publish(events.APISubject(events.VerbIngest, tenantA, "nk"), []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the nkey user's message to be stored", 5*time.Second, func() bool {
-		st, err := js.Stream(ctx, events.StreamTranscript)
-		if err != nil {
-			return false
-		}
-		info, err := st.Info(ctx)
-		return err == nil && info.State.Msgs == 1
-	})
+	if _, err := api.NextMsg(5 * time.Second); err != nil {
+		t.Fatalf("the nkey user's request did not arrive: %v", err)
+	}
 	if err := connectOnce(t, natsconn.Config{URL: s.ClientURL(), NKeyFile: otherFile}, time.Second); err == nil {
 		t.Fatal("an unknown nkey connected")
 	}

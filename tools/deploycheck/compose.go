@@ -82,6 +82,13 @@ func (c *checker) checkCompose(rel string) {
 		if nats.HealthCheck == nil {
 			c.fail("%s: nats has no health check", rel)
 		}
+		// This NATS has no authentication: publishing its ports beyond the
+		// host's loopback would open every tenant's data to the network.
+		for _, port := range nats.Ports {
+			if port.Published != "" && port.HostIP != "127.0.0.1" && port.HostIP != "::1" {
+				c.fail("%s: nats publishes port %d on %q: bind it to 127.0.0.1 (the server runs without authentication)", rel, port.Target, port.HostIP)
+			}
+		}
 	}
 	for name, s := range p.Services {
 		for _, v := range s.Volumes {

@@ -186,6 +186,11 @@ func encodeValue(s string) string {
 
 func mustEncode(c byte) bool { return c <= 0x20 || c >= 0x7f || c == '"' || c == '%' }
 
+// DecodeValue percent-decodes one attribute header value, as the CloudEvents
+// NATS and HTTP bindings require of receivers. A '%' not followed by two
+// hex digits is an error; the result may still need a UTF-8 check.
+func DecodeValue(s string) (string, error) { return decodeValue(s) }
+
 func decodeValue(s string) (string, error) {
 	if strings.IndexByte(s, '%') < 0 {
 		return s, nil

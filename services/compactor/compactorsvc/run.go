@@ -30,6 +30,7 @@ import (
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/ops"
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/replyspace"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
@@ -86,12 +87,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	h := &handler{c: c, nc: nc, log: log, sem: make(chan struct{}, cfg.Concurrency), base: context.WithoutCancel(ctx)}
 	g := svc.AddGroup(events.SubjectAPIRoot + "." + events.VerbCompact)
-	if err := g.AddEndpoint(events.VerbCompact, micro.HandlerFunc(h.serve), micro.WithEndpointSubject("*.*")); err != nil {
+	if err := g.AddEndpoint(events.VerbCompact, replyspace.Guard(log, micro.HandlerFunc(h.serve)), micro.WithEndpointSubject("*.*")); err != nil {
 		_ = svc.Stop()
 		return fmt.Errorf("adding compact endpoint: %w", err)
 	}
 	eg := svc.AddGroup(events.SubjectAPIRoot + "." + events.VerbEdit)
-	if err := eg.AddEndpoint(events.VerbEdit, micro.HandlerFunc(h.serveEdit), micro.WithEndpointSubject("*.*")); err != nil {
+	if err := eg.AddEndpoint(events.VerbEdit, replyspace.Guard(log, micro.HandlerFunc(h.serveEdit)), micro.WithEndpointSubject("*.*")); err != nil {
 		_ = svc.Stop()
 		return fmt.Errorf("adding edit endpoint: %w", err)
 	}

@@ -3,6 +3,7 @@ package extractorsvc
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -226,7 +227,7 @@ func TestFencedCommitDiscardsTheLoser(t *testing.T) {
 func TestMemoryEndpoint(t *testing.T) {
 	e := newEnv(t)
 	kv, _ := e.js.KeyValue(context.Background(), events.BucketMemory)
-	svc, err := serveMemoryAPI(e.nc, kv)
+	svc, err := serveMemoryAPI(e.nc, kv, slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}

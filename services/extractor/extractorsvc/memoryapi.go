@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/recallhq/recall/internal/chunked"
+	"github.com/recallhq/recall/internal/replyspace"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -57,7 +59,7 @@ func (a *memoryAPI) Handle(req micro.Request) {
 }
 
 // serveMemoryAPI adds the micro service with the memory endpoint on nc.
-func serveMemoryAPI(nc *nats.Conn, kv jetstream.KeyValue) (micro.Service, error) {
+func serveMemoryAPI(nc *nats.Conn, kv jetstream.KeyValue, log *slog.Logger) (micro.Service, error) {
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
 		Version:     "1.0.0",
@@ -66,7 +68,7 @@ func serveMemoryAPI(nc *nats.Conn, kv jetstream.KeyValue) (micro.Service, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := svc.AddEndpoint(events.VerbMemory, &memoryAPI{nc: nc, kv: kv}, micro.WithEndpointSubject(MemoryEndpointSubject)); err != nil {
+	if err := svc.AddEndpoint(events.VerbMemory, replyspace.Guard(log, &memoryAPI{nc: nc, kv: kv}), micro.WithEndpointSubject(MemoryEndpointSubject)); err != nil {
 		_ = svc.Stop()
 		return nil, err
 	}

@@ -61,7 +61,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("opening %s: %w", events.BucketMemory, err)
 	}
-	svc, err := serveMemoryAPI(nc, kv)
+	svc, err := serveMemoryAPI(nc, kv, log)
 	if err != nil {
 		return fmt.Errorf("starting the memory endpoint: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -109,13 +110,21 @@ func TestBadInputs(t *testing.T) {
 		{"binary session with dot", tokenAcme, binary("ce-subject", "x.y"), mustMarshal(t, data()), 400, "subject: session id: invalid id: character '.' at byte 1 is not allowed (" + idChars + ")", "subject", 0},
 		{"binary tenant spoofed", tokenAcme, binary("ce-recalltenant", "beta"), mustMarshal(t, data()), 403, "recalltenant: " + events.ErrTenantMismatch.Error(), events.ExtTenant, 0},
 		{"oversized event", tokenAcme, sj, with("big", "data", data("content", strings.Repeat("x", 17<<10))), 413, "event is 17636 bytes, at most 16384 allowed", "", 0},
-		{"oversized batch", tokenAcme, bj, batchOf(tooMany...), 413, "batch has 11 events, at most 10 allowed", "", 0},
+		{"oversized batch", tokenAcme, bj, batchOf(tooMany...), 413, "batch has more than 10 events, at most 10 allowed", "", 0},
 		{"oversized body", tokenAcme, bj, batchOf(with("b1", "data", data("content", strings.Repeat("x", 15<<10))), with("b2", "data", data("content", strings.Repeat("x", 15<<10))), with("b3", "data", data("content", strings.Repeat("x", 15<<10))), with("b4", "data", data("content", strings.Repeat("x", 15<<10))), with("b5", "data", data("content", strings.Repeat("x", 15<<10)))), 413, "request body is 77941 bytes, at most 65536 allowed", "", 0},
 		{"batch not an array", tokenAcme, bj, with("a1"), 400, "batch body must be a JSON array of CloudEvents", "", 0},
 		{"batch invalid JSON", tokenAcme, bj, []byte(`[{"id":`), 400, "batch body is not valid JSON: unexpected end of JSON input", "", 0},
 		{"empty batch", tokenAcme, bj, []byte("[]"), 400, "empty batch: send at least one event", "", 0},
 		{"batch element not an object", tokenAcme, bj, []byte(`[42]`), 400, "event: not a CloudEvent: expected a JSON object", "event", 0},
 		{"mixed batch", tokenAcme, bj, batchOf(with("m1"), with("m2", "subject", "a.b"), with("m3"), with("m4", "type", "x.y")), 207, "2 of 4 events rejected (first: event 1: subject: session id: invalid id: character '.' at byte 1 is not allowed (use A-Z a-z 0-9 - _)); the other 2 are stored", "subject", 2},
+		{"batch with trailing garbage", tokenAcme, bj, append(batchOf(with("tg1")), []byte(" garbage")...), 400, "batch body has data after the array (at byte " + itoa(len(batchOf(with("tg1")))+1) + "): send one JSON array", "", 0},
+		{"batch with a second array", tokenAcme, bj, append(batchOf(with("tg2")), batchOf(with("tg3"))...), 400, "batch body has data after the array (at byte " + itoa(len(batchOf(with("tg2")))+1) + "): send one JSON array", "", 0},
+		{"duplicate id member", tokenAcme, sj, []byte(`{"specversion":"1.0","id":"d1","id":"d2","source":"t","type":"` + events.TypeMessage + `","subject":"sess","data":{"uuid":"u1","role":"user","content":"hi"}}`), 400, `event: duplicate member name "id" in $ (each member name may appear once per object)`, "event", 0},
+		{"duplicate data member", tokenAcme, sj, []byte(`{"specversion":"1.0","id":"d3","source":"t","type":"` + events.TypeMessage + `","subject":"sess","data":{"uuid":"u1","role":"user","role":"assistant","content":"hi"}}`), 400, `event: duplicate member name "role" in $.data (each member name may appear once per object)`, "event", 0},
+		{"duplicate member in a batch element", tokenAcme, bj, batchOf([]byte(`{"specversion":"1.0","id":"d4","source":"t","type":"` + events.TypeMessage + `","subject":"sess","data":{"uuid":"u1","role":"user","content":[{"type":"text","text":"a","text":"b"}]}}`)), 400, `event: duplicate member name "text" in $.data.content[0] (each member name may appear once per object)`, "event", 0},
+		{"duplicate member in binary data", tokenAcme, binary("ce-id", "d5"), []byte(`{"uuid":"u1","uuid":"u2","role":"user","content":"hi"}`), 400, `data: duplicate member name "uuid" in $ (each member name may appear once per object)`, "data", 0},
+		{"binary source bad percent-encoding", tokenAcme, binary("ce-id", "pe1", "ce-source", "t%FZ"), []byte(`{"uuid":"u1","role":"user","content":"hi"}`), 400, "source: header ce-source: a '%' must start a percent-encoded byte (%XX)", "source", 0},
+		{"binary source not UTF-8 once decoded", tokenAcme, binary("ce-id", "pe2", "ce-source", "t%FF"), []byte(`{"uuid":"u1","role":"user","content":"hi"}`), 400, "source: header ce-source: not valid UTF-8 once percent-decoded", "source", 0},
 		{"no token", "", sj, with("a1"), 401, ErrUnauthenticated.Error(), "", 0},
 		{"unknown token", "not-a-token", sj, with("a1"), 401, ErrUnauthenticated.Error(), "", 0},
 	}
@@ -152,6 +161,8 @@ func TestBadInputs(t *testing.T) {
 		})
 	}
 }
+
+func itoa(n int) string { return strconv.Itoa(n) }
 
 func ingestTypeNames() []string {
 	return []string{events.TypeMessage, events.TypeSessionCompacting, events.TypeSessionCompacted, events.TypeSessionEnded}

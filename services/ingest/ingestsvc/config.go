@@ -28,6 +28,8 @@ type Config struct {
 	MaxEventBytes  int           `envconfig:"INGEST_MAX_EVENT_BYTES" default:"524288" desc:"largest accepted event (encoded JSON or binary body), bytes"`
 	MaxBatchEvents int           `envconfig:"INGEST_MAX_BATCH_EVENTS" default:"1000" desc:"most events in one batch"`
 	MaxBodyBytes   int64         `envconfig:"INGEST_MAX_BODY_BYTES" default:"8388608" desc:"largest accepted HTTP request body, bytes"`
+	BodyTimeout    time.Duration `envconfig:"INGEST_BODY_TIMEOUT" default:"30s" desc:"longest time to receive one HTTP request body (408 after)"`
+	MaxBodies      int           `envconfig:"INGEST_MAX_BODIES" default:"16" desc:"most HTTP request bodies read at once (503 with Retry-After beyond); bounds the edge's memory with INGEST_MAX_BODY_BYTES"`
 	PublishTimeout time.Duration `envconfig:"INGEST_PUBLISH_TIMEOUT" default:"10s" desc:"how long to wait for JetStream to acknowledge an event"`
 	MaxPending     int           `envconfig:"INGEST_MAX_PENDING" default:"8192" desc:"most unacknowledged async publishes before publishing stalls"`
 	APITimeout     time.Duration `envconfig:"INGEST_API_TIMEOUT" default:"120s" desc:"how long the HTTP session API waits for a NATS reply"`
@@ -43,6 +45,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("max_event_bytes", c.MaxEventBytes),
 		slog.Int("max_batch_events", c.MaxBatchEvents),
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
+		slog.Duration("body_timeout", c.BodyTimeout),
+		slog.Int("max_bodies", c.MaxBodies),
 		slog.Duration("publish_timeout", c.PublishTimeout),
 		slog.Int("partitions", c.Partitions),
 		slog.Int("replicas", c.Replicas),
@@ -59,6 +63,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 8 << 20
+	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = 30 * time.Second
+	}
+	if c.MaxBodies <= 0 {
+		c.MaxBodies = 16
 	}
 	if c.PublishTimeout <= 0 {
 		c.PublishTimeout = 10 * time.Second

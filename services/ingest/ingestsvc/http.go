@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -17,13 +18,13 @@ import (
 	"github.com/cloudevents/sdk-go/v2/binding"
 	"github.com/cloudevents/sdk-go/v2/event"
 	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
-	jsoniter "github.com/json-iterator/go"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/events/natsce"
 )
 
 // Media types of POST /v1/events.
@@ -37,6 +38,10 @@ type Limits struct {
 	MaxEventBytes  int
 	MaxBatchEvents int
 	MaxBodyBytes   int64
+	// BodyTimeout bounds the time to read one request body (0: no bound).
+	BodyTimeout time.Duration
+	// gate caps the bodies read at once (nil: no cap); see newBodyGate.
+	gate bodyGate
 }
 
 // EventsHandler serves POST /v1/events: structured, binary and batch
@@ -56,6 +61,13 @@ var bodyPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // ServeHTTP authenticates, decodes, validates and stores the request's
 // events and answers once JetStream acknowledged every stored event.
+//
+// Memory is bounded by the limits, never by what the client announces: at
+// most Config.MaxBodies requests hold a body at once (others get 503 with
+// Retry-After before any byte is read), each body is read within
+// Limits.BodyTimeout (408 after) up to Limits.MaxBodyBytes (413), and a batch
+// is split while it arrives and rejected at its first element over
+// Limits.MaxBatchEvents.
 func (h *EventsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
@@ -63,70 +75,43 @@ func (h *EventsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer span.End()
 	defer h.in.observe(ctx, "http", start)
 
-	tenant, err := h.auth.Authenticate(r)
-	if err != nil {
-		h.in.reject(ctx, "unauthenticated", 1)
-		w.Header().Set("WWW-Authenticate", `Bearer realm="recall"`)
-		writeProblem(w, newProblem(ProblemUnauthenticated, http.StatusUnauthorized, err.Error()))
+	tenant, mode, ok := h.admit(ctx, w, r)
+	if !ok {
 		return
 	}
 	span.SetAttributes(attribute.String("recall.tenant", tenant))
+	release, ok := h.limits.gate.acquire(w)
+	if !ok {
+		h.in.reject(ctx, "busy", 1)
+		return
+	}
+	defer release()
+	h.limits.setBodyDeadline(w)
+	body := http.MaxBytesReader(w, r.Body, h.limits.MaxBodyBytes)
 
-	mode, p := requestMode(r.Header)
+	var items []item
+	var p *problemReason
+	done := func(reuse bool) {}
+	if mode == modeBatch {
+		items, p = decodeBatchFrom(body, h.limits)
+	} else {
+		items, done, p = h.readSingle(ctx, r.Header, body)
+	}
+	reuse := true // false when a failed publish may still hold the body
+	defer func() { done(reuse) }()
 	if p != nil {
 		h.in.reject(ctx, p.reason(), 1)
 		writeProblem(w, p.Problem)
 		return
 	}
-	buf := bodyPool.Get().(*bytes.Buffer)
-	buf.Reset()
-	reuse := true // false when a failed publish may still hold the body
-	defer func() {
-		if reuse && buf.Cap() <= 4<<20 {
-			bodyPool.Put(buf)
-		}
-	}()
-	if r.ContentLength > h.limits.MaxBodyBytes {
-		h.in.reject(ctx, "body_too_large", 1)
-		writeProblem(w, newProblem(ProblemTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is %d bytes, at most %d allowed", r.ContentLength, h.limits.MaxBodyBytes)))
-		return
-	}
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
-	}
-	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, h.limits.MaxBodyBytes)); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			h.in.reject(ctx, "body_too_large", 1)
-			writeProblem(w, newProblem(ProblemTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is over %d bytes", h.limits.MaxBodyBytes)))
-			return
-		}
-		h.in.reject(ctx, "invalid_body", 1)
-		writeProblem(w, newProblem(ProblemInvalidBody, http.StatusBadRequest, "reading request body: "+err.Error()))
-		return
-	}
-	body := buf.Bytes()
-
-	var items []item
-	switch mode {
-	case modeBatch:
-		items, p = decodeBatch(body, h.limits)
-		if p != nil {
-			h.in.reject(ctx, p.reason(), 1)
-			writeProblem(w, p.Problem)
-			return
-		}
-	default:
-		items = []item{decodeSingle(ctx, r.Header, body, h.limits.MaxEventBytes)}
-	}
 	span.SetAttributes(attribute.Int("recall.events", len(items)))
 	results := h.in.submit(ctx, tenant, "", items).wait(ctx)
-	status, resp := summarize(results)
 	for i := range results {
 		if results[i].Status == http.StatusServiceUnavailable {
 			reuse = false
 		}
 	}
+	status, resp := summarize(results)
 	if status == http.StatusAccepted {
 		w.Header().Set("Content-Type", "application/json")
 	} else {
@@ -134,6 +119,82 @@ func (h *EventsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(status)
 	_, _ = w.Write(mustJSON(resp))
+}
+
+// admit authenticates the request and checks its mode and announced size;
+// when it cannot be served it has been answered and ok is false.
+func (h *EventsHandler) admit(ctx context.Context, w http.ResponseWriter, r *http.Request) (tenant string, m mode, ok bool) {
+	tenant, err := h.auth.Authenticate(r)
+	if err != nil {
+		h.in.reject(ctx, "unauthenticated", 1)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="recall"`)
+		writeProblem(w, newProblem(ProblemUnauthenticated, http.StatusUnauthorized, err.Error()))
+		return "", 0, false
+	}
+	m, p := requestMode(r.Header)
+	if p == nil && r.ContentLength > h.limits.MaxBodyBytes {
+		p = &problemReason{newProblem(ProblemTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is %d bytes, at most %d allowed", r.ContentLength, h.limits.MaxBodyBytes)), "body_too_large"}
+	}
+	if p != nil {
+		h.in.reject(ctx, p.reason(), 1)
+		writeProblem(w, p.Problem)
+		return "", 0, false
+	}
+	return tenant, m, true
+}
+
+// readSingle reads a structured- or binary-mode body into a pooled buffer
+// (grown only as bytes arrive) and decodes it. done returns the buffer to
+// the pool when reuse is true (a failed publish may still hold the body).
+func (h *EventsHandler) readSingle(ctx context.Context, hdr http.Header, body io.Reader) ([]item, func(bool), *problemReason) {
+	buf := bodyPool.Get().(*bytes.Buffer)
+	buf.Reset()
+	done := func(reuse bool) {
+		if reuse && buf.Cap() <= 4<<20 {
+			bodyPool.Put(buf)
+		}
+	}
+	if _, err := buf.ReadFrom(body); err != nil {
+		if p := readProblem(err); p != nil {
+			return nil, done, p
+		}
+		return nil, done, invalidBody("reading request body: " + err.Error())
+	}
+	return []item{decodeSingle(ctx, hdr, buf.Bytes(), h.limits.MaxEventBytes)}, done, nil
+}
+
+// bodyGate caps the request bodies being read at once; a nil gate admits
+// every request.
+type bodyGate chan struct{}
+
+func newBodyGate(n int) bodyGate {
+	if n <= 0 {
+		return nil
+	}
+	return make(bodyGate, n)
+}
+
+// acquire takes a slot, or answers 503 with Retry-After and returns false.
+func (g bodyGate) acquire(w http.ResponseWriter) (release func(), ok bool) {
+	if g == nil {
+		return func() {}, true
+	}
+	select {
+	case g <- struct{}{}:
+		return func() { <-g }, true
+	default:
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, newProblem(ProblemUnavailable, http.StatusServiceUnavailable,
+			fmt.Sprintf("too many request bodies in flight (%d); retry after 1 s", cap(g))))
+		return nil, false
+	}
+}
+
+// setBodyDeadline bounds the time left to read the request body.
+func (l Limits) setBodyDeadline(w http.ResponseWriter) {
+	if l.BodyTimeout > 0 {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(l.BodyTimeout))
+	}
 }
 
 type mode int
@@ -201,6 +262,20 @@ func decodeSingle(ctx context.Context, hdr http.Header, body []byte, maxEvent in
 		return item{id: id, err: errTooLarge{size, maxEvent}}
 	}
 	msg := cehttp.NewMessage(hdr, io.NopCloser(bytes.NewReader(body)))
+	if msg.ReadEncoding() == binding.EncodingStructured {
+		if err := memberError(body, "event", events.MaxDepth+1); err != nil {
+			return item{id: probeID(body), err: err}
+		}
+	} else {
+		if err := memberError(body, "data", events.MaxDepth); err != nil {
+			return item{id: id, err: err}
+		}
+		decoded, err := decodeAttributeHeaders(hdr)
+		if err != nil {
+			return item{id: id, err: err}
+		}
+		msg = cehttp.NewMessage(decoded, io.NopCloser(bytes.NewReader(body)))
+	}
 	e, err := binding.ToEvent(ctx, msg)
 	if err != nil {
 		if msg.ReadEncoding() == binding.EncodingStructured {
@@ -211,25 +286,43 @@ func decodeSingle(ctx context.Context, hdr http.Header, body []byte, maxEvent in
 	return item{ev: *e}
 }
 
+// decodeAttributeHeaders returns hdr with every ce-* value percent-decoded
+// (CloudEvents HTTP binding, 3.1.3.2): "t%C3%BF" is the source "tÿ". A bad
+// escape or a value that is not UTF-8 once decoded is a field error.
+func decodeAttributeHeaders(hdr http.Header) (http.Header, error) {
+	out := make(http.Header, len(hdr))
+	for k, vs := range hdr {
+		if len(k) <= 3 || !strings.EqualFold(k[:3], "ce-") || len(vs) == 0 {
+			out[k] = vs
+			continue
+		}
+		attr := strings.ToLower(k[3:])
+		v, err := natsce.DecodeValue(vs[0])
+		if err != nil {
+			return nil, &events.FieldError{Field: attr, Reason: "header ce-" + attr + ": a '%' must start a percent-encoded byte (%XX)"}
+		}
+		if !utf8.ValidString(v) {
+			return nil, &events.FieldError{Field: attr, Reason: "header ce-" + attr + ": not valid UTF-8 once percent-decoded"}
+		}
+		out[k] = []string{v}
+	}
+	return out, nil
+}
+
 // decodeBatch splits a batch body into events, each decoded on its own so
 // one malformed event does not hide the others.
 func decodeBatch(body []byte, l Limits) ([]item, *problemReason) {
-	raws, err := splitArray(body)
-	if err != nil {
-		var generic any
-		if t := bytes.TrimSpace(body); len(t) > 0 && t[0] != '[' && json.Unmarshal(t, &generic) == nil {
-			return nil, &problemReason{newProblem(ProblemInvalidBody, http.StatusBadRequest, "batch body must be a JSON array of CloudEvents"), "invalid_body"}
-		}
-		if serr := json.Unmarshal(body, &generic); serr != nil {
-			err = serr // the standard library words syntax errors better
-		}
-		return nil, &problemReason{newProblem(ProblemInvalidBody, http.StatusBadRequest, "batch body is not valid JSON: "+jsonErr(err)), "invalid_body"}
-	}
-	if len(raws) == 0 {
-		return nil, &problemReason{newProblem(ProblemInvalidBody, http.StatusBadRequest, "empty batch: send at least one event"), "invalid_body"}
-	}
-	if len(raws) > l.MaxBatchEvents {
-		return nil, &problemReason{newProblem(ProblemTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("batch has %d events, at most %d allowed", len(raws), l.MaxBatchEvents)), "batch_too_large"}
+	return decodeBatchFrom(bytes.NewReader(body), l)
+}
+
+// decodeBatchFrom reads a batch from r while it arrives: elements are split
+// one at a time, so a batch over l.MaxBatchEvents is rejected at its first
+// extra element and at most that many elements (and the body's bytes) are
+// ever held. Read errors (body too large, read deadline) become problems.
+func decodeBatchFrom(r io.Reader, l Limits) ([]item, *problemReason) {
+	raws, p := splitBatch(r, l.MaxBatchEvents)
+	if p != nil {
+		return nil, p
 	}
 	items := make([]item, len(raws))
 	for i, raw := range raws {
@@ -238,29 +331,70 @@ func decodeBatch(body []byte, l Limits) ([]item, *problemReason) {
 	return items, nil
 }
 
-// splitArray returns the elements of a JSON array in one pass. Elements are
-// only delimited here; decoding each one validates it.
-func splitArray(body []byte) ([][]byte, error) {
-	it := jsoniter.ConfigFastest.BorrowIterator(body)
-	defer jsoniter.ConfigFastest.ReturnIterator(it)
-	if it.WhatIsNext() != jsoniter.ArrayValue {
-		return nil, errors.New("not an array")
+// splitBatch returns the elements of the JSON array read from r, token by
+// token, with at most max elements.
+func splitBatch(r io.Reader, max int) ([]json.RawMessage, *problemReason) {
+	dec := json.NewDecoder(r)
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, batchReadProblem(err)
 	}
-	raws := make([][]byte, 0, 128)
-	for it.ReadArray() {
-		raw := it.SkipAndReturnBytes()
-		if it.Error != nil {
-			return nil, it.Error
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return nil, invalidBody("batch body must be a JSON array of CloudEvents")
+	}
+	var raws []json.RawMessage
+	for dec.More() {
+		if len(raws) == max {
+			return nil, &problemReason{newProblem(ProblemTooLarge, http.StatusRequestEntityTooLarge,
+				fmt.Sprintf("batch has more than %d events, at most %d allowed", max, max)), "batch_too_large"}
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, batchReadProblem(err)
 		}
 		raws = append(raws, raw)
 	}
-	if it.Error != nil {
-		return nil, it.Error
+	if _, err := dec.Token(); err != nil { // the closing bracket
+		return nil, batchReadProblem(err)
 	}
-	if it.WhatIsNext() != jsoniter.InvalidValue || (it.Error != nil && !errors.Is(it.Error, io.EOF)) {
-		return nil, errors.New("data after the array")
+	if _, err := dec.Token(); err != io.EOF {
+		if p := readProblem(err); p != nil {
+			return nil, p
+		}
+		return nil, invalidBody(fmt.Sprintf("batch body has data after the array (at byte %d): send one JSON array", dec.InputOffset()))
+	}
+	if len(raws) == 0 {
+		return nil, invalidBody("empty batch: send at least one event")
 	}
 	return raws, nil
+}
+
+// batchReadProblem describes a failure to read or parse a batch body.
+func batchReadProblem(err error) *problemReason {
+	if p := readProblem(err); p != nil {
+		return p
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return invalidBody("batch body is not valid JSON: unexpected end of JSON input")
+	}
+	return invalidBody("batch body is not valid JSON: " + jsonErr(err))
+}
+
+// readProblem is the problem of an error reading a request body (too
+// large, too slow), or nil for any other error.
+func readProblem(err error) *problemReason {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return &problemReason{newProblem(ProblemTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is over %d bytes", mbe.Limit)), "body_too_large"}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return &problemReason{newProblem(ProblemTimeout, http.StatusRequestTimeout, "request body did not arrive in time"), "body_timeout"}
+	}
+	return nil
+}
+
+func invalidBody(detail string) *problemReason {
+	return &problemReason{newProblem(ProblemInvalidBody, http.StatusBadRequest, detail), "invalid_body"}
 }
 
 // decodeStructured decodes one structured-mode event (JSON) with the SDK's
@@ -272,6 +406,9 @@ func decodeStructured(raw []byte, maxEvent int) item {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
 		return item{err: &events.FieldError{Field: "event", Reason: "not a CloudEvent: expected a JSON object"}}
+	}
+	if err := memberError(raw, "event", events.MaxDepth+1); err != nil {
+		return item{id: probeID(raw), err: err}
 	}
 	var it item
 	if err := it.ev.UnmarshalJSON(raw); err != nil {

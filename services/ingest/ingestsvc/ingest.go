@@ -65,7 +65,8 @@ func NewIngester(js Publisher, maxEventBytes int, publishTimeout time.Duration) 
 		metric.WithExplicitBucketBoundaries(.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10))
 	in.outcome = attrSets("outcome", "accepted", "duplicate", "rejected", "failed")
 	in.reasons = attrSets("reason", "invalid", "too_large", "tenant_mismatch", "unavailable",
-		"unauthenticated", "unsupported_media_type", "invalid_body", "body_too_large", "batch_too_large")
+		"unauthenticated", "unsupported_media_type", "invalid_body", "body_too_large", "batch_too_large",
+		"busy", "body_timeout")
 	return in
 }
 
@@ -79,7 +80,11 @@ func attrSets(key string, values ...string) map[string]metric.AddOption {
 
 // reject counts a request-level rejection.
 func (in *Ingester) reject(ctx context.Context, reason string, n int) {
-	in.rejections.Add(ctx, int64(n), in.reasons[reason])
+	opt, ok := in.reasons[reason]
+	if !ok {
+		opt = metric.WithAttributes(attribute.String("reason", reason))
+	}
+	in.rejections.Add(ctx, int64(n), opt)
 }
 
 // observe records a request's duration.

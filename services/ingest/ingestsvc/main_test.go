@@ -74,7 +74,8 @@ func startEnv(t *testing.T, mod func(*Config)) *env {
 		defer cancel()
 		_ = svc.Shutdown(ctx)
 	})
-	nc, js := s.Connect(t)
+	// API replies go only to the requesting tenant's inbox prefix.
+	nc, js := s.Connect(t, nats.CustomInboxPrefix(events.InboxPrefix("acme")))
 	return &env{t: t, srv: s, svc: svc, nc: nc, js: js, base: "http://" + svc.Addr()}
 }
 

@@ -117,6 +117,9 @@ func (h *NATSHandler) decode(hdr nats.Header, body []byte) ([]item, *problemReas
 		if size > h.limits.MaxEventBytes {
 			return []item{{id: hdr.Get("ce-id"), err: errTooLarge{size, h.limits.MaxEventBytes}}}, nil
 		}
+		if err := memberError(body, "data", events.MaxDepth); err != nil {
+			return []item{{id: hdr.Get("ce-id"), err: err}}, nil
+		}
 		e, err := natsce.Decode(hdr, body)
 		if err != nil {
 			return []item{{id: hdr.Get("ce-id"), err: decodeError(err)}}, nil

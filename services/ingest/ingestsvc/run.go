@@ -17,6 +17,7 @@ import (
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/ops"
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/replyspace"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -72,7 +73,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 	if err != nil {
 		return nil, err
 	}
-	limits := Limits{MaxEventBytes: cfg.MaxEventBytes, MaxBatchEvents: cfg.MaxBatchEvents, MaxBodyBytes: cfg.MaxBodyBytes}
+	limits := Limits{MaxEventBytes: cfg.MaxEventBytes, MaxBatchEvents: cfg.MaxBatchEvents, MaxBodyBytes: cfg.MaxBodyBytes,
+		BodyTimeout: cfg.BodyTimeout, gate: newBodyGate(cfg.MaxBodies)}
 	in := NewIngester(s.js, cfg.MaxEventBytes, cfg.PublishTimeout)
 	s.in = in
 
@@ -88,7 +90,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 		Description: "Recall ingest: validates session CloudEvents and stores them on " + events.StreamTranscript,
 	})
 	if err == nil {
-		err = s.svc.AddEndpoint(events.VerbIngest, s.nh, micro.WithEndpointSubject(IngestEndpointSubject))
+		err = s.svc.AddEndpoint(events.VerbIngest, replyspace.Guard(log, s.nh), micro.WithEndpointSubject(IngestEndpointSubject))
 	}
 	if err == nil {
 		// The endpoint serves once the server registered its subscription;
@@ -105,7 +107,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 
 	mux := ops.Handler(s.readyErr)
 	mux.Handle("POST /v1/events", NewEventsHandler(in, auth, limits))
-	NewSessionAPI(s.nc, auth, cfg.APITimeout, cfg.MaxBodyBytes).Register(mux)
+	NewSessionAPI(s.nc, auth, cfg.APITimeout, limits).Register(mux)
 	s.handler = mux
 	if cfg.HTTPAddr != "" {
 		s.ln, err = net.Listen("tcp", cfg.HTTPAddr)

@@ -33,13 +33,15 @@ type SessionAPI struct {
 	nc      *nats.Conn
 	auth    *Auth
 	timeout time.Duration
-	maxBody int64
+	limits  Limits
 	tracer  trace.Tracer
 }
 
-// NewSessionAPI returns the session API proxy using nc.
-func NewSessionAPI(nc *nats.Conn, auth *Auth, timeout time.Duration, maxBody int64) *SessionAPI {
-	return &SessionAPI{nc: nc, auth: auth, timeout: timeout, maxBody: maxBody, tracer: otel.Tracer("recall/ingest")}
+// NewSessionAPI returns the session API proxy using nc. Request bodies obey
+// limits (size, read deadline, bodies in flight) like POST /v1/events, and
+// must also fit in one NATS message (413 otherwise).
+func NewSessionAPI(nc *nats.Conn, auth *Auth, timeout time.Duration, limits Limits) *SessionAPI {
+	return &SessionAPI{nc: nc, auth: auth, timeout: timeout, limits: limits, tracer: otel.Tracer("recall/ingest")}
 }
 
 // Register adds the session routes to mux.
@@ -67,60 +69,112 @@ func (a *SessionAPI) handler(verb string) http.Handler {
 			return
 		}
 		span.SetAttributes(attribute.String("recall.tenant", tenant), attribute.String("recall.session", session))
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
-		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				writeProblem(w, newProblem(ProblemTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is over %d bytes", a.maxBody)))
-				return
-			}
-			writeProblem(w, newProblem(ProblemInvalidBody, http.StatusBadRequest, "reading request body: "+err.Error()))
+		body, ok := a.readBody(w, r)
+		if !ok {
 			return
 		}
-		if len(body) > 0 && !json.Valid(body) {
-			writeProblem(w, newProblem(ProblemInvalidBody, http.StatusBadRequest, "request body must be JSON"))
-			return
-		}
-		rctx, cancel := context.WithTimeout(ctx, a.timeout)
-		defer cancel()
-		hdr := nats.Header{}
-		natsce.Inject(rctx, hdr)
-		subject := events.APISubject(verb, tenant, session)
-		reply, err := chunked.Request(rctx, a.nc, subject, hdr, body)
-		switch {
-		case errors.Is(err, chunked.ErrNoResponders):
-			writeProblem(w, newProblem(ProblemUnavailable, http.StatusServiceUnavailable, "no service answers "+verb+" requests right now; retry later"))
-			return
-		case errors.Is(err, context.DeadlineExceeded):
-			writeProblem(w, newProblem(ProblemTimeout, http.StatusGatewayTimeout, fmt.Sprintf("no %s reply within %s", verb, a.timeout)))
-			return
-		case err != nil:
-			writeProblem(w, newProblem(ProblemUpstream, http.StatusBadGateway, err.Error()))
-			return
-		}
-		if code := reply.Header.Get(micro.ErrorCodeHeader); code != "" {
-			status, err := strconv.Atoi(code)
-			if err != nil || status < 400 || status > 599 {
-				status = http.StatusBadGateway
-			}
-			if ct := reply.Header.Get("Content-Type"); ct == MediaProblem && json.Valid(reply.Data) {
-				w.Header().Set("Content-Type", MediaProblem)
-				w.WriteHeader(status)
-				_, _ = w.Write(reply.Data)
-				return
-			}
-			p := newProblem(kindForStatus(status), status, reply.Header.Get(micro.ErrorHeader))
+		reply, p := a.forward(ctx, verb, tenant, session, body)
+		if p != nil {
 			writeProblem(w, p)
 			return
 		}
-		ct := reply.Header.Get("Content-Type")
-		if ct == "" {
-			ct = "application/json"
-		}
-		w.Header().Set("Content-Type", ct)
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(reply.Data)
+		writeReply(w, reply)
 	})
+}
+
+// readBody reads the request body within the limits; it must fit in one
+// NATS message and be JSON without duplicate member names (or be empty).
+// When it cannot, readBody has answered the request and returns false.
+func (a *SessionAPI) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, p := a.readBodyProblem(w, r)
+	if p != nil {
+		writeProblem(w, p)
+	}
+	return body, p == nil && body != nil
+}
+
+// readBodyProblem returns the body, or the problem to answer, or (nil, nil)
+// when the bodies-in-flight gate has answered 503 already.
+func (a *SessionAPI) readBodyProblem(w http.ResponseWriter, r *http.Request) ([]byte, *Problem) {
+	limit := a.limits.MaxBodyBytes
+	if natsMax := int64(chunked.ChunkSize(a.nc)); natsMax < limit {
+		limit = natsMax
+	}
+	if r.ContentLength > limit {
+		return nil, newProblem(ProblemTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is %d bytes, at most %d allowed", r.ContentLength, limit))
+	}
+	release, ok := a.limits.gate.acquire(w)
+	if !ok {
+		return nil, nil // answered 503
+	}
+	defer release()
+	a.limits.setBodyDeadline(w)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if body == nil {
+		body = []byte{}
+	}
+	if err != nil {
+		if p := readProblem(err); p != nil {
+			return nil, p.Problem
+		}
+		return nil, newProblem(ProblemInvalidBody, http.StatusBadRequest, "reading request body: "+err.Error())
+	}
+	if len(body) > 0 {
+		if !json.Valid(body) {
+			return nil, newProblem(ProblemInvalidBody, http.StatusBadRequest, "request body must be JSON")
+		}
+		if err := checkJSON(body, events.MaxDepth); err != nil {
+			return nil, newProblem(ProblemInvalidBody, http.StatusBadRequest, "request body: "+err.Error())
+		}
+	}
+	return body, nil
+}
+
+// forward sends the request to the service serving verb and returns its
+// reassembled reply, or the problem to answer.
+func (a *SessionAPI) forward(ctx context.Context, verb, tenant, session string, body []byte) (*nats.Msg, *Problem) {
+	rctx, cancel := context.WithTimeout(ctx, a.timeout)
+	defer cancel()
+	hdr := nats.Header{}
+	natsce.Inject(rctx, hdr)
+	reply, err := chunked.Request(rctx, a.nc, events.APISubject(verb, tenant, session), hdr, body)
+	switch {
+	case errors.Is(err, chunked.ErrNoResponders):
+		return nil, newProblem(ProblemUnavailable, http.StatusServiceUnavailable, "no service answers "+verb+" requests right now; retry later")
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, newProblem(ProblemTimeout, http.StatusGatewayTimeout, fmt.Sprintf("no %s reply within %s", verb, a.timeout))
+	case errors.Is(err, nats.ErrMaxPayload):
+		return nil, newProblem(ProblemTooLarge, http.StatusRequestEntityTooLarge, "request body does not fit in one NATS message: "+err.Error())
+	case err != nil:
+		return nil, newProblem(ProblemUpstream, http.StatusBadGateway, err.Error())
+	}
+	return reply, nil
+}
+
+// writeReply answers with a service's reply: a micro error's code becomes
+// the HTTP status (its problem body passed through when it is one).
+func writeReply(w http.ResponseWriter, reply *nats.Msg) {
+	if code := reply.Header.Get(micro.ErrorCodeHeader); code != "" {
+		status, err := strconv.Atoi(code)
+		if err != nil || status < 400 || status > 599 {
+			status = http.StatusBadGateway
+		}
+		if ct := reply.Header.Get("Content-Type"); ct == MediaProblem && json.Valid(reply.Data) {
+			w.Header().Set("Content-Type", MediaProblem)
+			w.WriteHeader(status)
+			_, _ = w.Write(reply.Data)
+			return
+		}
+		writeProblem(w, newProblem(kindForStatus(status), status, reply.Header.Get(micro.ErrorHeader)))
+		return
+	}
+	ct := reply.Header.Get("Content-Type")
+	if ct == "" {
+		ct = "application/json"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(reply.Data)
 }
 
 // kindForStatus names the problem type of an upstream error status.
@@ -132,6 +186,10 @@ func kindForStatus(status int) string {
 		return "not-found"
 	case http.StatusConflict:
 		return "conflict"
+	case http.StatusUnprocessableEntity:
+		return "unprocessable"
+	case http.StatusRequestEntityTooLarge:
+		return ProblemTooLarge
 	case http.StatusServiceUnavailable:
 		return ProblemUnavailable
 	case http.StatusGatewayTimeout:

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/recallhq/recall/internal/replyspace"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
 )
@@ -18,7 +19,8 @@ import (
 const ServiceName = "recall-trigger"
 
 // ErrNoMessages is the error text of a manual extraction of an empty
-// session, as the reference words it.
+// session, as the reference words it; it is answered as a 422 micro error
+// (HTTP 422 through the edge), not as a result with success false.
 const ErrNoMessages = "no messages to summarize"
 
 // maxManualTimeout caps the wait a client may ask for.
@@ -39,13 +41,13 @@ func (t *Trigger) ServeManual(ctx context.Context) (micro.Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = svc.AddEndpoint(events.VerbExtract, micro.HandlerFunc(func(req micro.Request) {
+	err = svc.AddEndpoint(events.VerbExtract, replyspace.Guard(t.log, micro.HandlerFunc(func(req micro.Request) {
 		// Handlers are serial per endpoint, so a wait must not block others:
 		// answer from a goroutine, on the connection (micro reuses the
 		// request's state once the handler returns).
 		in := manualRequest{subject: req.Subject(), header: nats.Header(req.Headers()), data: req.Data(), reply: req.Reply()}
 		go t.manual(ctx, in)
-	}), micro.WithEndpointSubject(events.SubjectAPIRoot+"."+events.VerbExtract+".*.*"))
+	})), micro.WithEndpointSubject(events.SubjectAPIRoot+"."+events.VerbExtract+".*.*"))
 	if err != nil {
 		_ = svc.Stop()
 		return nil, err
@@ -116,8 +118,7 @@ func (t *Trigger) extract(ctx context.Context, subject string, hdr nats.Header, 
 	}
 	res.MemoryKey = events.MemoryKey(tenant, session)
 	if head == 0 {
-		res.Error = ErrNoMessages
-		return res, "", ""
+		return res, "422", ErrNoMessages + ": session " + session + " has no transcript events"
 	}
 	res.UpToSeq = head
 	upToID := ""

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/chunked"
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/tenantcfg"
@@ -554,7 +555,7 @@ func TestManualExtraction(t *testing.T) {
 	defer svc.Stop()
 	call := func(session string, body string) (events.ExtractResult, *nats.Msg) {
 		t.Helper()
-		m, err := nc.Request(events.APISubject(events.VerbExtract, "acme", session), []byte(body), 10*time.Second)
+		m, err := chunked.Request(ctx, nc, events.APISubject(events.VerbExtract, "acme", session), nil, []byte(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -564,9 +565,9 @@ func TestManualExtraction(t *testing.T) {
 	}
 
 	t.Run("empty session", func(t *testing.T) {
-		r, _ := call("nothing", "")
-		if r.Success || r.Error != ErrNoMessages {
-			t.Fatalf("result %+v", r)
+		_, m := call("nothing", "")
+		if code := m.Header.Get("Nats-Service-Error-Code"); code != "422" || !strings.HasPrefix(m.Header.Get("Nats-Service-Error"), ErrNoMessages) {
+			t.Fatalf("error %q %q, want 422 %s", code, m.Header.Get("Nats-Service-Error"), ErrNoMessages)
 		}
 	})
 	publish(t, js, []item{
@@ -598,7 +599,7 @@ func TestManualExtractionFailure(t *testing.T) {
 	defer svc.Stop()
 	publish(t, js, []item{{"acme", "f", events.TypeMessage, events.Message{UUID: "u1", Role: "user", Content: events.Content{{Type: "text", Text: "hi"}}}}})
 	responder(t, nc, js, true)
-	m, err := nc.Request(events.APISubject(events.VerbExtract, "acme", "f"), nil, 10*time.Second)
+	m, err := chunked.Request(context.Background(), nc, events.APISubject(events.VerbExtract, "acme", "f"), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

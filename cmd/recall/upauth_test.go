@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/recallhq/recall/internal/chunked"
+	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/natsperm"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/services/ingest/ingestsvc"
+)
+
+// Without tenants, `recall up` serves NATS without authentication, so it
+// refuses any address but loopback.
+func TestUpRefusesOpenNATSOffLoopback(t *testing.T) {
+	t.Setenv("RECALL_TENANTS", "")
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	_, err := startStack(context.Background(), stackOptions{DataDir: t.TempDir(), NATSListen: "0.0.0.0:0", Log: log})
+	if err == nil || !strings.Contains(err.Error(), "refusing to serve NATS without authentication on 0.0.0.0:0") {
+		t.Fatalf("err = %v", err)
+	}
+	for _, ok := range []string{"127.0.0.1:4222", "localhost:4222", "[::1]:4222", ""} {
+		if err := checkOpenListen(ok); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+}
+
+// With tenants, the embedded server authenticates with the generated users:
+// the credentials file is private, an anonymous client is refused, a tenant
+// reaches its own sessions' API (served by services running as their own
+// users) and not the other tenant's replies; a restart reuses the users.
+func TestUpWithTenantsAuthenticates(t *testing.T) {
+	t.Setenv("RECALL_TENANTS", "acme:"+ingestsvc.HashToken("tok-a")+",beta:"+ingestsvc.HashToken("tok-b"))
+	dir := t.TempDir()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	st, err := startStack(ctx, stackOptions{DataDir: dir, NATSListen: "127.0.0.1:0", Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	fi, err := os.Stat(filepath.Join(dir, CredentialsFile))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("credentials file: %v %v", fi, err)
+	}
+	if nc, err := nats.Connect(st.NATSURL); err == nil {
+		nc.Close()
+		t.Fatal("an anonymous client connected")
+	}
+	pw := func(name string) string { return st.Auth.conn(natsconn.Config{}, name).Password }
+	acme, err := nats.Connect(st.NATSURL, nats.UserInfo("tenant-acme", pw("tenant-acme")), nats.CustomInboxPrefix(natsperm.InboxPrefix("acme")), nats.PermissionErrOnSubscribe(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer acme.Close()
+	var reply *nats.Msg
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+		reply, err = chunked.Request(rctx, acme, events.APISubject(events.VerbMemory, "acme", "s1"), nil, nil)
+		rcancel()
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // the extractor may still be starting
+	}
+	if err != nil || reply.Header.Get("Nats-Service-Error-Code") != "404" {
+		t.Fatalf("acme's memory request: %v %v", reply, err)
+	}
+	sub, err := acme.SubscribeSync(natsperm.InboxPrefix("beta") + ".>")
+	if err == nil {
+		if _, err = sub.NextMsg(2 * time.Second); err == nil || !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
+			t.Fatalf("acme subscribed to beta's inbox: %v", err)
+		}
+	}
+	before := pw("tenant-beta")
+	acme.Close()
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a, err := loadOrCreateAuth(dir, []string{"acme", "beta"})
+	if err != nil || a.conn(natsconn.Config{}, "tenant-beta").Password != before {
+		t.Fatalf("restart changed the credentials: %v", err)
+	}
+}
