@@ -47,8 +47,13 @@ func Retry(ctx context.Context, log *slog.Logger, what string, attempt func(cont
 	return retry(ctx, log, what, AttemptTimeout, attempt)
 }
 
-// retry is Retry with another bound on one attempt (an attempt that makes
-// several calls, each bounded by AttemptTimeout itself).
+// RetryWithin is Retry with another bound on one attempt, for attempts
+// that legitimately take longer (a batch of publishes awaiting their
+// acknowledgements, several calls each bounded by AttemptTimeout).
+func RetryWithin(ctx context.Context, log *slog.Logger, what string, perAttempt time.Duration, attempt func(context.Context) error) error {
+	return retry(ctx, log, what, perAttempt, attempt)
+}
+
 func retry(ctx context.Context, log *slog.Logger, what string, perAttempt time.Duration, attempt func(context.Context) error) error {
 	wait := minBackoff
 	for {
