@@ -77,6 +77,7 @@ type Worker struct {
 	parked  jetstream.KeyValue
 	stream  jetstream.Stream
 	tenants *tenantcfg.Store
+	known   knownRevs   // last memory revision per session (readFresh)
 	opened  atomic.Bool // the buckets and the tenant configuration are open
 
 	// extract is extraction.Run; tests may replace it.
@@ -250,7 +251,8 @@ func (w *Worker) handle(ctx context.Context, m *pcgroup.Msg) error {
 		// A late worker committed first; its result stands and ours is
 		// discarded (never merged). Check again whether the request is
 		// covered now.
-		log.WarnContext(ctx, "fenced commit lost; result discarded", "err", err)
+		cause := w.fenceCause(ctx, req, res.readAt)
+		log.WarnContext(ctx, "fenced commit lost; result discarded", "cause", cause, "err", err)
 		mem, rev, rerr := w.readMemory(ctx, req.Tenant, req.Session)
 		if rerr == nil && req.UpToSeq <= mem.CoveredSeq {
 			res = result{outcome: OutcomeSkipped, record: mem, revision: rev}
@@ -332,14 +334,16 @@ type result struct {
 	usage    events.TokenUsage
 	provider string
 	model    string
-	edits    int  // edits applied
-	upToDate bool // the model found nothing to change
+	edits    int       // edits applied
+	upToDate bool      // the model found nothing to change
+	readAt   time.Time // when the memory was read (set on a fenced commit's conflict)
 }
 
 // run reads the memory, skips covered requests, extends the request to the
 // newest pending one of the session, runs the forked edit and commits it
 // with a compare-and-set on the revision read first.
 func (w *Worker) run(ctx context.Context, m *pcgroup.Msg, req request, log *slog.Logger) (result, error) {
+	readAt := time.Now()
 	mem, rev, err := w.readMemory(ctx, req.Tenant, req.Session)
 	if err != nil {
 		return result{}, err
@@ -443,6 +447,7 @@ func (w *Worker) run(ctx context.Context, m *pcgroup.Msg, req request, log *slog
 	next.UpdatedAt = time.Now().UTC()
 	newRev, err := w.commit(ctx, req.Tenant, req.Session, next, rev)
 	if err != nil {
+		res.readAt = readAt
 		return res, err
 	}
 	res.outcome, res.record, res.revision = OutcomeCompleted, next, newRev
@@ -450,9 +455,11 @@ func (w *Worker) run(ctx context.Context, m *pcgroup.Msg, req request, log *slog
 }
 
 // readMemory returns the session's memory record and its revision (0 when
-// the session has none yet).
+// the session has none yet), read from the leader and at least as new as
+// the last revision this process knows of (readFresh).
 func (w *Worker) readMemory(ctx context.Context, tenant, session string) (events.MemoryRecord, uint64, error) {
-	return ReadMemory(ctx, w.memory, tenant, session)
+	e, err := w.readFresh(ctx, events.MemoryKey(tenant, session))
+	return e.record, e.revision, err
 }
 
 // ReadMemory returns a session's memory record and its KV revision; a
@@ -495,6 +502,7 @@ func (w *Worker) commit(ctx context.Context, tenant, session string, rec events.
 	if err != nil {
 		return 0, fmt.Errorf("committing memory: %w", err)
 	}
+	w.known.note(key, n)
 	return n, nil
 }
 
