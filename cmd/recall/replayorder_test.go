@@ -98,30 +98,39 @@ func (f *flakyEdge) forward(r *http.Request, evs []json.RawMessage) []ingestsvc.
 }
 
 // storedIDs returns the event ids stored on a session's subject, in stream
-// order.
+// order: as many as the stream counts on the subject.
 func storedIDs(t *testing.T, js jetstream.JetStream, tenant, session string) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := js.OrderedConsumer(ctx, events.StreamTranscript, jetstream.OrderedConsumerConfig{FilterSubjects: []string{events.TranscriptSubject(tenant, session)}})
+	subject := events.TranscriptSubject(tenant, session)
+	st, err := js.Stream(ctx, events.StreamTranscript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := int(info.State.Subjects[subject])
+	c, err := js.OrderedConsumer(ctx, events.StreamTranscript, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ids []string
-	for {
-		batch, err := c.FetchNoWait(500)
+	for len(ids) < want {
+		batch, err := c.Fetch(500, jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("reading %s after %d of %d: %v", subject, len(ids), want, err)
 		}
-		n := 0
 		for m := range batch.Messages() {
 			ids = append(ids, m.Headers().Get("ce-id"))
-			n++
 		}
-		if n == 0 {
-			return ids
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d events of %s", len(ids), want, subject)
 		}
 	}
+	return ids
 }
 
 func fixtureIDs(t *testing.T, session string) []string {

@@ -95,9 +95,15 @@ type leaderEntry struct {
 	stored   time.Time // when the revision was stored
 }
 
+// readTimeout bounds one leader read: a request the server never answers
+// (it restarted, the leader moved) fails instead of holding the handler.
+const readTimeout = 5 * time.Second
+
 // readLeader reads the newest revision of a memory key from the stream
-// leader of the bucket.
+// leader of the bucket, within readTimeout.
 func readLeader(ctx context.Context, nc *nats.Conn, key string) (leaderEntry, error) {
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
 	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + events.BucketMemory + "." + key})
 	msg, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+events.BucketMemory, req)
 	if err != nil {
