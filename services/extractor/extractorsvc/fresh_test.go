@@ -3,10 +3,14 @@ package extractorsvc
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/services/extractor/extractorsvc/extractortest"
 )
 
 // TestReadFreshFromLeader: the decision read goes to the stream leader and
@@ -55,5 +59,34 @@ func TestReadFreshFromLeader(t *testing.T) {
 	w.known = knownRevs{}
 	if got, err := readLeader(ctx, e.nc, key); err != nil || got.revision != 0 {
 		t.Fatalf("deleted key: %+v, %v", got, err)
+	}
+}
+
+// TestReadyOnlyWhenJoined: a worker is not ready before it has opened its
+// buckets and joined the group, and is ready once it has.
+func TestReadyOnlyWhenJoined(t *testing.T) {
+	e := newEnv(t)
+	nc, err := nats.Connect(e.srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	w, err := NewWorker(nc, testConfig("ready-1"), &extractortest.EditProvider{}, e.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Ready(); err == nil {
+		t.Fatal("ready before Run")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	waitFor(t, 10*time.Second, "the worker to be ready", func() bool { return w.Ready() == nil })
+	if !slices.Contains(w.Group().Members(), "ready-1") {
+		t.Fatalf("ready but not a member: %v", w.Group().Members())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
 	}
 }
