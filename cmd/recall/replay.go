@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"sort"
@@ -32,10 +33,22 @@ func init() {
 type replayStats struct {
 	published, duplicates, rejected int
 	firstErrors                     []string
+	// retried counts batches resent from an event answered 503/504;
+	// reordered counts events the ingest stored although an earlier event
+	// of their batch failed (stored before it).
+	retried, reordered int
+	counted            map[int]bool // events (by index in the replay) already counted
 }
 
-func (s *replayStats) add(results []ingestsvc.EventResult, batch []event.Event) {
+// add counts the settled results of batch, whose first event is event
+// offset of the replay; an event is counted once, at its first settled
+// result.
+func (s *replayStats) add(results []ingestsvc.EventResult, batch []event.Event, offset int) {
 	for _, r := range results {
+		if s.counted[offset+r.Index] {
+			continue
+		}
+		s.counted[offset+r.Index] = true
 		switch {
 		case r.Accepted() && r.Duplicate:
 			s.duplicates++
@@ -62,6 +75,7 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	natsURL := fs.String("nats-url", "", "publish through the NATS ingest endpoint at this URL instead of HTTP")
 	token := fs.String("token", os.Getenv("RECALL_TOKEN"), "bearer token for the HTTP edge (default $RECALL_TOKEN)")
 	batchSize := fs.Int("batch", 100, "events per request")
+	retryFor := fs.Duration("retry-for", 2*time.Minute, "how long one request is retried while the ingest answers 503/504 or cannot be reached, before replay stops")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: recall replay FILE [--tenant T] [--session S] [--http URL | --nats-url URL] [--token TOKEN]")
 		fs.PrintDefaults()
@@ -117,26 +131,27 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 
 	bar := newProgress(os.Stderr, len(res.Events))
-	var st replayStats
-	for start := 0; start < len(res.Events); {
-		end := nextBatch(res.Events, start, *batchSize, 4<<20)
-		batch := res.Events[start:end]
-		results, err := retry(ctx, func() ([]ingestsvc.EventResult, error) { return send(ctx, batch) })
-		if err != nil {
-			bar.done()
-			return fmt.Errorf("publishing events %d-%d of %d to %s: %w", start+1, end, len(res.Events), target, err)
-		}
-		st.add(results, batch)
-		start = end
-		bar.set(start)
-	}
+	rp := &replayer{send: send, batch: *batchSize, retryFor: *retryFor, progress: bar.set,
+		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	st, err := rp.run(ctx, res.Events)
 	bar.done()
+	if err != nil {
+		fmt.Fprintf(stdout, "Replay of %s as session %s to %s stopped: %d published, %d duplicates, %d rejected before it\n",
+			path, res.Session, target, st.published, st.duplicates, st.rejected)
+		return fmt.Errorf("publishing to %s: %w", target, err)
+	}
 
 	fmt.Fprintf(stdout, "Replayed %s as session %s to %s\n", path, res.Session, target)
 	fmt.Fprintf(stdout, "  records:   %d\n", res.Records)
 	fmt.Fprintf(stdout, "  events:    %d (published %d, duplicates %d, rejected %d)\n", len(res.Events), st.published, st.duplicates, st.rejected)
 	fmt.Fprintf(stdout, "  imported:  %s\n", formatCounts(res.Counts))
 	fmt.Fprintf(stdout, "  skipped:   %s\n", formatCounts(res.Skipped))
+	if st.retried > 0 {
+		fmt.Fprintf(stdout, "  retried:   %d times from an event the ingest could not store in time (503), in order\n", st.retried)
+	}
+	if st.reordered > 0 {
+		fmt.Fprintf(stdout, "  reordered: %d events were stored before an earlier event of their batch (the ingest stored them although the earlier one failed); --batch 1 avoids this\n", st.reordered)
+	}
 	for _, e := range st.firstErrors {
 		fmt.Fprintln(stdout, "  rejected:", e)
 	}
@@ -182,26 +197,6 @@ func nextBatch(evs []event.Event, start, n, maxBytes int) int {
 		end++
 	}
 	return end
-}
-
-// errRetryable marks failures worth retrying (the event ids make retries
-// safe).
-var errRetryable = errors.New("temporarily unavailable")
-
-func retry(ctx context.Context, f func() ([]ingestsvc.EventResult, error)) ([]ingestsvc.EventResult, error) {
-	wait := 200 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		res, err := f()
-		if err == nil || !errors.Is(err, errRetryable) || attempt == 5 {
-			return res, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(wait):
-		}
-		wait *= 2
-	}
 }
 
 func sendHTTP(ctx context.Context, client *http.Client, url, token string, batch []event.Event) ([]ingestsvc.EventResult, error) {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
 
 	"github.com/recallhq/recall/internal/svcmain"
 	"github.com/recallhq/recall/services/compactor/compactorsvc"
@@ -13,16 +15,26 @@ import (
 
 // The single-service subcommands let one container image run any service.
 func init() {
-	register(command{"ingest", "run the ingest service (HTTP edge + NATS endpoint)", func(ctx context.Context, _ []string, _ io.Writer) error {
-		return svcmain.Run(ctx, "ingest", ingestsvc.Run)
-	}})
-	register(command{"trigger", "run the trigger service", func(ctx context.Context, _ []string, _ io.Writer) error {
-		return svcmain.Run(ctx, "trigger", triggersvc.Run)
-	}})
-	register(command{"extractor", "run an extractor worker", func(ctx context.Context, _ []string, _ io.Writer) error {
-		return svcmain.Run(ctx, "extractor", extractorsvc.Run)
-	}})
-	register(command{"compactor", "run the compactor service", func(ctx context.Context, _ []string, _ io.Writer) error {
-		return svcmain.Run(ctx, "compactor", compactorsvc.Run)
-	}})
+	register(serviceCommand("ingest", "run the ingest service (HTTP edge + NATS endpoint)", ingestsvc.Run))
+	register(serviceCommand("trigger", "run the trigger service", triggersvc.Run))
+	register(serviceCommand("extractor", "run an extractor worker", extractorsvc.Run))
+	register(serviceCommand("compactor", "run the compactor service", compactorsvc.Run))
+}
+
+// serviceCommand runs one service from its RECALL_* environment. It takes
+// no arguments; -h prints the service's configuration help instead of
+// starting it.
+func serviceCommand[C any](name, summary string, run func(context.Context, C, *slog.Logger) error) command {
+	return command{name, summary, func(ctx context.Context, args []string, stdout io.Writer) error {
+		fs := newFlags(name)
+		fs.SetOutput(stdout)
+		fs.Usage = func() { _ = svcmain.Help[C](stdout, name) }
+		if err := parseFlags(fs, args); err != nil {
+			return err
+		}
+		if fs.NArg() > 0 {
+			return fmt.Errorf("%w: %s takes no arguments (configuration is RECALL_* environment variables; -h lists them)", errUsage, name)
+		}
+		return svcmain.Run(ctx, name, run)
+	}}
 }

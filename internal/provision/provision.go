@@ -138,15 +138,23 @@ func Buckets(c Config) []jetstream.KeyValueConfig {
 }
 
 // Ensure creates or reconciles every stream and bucket. It is safe to call
-// concurrently from many processes.
+// concurrently from many processes. Each stream and bucket gets its own
+// AttemptTimeout (within ctx), so one hung request fails the attempt in
+// seconds; EnsureRetry tries again.
 func Ensure(ctx context.Context, js jetstream.JetStream, c Config) error {
 	for _, sc := range Streams(c) {
-		if err := ensureStream(ctx, js, sc); err != nil {
+		cctx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+		err := ensureStream(cctx, js, sc)
+		cancel()
+		if err != nil {
 			return err
 		}
 	}
 	for _, kc := range Buckets(c) {
-		if err := ensureBucket(ctx, js, kc); err != nil {
+		cctx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+		err := ensureBucket(cctx, js, kc)
+		cancel()
+		if err != nil {
 			return err
 		}
 	}
@@ -251,38 +259,55 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 }
 
 // EnsureRetry calls Ensure until it succeeds, so a service may start before
-// NATS is reachable or while another replica is provisioning. It gives up at
-// once on ErrIncompatible (retrying cannot help), and returns ctx.Err() when
-// ctx is done first. Each attempt is bounded to 30 s; failures are logged.
+// NATS is reachable, while a node is down or returning, or while another
+// replica is provisioning. It gives up at once on ErrIncompatible (retrying
+// cannot help), and returns ctx.Err() when ctx is done first. Each stream
+// and bucket call is bounded to AttemptTimeout and the whole attempt to 30 s;
+// failures are logged and retried with Retry's backoff.
 func EnsureRetry(ctx context.Context, js jetstream.JetStream, c Config, log *slog.Logger) error {
-	wait := 250 * time.Millisecond
-	for {
-		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := Ensure(actx, js, c)
-		cancel()
-		if err == nil {
-			return nil
-		}
+	return retry(ctx, log, "provisioning", 30*time.Second, func(ctx context.Context) error {
+		err := Ensure(ctx, js, c)
 		if errors.Is(err, ErrIncompatible) {
+			return Permanent(err)
+		}
+		return err
+	})
+}
+
+// Names returns the stream names of every stream and bucket Ensure creates
+// (a bucket B is stream KV_B).
+func Names(c Config) []string {
+	var names []string
+	for _, sc := range Streams(c) {
+		names = append(names, sc.Name)
+	}
+	for _, kc := range Buckets(c) {
+		names = append(names, "KV_"+kc.Bucket)
+	}
+	return names
+}
+
+// WaitAvailable returns once every stream and bucket answers an info
+// request (each has a leader), retrying with Retry until ctx is done. A
+// service that starts while a node is down or returning thus waits here,
+// in seconds, for the elections instead of failing its first read.
+func WaitAvailable(ctx context.Context, js jetstream.JetStream, c Config, log *slog.Logger) error {
+	for _, name := range Names(c) {
+		err := Retry(ctx, log, "opening "+name, func(ctx context.Context) error {
+			_, err := js.Stream(ctx, name)
+			return err
+		})
+		if err != nil {
 			return err
 		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if log != nil {
-			log.WarnContext(ctx, "provisioning failed; retrying", "err", err, "in", wait)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 5*time.Second)
 	}
+	return nil
 }
 
 // Open is how every service starts: connect to NATS as name, open
-// JetStream (with opts), and provision with EnsureRetry. On error the
+// JetStream (with opts), provision with EnsureRetry and wait until every
+// stream and bucket has a leader (WaitAvailable). It retries until ctx is
+// done, so a degraded cluster delays a start but never fails it. On error the
 // connection is closed; when ctx ended first the error is ctx.Err(). The
 // caller owns the returned connection.
 func Open(ctx context.Context, nc natsconn.Config, c Config, name string, log *slog.Logger, opts ...jetstream.JetStreamOpt) (*nats.Conn, jetstream.JetStream, error) {
@@ -301,6 +326,10 @@ func Open(ctx context.Context, nc natsconn.Config, c Config, name string, log *s
 			return nil, nil, ctx.Err()
 		}
 		return nil, nil, fmt.Errorf("provisioning: %w", err)
+	}
+	if err := WaitAvailable(ctx, js, c, log); err != nil {
+		conn.Close()
+		return nil, nil, err
 	}
 	return conn, js, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -27,36 +28,38 @@ type Store struct {
 }
 
 // Watch loads the bucket and keeps the store current until ctx is done. It
-// returns once the initial values are loaded. Invalid documents are logged
-// and ignored (the previous valid value stays).
+// returns once the initial values are loaded. Opening the bucket, starting
+// the watch and loading the initial values are retried with provision.Retry
+// (each attempt bounded to provision.AttemptTimeout) until they succeed, so
+// a node that is down or returning delays the start instead of failing it;
+// the only error is ctx.Err(). Invalid documents are logged and ignored (the
+// previous valid value stays).
 func Watch(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (*Store, error) {
-	kv, err := js.KeyValue(ctx, events.BucketConfig)
-	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", events.BucketConfig, err)
-	}
-	w, err := kv.Watch(ctx, "tenant.*")
-	if err != nil {
-		return nil, fmt.Errorf("watching %s: %w", events.BucketConfig, err)
-	}
-	s := &Store{tenants: map[string]events.TenantConfig{}, changed: make(chan struct{}), log: log}
-	initial := true
-	for initial {
-		select {
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, errors.New("config watcher closed")
-			}
-			if e == nil {
-				initial = false
-				continue
-			}
-			s.apply(e)
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	var s *Store
+	var w jetstream.KeyWatcher
+	var stopWatch context.CancelFunc
+	err := provision.Retry(ctx, log, "watching "+events.BucketConfig, func(actx context.Context) error {
+		// The watch lives as long as ctx (nats.go ends it with the context
+		// it was created with), but an attempt that outlasts actx fails.
+		wctx, wcancel := context.WithCancel(ctx)
+		expire := context.AfterFunc(actx, wcancel)
+		st, wt, err := load(actx, wctx, js, log)
+		if !expire() && err == nil {
+			err = fmt.Errorf("loading %s: %w", events.BucketConfig, actx.Err())
 		}
+		if err != nil {
+			wcancel()
+			return err
+		}
+		s, w, stopWatch = st, wt, wcancel
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	go func() {
-		defer w.Stop()
+		defer stopWatch()
+		defer func() { _ = w.Stop() }()
 		for {
 			select {
 			case e, ok := <-w.Updates():
@@ -72,6 +75,36 @@ func Watch(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (*Stor
 		}
 	}()
 	return s, nil
+}
+
+// load is one attempt of Watch: open the bucket, start the watch (which
+// lives until wctx ends) and apply the initial values, within ctx. The
+// watcher is stopped on error.
+func load(ctx, wctx context.Context, js jetstream.JetStream, log *slog.Logger) (*Store, jetstream.KeyWatcher, error) {
+	kv, err := js.KeyValue(ctx, events.BucketConfig)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening %s: %w", events.BucketConfig, err)
+	}
+	w, err := kv.Watch(wctx, "tenant.*")
+	if err != nil {
+		return nil, nil, fmt.Errorf("watching %s: %w", events.BucketConfig, err)
+	}
+	s := &Store{tenants: map[string]events.TenantConfig{}, changed: make(chan struct{}), log: log}
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, nil, errors.New("config watcher closed")
+			}
+			if e == nil {
+				return s, w, nil
+			}
+			s.apply(e)
+		case <-ctx.Done():
+			_ = w.Stop()
+			return nil, nil, fmt.Errorf("loading %s: %w", events.BucketConfig, ctx.Err())
+		}
+	}
 }
 
 func (s *Store) apply(e jetstream.KeyValueEntry) {

@@ -61,3 +61,51 @@ func TestWatchAppliesChangesLive(t *testing.T) {
 		t.Fatal("invalid document replaced the valid one")
 	}
 }
+
+// TestWatchWaitsForTheBucket: Watch started before RECALL_CONFIG exists (a
+// node holding it is down, or provisioning has not run) keeps retrying and
+// returns once the bucket appears; stopped first, it returns ctx.Err().
+func TestWatchWaitsForTheBucket(t *testing.T) {
+	s := natstest.Start(t)
+	_, js := s.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	sctx, scancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer scancel()
+	if _, err := Watch(sctx, js, nil); err != context.DeadlineExceeded {
+		t.Fatalf("stopped before the bucket exists: %v", err)
+	}
+
+	type result struct {
+		st  *Store
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		st, err := Watch(ctx, js, nil)
+		done <- result{st, err}
+	}()
+	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Put(ctx, js, "a", events.TenantConfig{MinimumTokensBetweenUpdate: 42}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	deadline := time.After(5 * time.Second)
+	for {
+		changed := r.st.Changed()
+		if r.st.Get("a").MinimumTokensBetweenUpdate == 42 {
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatal("value stored after the watch started not applied")
+		}
+	}
+}

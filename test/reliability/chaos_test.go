@@ -64,7 +64,10 @@ func (p *compactionProbe) run(ctx context.Context, t *testing.T) {
 func (p *compactionProbe) once(ctx context.Context, tenant, session string) {
 	start := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, p.timeout)
-	msg, err := chunked.Request(rctx, p.nc, events.APISubject(events.VerbCompact, tenant, session), nil, []byte(`{}`))
+	// A platform compacts when its context is full: it says how full (the
+	// sessions here are small, and a compaction must end smaller than the
+	// context it replaces).
+	msg, err := chunked.Request(rctx, p.nc, events.APISubject(events.VerbCompact, tenant, session), nil, []byte(`{"context_tokens":150000}`))
 	cancel()
 	el := time.Since(start)
 	if us := el.Microseconds(); us > p.maxLatency.Load() {
@@ -281,6 +284,7 @@ func readLifecycle(t *testing.T, js jetstream.JetStream) lifecycle {
 // lost, duplicated, overlapped or moved backwards.
 func TestChaos(t *testing.T) {
 	began := time.Now()
+	stale0, concurrent0 := extractorsvc.FenceDiscards()
 	h := newHarness(t)
 	det := newOverlapDetector(llm.NewOffline(), 15*time.Millisecond)
 	h.Provider = det
@@ -510,6 +514,8 @@ loop:
 	swg.Wait()
 
 	el := time.Since(began)
+	stale, concurrent := extractorsvc.FenceDiscards()
+	stale, concurrent = stale-stale0, concurrent-concurrent0
 	probe.mu.Lock()
 	figures := []string{
 		fmt.Sprintf("events published %d (A %d, B %d), stored once %d, duplicate acks %d, re-sent batches %d, retried batches %d, publish errors %d, sessions reordered by retries %d",
@@ -519,6 +525,7 @@ loop:
 		fmt.Sprintf("restarts: NATS %d (%v), trigger %d, extractor %d, compactor %d; unclean stops %d %v", natsRestarts, natsRestartTimes, kills["trigger"], kills["extractor"], kills["compactor"], len(stopErrs), stopErrs),
 		fmt.Sprintf("extractions: requests %d, completed events %d (skipped %d), failed %d, parked %d, uncovered %d, model calls %d (errors %d) over %d sessions, overlaps %d",
 			requests, lc.completed, lc.skipped, len(lc.failed), len(parked), uncovered, det.calls.Load(), det.errors.Load(), countMap(&det.sessions), det.overlaps.Load()),
+		fmt.Sprintf("fence discards (results thrown away by the fenced commit, recall_extraction_fence_discards_total): %d (stale read %d, concurrent commit %d)", stale+concurrent, stale, concurrent),
 		fmt.Sprintf("coveredSeq: %d watched updates (%d watcher restarts), %d kept revisions checked, backwards %d", watchUpdates, watchRestarts, revisions, cw.backwards+histBackwards),
 		fmt.Sprintf("compaction: served %d, not served %d %v, errors %d %v, hangs %d, wrong data %d, max latency %v (compactor-side %v)",
 			probe.served.Load(), probe.notServed.Load(), probe.outcomes, probe.transportErrs.Load(), probe.errs, probe.hangs.Load(), probe.wrongData.Load(),
@@ -529,10 +536,10 @@ loop:
 	for _, f := range figures {
 		t.Log(f)
 	}
-	fmt.Printf("RELIABILITY chaos: events=%d restarts(nats=%d trigger=%d extractor=%d compactor=%d) errors(publish=%d compaction=%d) extractions(requests=%d completed=%d failed=%d parked=%d model_calls=%d overlaps=%d) compactions(served=%d wrong=%d hangs=%d) time=%v\n",
+	fmt.Printf("RELIABILITY chaos: events=%d restarts(nats=%d trigger=%d extractor=%d compactor=%d) errors(publish=%d compaction=%d) extractions(requests=%d completed=%d failed=%d parked=%d model_calls=%d overlaps=%d fence_discards=%d stale_read=%d) compactions(served=%d wrong=%d hangs=%d) time=%v\n",
 		stA.Stored+stB.Stored, natsRestarts, kills["trigger"], kills["extractor"], kills["compactor"],
 		loadA.Errors.Load()+loadB.Errors.Load(), probe.transportErrs.Load(),
-		requests, lc.completed, len(lc.failed), len(parked), det.calls.Load(), det.overlaps.Load(),
+		requests, lc.completed, len(lc.failed), len(parked), det.calls.Load(), det.overlaps.Load(), stale+concurrent, stale,
 		probe.served.Load(), probe.wrongData.Load(), probe.hangs.Load(), el.Round(time.Millisecond))
 }
 

@@ -65,8 +65,13 @@ func TestPipelineWithGeneratedNATSUsers(t *testing.T) {
 	}
 	// The tenant compacts its session over NATS (chunked reply to its
 	// private inbox) and reads its memory through the extractor's API.
+	// (A platform compacts when its context is full and says how full.)
 	for _, verb := range []string{events.VerbCompact, events.VerbMemory} {
-		m, err := chunked.Request(ctx, tenantNC, events.APISubject(verb, tenantA, "perm"), nil, []byte(`{}`))
+		body := []byte(`{}`)
+		if verb == events.VerbCompact {
+			body = []byte(`{"context_tokens":150000}`)
+		}
+		m, err := chunked.Request(ctx, tenantNC, events.APISubject(verb, tenantA, "perm"), nil, body)
 		if err != nil {
 			t.Fatalf("tenant %s: %v", verb, err)
 		}

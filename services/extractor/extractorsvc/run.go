@@ -26,6 +26,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/ops"
 	"github.com/recallhq/recall/internal/provision"
@@ -57,16 +59,21 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	kv, err := js.KeyValue(ctx, events.BucketMemory)
+	var kv jetstream.KeyValue
+	err = provision.Retry(ctx, log, "opening "+events.BucketMemory, func(ctx context.Context) (err error) {
+		kv, err = js.KeyValue(ctx, events.BucketMemory)
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("opening %s: %w", events.BucketMemory, err)
+		return nil // ctx is done: stopped while starting
 	}
 	svc, err := serveMemoryAPI(nc, kv, log)
 	if err != nil {
 		return fmt.Errorf("starting the memory endpoint: %w", err)
 	}
 
-	var running atomic.Bool
+	var running atomic.Bool // false once stopping
+	running.Store(true)
 	opsDone := make(chan error, 1)
 	octx, ocancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer ocancel()
@@ -78,14 +85,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			if !running.Load() {
 				return errors.New("not serving")
 			}
-			return nil
+			return w.Ready()
 		}), log)
 	}()
 	log.InfoContext(ctx, "extractor started", "worker", w.ID(), "provider", provider.Name(), "model", provider.Model(),
 		"partitions", cfg.Partitions, "concurrency", cfg.Concurrency)
-	running.Store(true)
 	runErr := w.Run(ctx)
-	if ctx.Err() != nil && errors.Is(runErr, context.Canceled) {
+	if ctx.Err() != nil && errors.Is(runErr, ctx.Err()) {
 		runErr = nil // stopped while joining: a clean stop
 	}
 	running.Store(false)

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -20,6 +22,7 @@ import (
 	"github.com/recallhq/recall/internal/extraction"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/pcgroup"
+	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
@@ -74,6 +77,8 @@ type Worker struct {
 	parked  jetstream.KeyValue
 	stream  jetstream.Stream
 	tenants *tenantcfg.Store
+	known   knownRevs   // last memory revision per session (readFresh)
+	opened  atomic.Bool // the buckets and the tenant configuration are open
 
 	// extract is extraction.Run; tests may replace it.
 	extract func(context.Context, llm.Provider, extraction.Input) (*extraction.Output, error)
@@ -122,27 +127,65 @@ func (w *Worker) ID() string { return w.cfg.WorkerID }
 func (w *Worker) Group() *pcgroup.Group { return w.group }
 
 // Run serves until ctx is done, then hands its partitions over (in-flight
-// extractions finish for up to DrainTimeout) and returns nil.
+// extractions finish for up to DrainTimeout) and returns nil. Opening the
+// buckets, the tenant-config watch and joining the group are retried with
+// provision.Retry until they succeed or ctx is done, so Run never returns
+// because the cluster is degraded; it returns ctx.Err() when stopped before
+// it joined.
 func (w *Worker) Run(ctx context.Context) error {
-	var err error
-	if w.memory, err = w.js.KeyValue(ctx, events.BucketMemory); err != nil {
-		return fmt.Errorf("opening %s: %w", events.BucketMemory, err)
-	}
-	if w.status, err = w.js.KeyValue(ctx, events.BucketStatus); err != nil {
-		return fmt.Errorf("opening %s: %w", events.BucketStatus, err)
-	}
-	if w.parked, err = w.js.KeyValue(ctx, events.BucketParked); err != nil {
-		return fmt.Errorf("opening %s: %w", events.BucketParked, err)
-	}
-	if w.stream, err = w.js.Stream(ctx, events.StreamExtract); err != nil {
-		return fmt.Errorf("opening %s: %w", events.StreamExtract, err)
-	}
-	if w.tenants, err = tenantcfg.Watch(ctx, w.js, w.log); err != nil {
+	if err := w.open(ctx); err != nil {
 		return err
 	}
 	unregister := registerWorker(w)
 	defer unregister()
-	return w.group.Run(ctx)
+	// The attempt runs with ctx itself: it lasts as long as the worker
+	// serves, and returns early only when it cannot join.
+	return provision.Retry(ctx, w.log, "joining the extraction group", func(context.Context) error {
+		return w.group.Run(ctx)
+	})
+}
+
+// open opens the buckets, the stream and the tenant configuration, each
+// retried until it succeeds or ctx is done.
+func (w *Worker) open(ctx context.Context) error {
+	kvs := []struct {
+		name string
+		dst  *jetstream.KeyValue
+	}{{events.BucketMemory, &w.memory}, {events.BucketStatus, &w.status}, {events.BucketParked, &w.parked}}
+	for _, b := range kvs {
+		err := provision.Retry(ctx, w.log, "opening "+b.name, func(ctx context.Context) (err error) {
+			*b.dst, err = w.js.KeyValue(ctx, b.name)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	err := provision.Retry(ctx, w.log, "opening "+events.StreamExtract, func(ctx context.Context) (err error) {
+		w.stream, err = w.js.Stream(ctx, events.StreamExtract)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if w.tenants, err = tenantcfg.Watch(ctx, w.js, w.log); err != nil {
+		return err
+	}
+	w.opened.Store(true)
+	return nil
+}
+
+// Ready reports why the worker is not serving yet (or nil): it is ready
+// once its buckets are open and it has joined the group (it sees itself
+// among the members, so it consumes the partitions assigned to it).
+func (w *Worker) Ready() error {
+	if !w.opened.Load() {
+		return errors.New("opening buckets and tenant configuration")
+	}
+	if !slices.Contains(w.group.Members(), w.cfg.WorkerID) {
+		return errors.New("joining the extraction group")
+	}
+	return nil
 }
 
 // request is one decoded extraction request.
@@ -208,7 +251,8 @@ func (w *Worker) handle(ctx context.Context, m *pcgroup.Msg) error {
 		// A late worker committed first; its result stands and ours is
 		// discarded (never merged). Check again whether the request is
 		// covered now.
-		log.WarnContext(ctx, "fenced commit lost; result discarded", "err", err)
+		cause := w.fenceCause(ctx, req, res.readAt)
+		log.WarnContext(ctx, "fenced commit lost; result discarded", "cause", cause, "err", err)
 		mem, rev, rerr := w.readMemory(ctx, req.Tenant, req.Session)
 		if rerr == nil && req.UpToSeq <= mem.CoveredSeq {
 			res = result{outcome: OutcomeSkipped, record: mem, revision: rev}
@@ -290,14 +334,16 @@ type result struct {
 	usage    events.TokenUsage
 	provider string
 	model    string
-	edits    int  // edits applied
-	upToDate bool // the model found nothing to change
+	edits    int       // edits applied
+	upToDate bool      // the model found nothing to change
+	readAt   time.Time // when the memory was read (set on a fenced commit's conflict)
 }
 
 // run reads the memory, skips covered requests, extends the request to the
 // newest pending one of the session, runs the forked edit and commits it
 // with a compare-and-set on the revision read first.
 func (w *Worker) run(ctx context.Context, m *pcgroup.Msg, req request, log *slog.Logger) (result, error) {
+	readAt := time.Now()
 	mem, rev, err := w.readMemory(ctx, req.Tenant, req.Session)
 	if err != nil {
 		return result{}, err
@@ -401,6 +447,7 @@ func (w *Worker) run(ctx context.Context, m *pcgroup.Msg, req request, log *slog
 	next.UpdatedAt = time.Now().UTC()
 	newRev, err := w.commit(ctx, req.Tenant, req.Session, next, rev)
 	if err != nil {
+		res.readAt = readAt
 		return res, err
 	}
 	res.outcome, res.record, res.revision = OutcomeCompleted, next, newRev
@@ -408,9 +455,11 @@ func (w *Worker) run(ctx context.Context, m *pcgroup.Msg, req request, log *slog
 }
 
 // readMemory returns the session's memory record and its revision (0 when
-// the session has none yet).
+// the session has none yet), read from the leader and at least as new as
+// the last revision this process knows of (readFresh).
 func (w *Worker) readMemory(ctx context.Context, tenant, session string) (events.MemoryRecord, uint64, error) {
-	return ReadMemory(ctx, w.memory, tenant, session)
+	e, err := w.readFresh(ctx, events.MemoryKey(tenant, session))
+	return e.record, e.revision, err
 }
 
 // ReadMemory returns a session's memory record and its KV revision; a
@@ -453,6 +502,7 @@ func (w *Worker) commit(ctx context.Context, tenant, session string, rec events.
 	if err != nil {
 		return 0, fmt.Errorf("committing memory: %w", err)
 	}
+	w.known.note(key, n)
 	return n, nil
 }
 

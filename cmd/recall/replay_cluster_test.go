@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/importer"
+	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/services/ingest/ingestsvc"
+)
+
+// threeNodes starts a three-node JetStream cluster on loopback (each node
+// with its own file store) and returns the nodes and their client URLs.
+func threeNodes(t *testing.T) ([]*server.Server, string) {
+	t.Helper()
+	port := func() int {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().(*net.TCPAddr).Port
+	}
+	var routes []*url.URL
+	rports := []int{port(), port(), port()}
+	for _, p := range rports {
+		routes = append(routes, &url.URL{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", p)})
+	}
+	var nodes []*server.Server
+	var urls []string
+	for i, rp := range rports {
+		s, err := server.NewServer(&server.Options{ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: port(),
+			JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true, Routes: routes,
+			Cluster: server.ClusterOpts{Name: "replay-test", Host: "127.0.0.1", Port: rp}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Start()
+		t.Cleanup(s.Shutdown)
+		if !s.ReadyForConnections(15 * time.Second) {
+			t.Fatal("node not ready")
+		}
+		nodes = append(nodes, s)
+		urls = append(urls, s.ClientURL())
+	}
+	waitUntil(t, 30*time.Second, "a JetStream meta leader", func() bool {
+		for _, s := range nodes {
+			if s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) == 3 {
+				return true
+			}
+		}
+		return false
+	})
+	return nodes, strings.Join(urls, ",")
+}
+
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// longTranscript writes a Claude Code JSONL transcript of n user messages.
+func longTranscript(t *testing.T, n int) string {
+	t.Helper()
+	var b strings.Builder
+	parent := "null"
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("9b0c1d2e-0000-4000-a000-%012d", i)
+		fmt.Fprintf(&b, `{"parentUuid":%s,"isSidechain":false,"type":"user","sessionId":"long","uuid":"%s","timestamp":"2025-10-14T09:%02d:%02d.000Z","message":{"role":"user","content":"message %d %s"}}`+"\n",
+			parent, id, (i/60)%60, i%60, i, strings.Repeat("x", 200))
+		parent = `"` + id + `"`
+	}
+	p := filepath.Join(t.TempDir(), "long.jsonl")
+	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestReplayUnderLeaderLoss replays a long transcript through a real
+// ingest on a three-node cluster (R3) and stops the transcript stream's
+// leader in the middle: the replay finishes, and the session's records are
+// stored once each, in file order.
+func TestReplayUnderLeaderLoss(t *testing.T) {
+	nodes, urls := threeNodes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	svc, err := ingestsvc.Start(ctx, ingestsvc.Config{
+		NATS: natsconn.Config{URL: urls}, Config: provision.Config{Replicas: 3, Partitions: 2},
+		HTTPAddr: "127.0.0.1:0", Tenants: "acme:" + ingestsvc.HashToken("tok"), PublishTimeout: 2 * time.Second,
+	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Shutdown(context.Background())
+	nc, err := nats.Connect(urls, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+
+	const n = 3000
+	file := longTranscript(t, n)
+	done := make(chan error, 1)
+	var out bytes.Buffer
+	go func() {
+		done <- runReplay(ctx, []string{file, "--http", "http://" + svc.Addr(), "--token", "tok", "--batch", "20"}, &out)
+	}()
+	st, err := js.Stream(ctx, events.StreamTranscript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 60*time.Second, "a third of the events", func() bool {
+		info, err := st.Info(ctx)
+		return err == nil && info.State.Msgs >= n/3
+	})
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range nodes {
+		if s.Name() == info.Cluster.Leader {
+			s.Shutdown()
+			t.Logf("stopped the transcript leader %s at %d events", info.Cluster.Leader, info.State.Msgs)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("replay: %v\n%s", err, out.String())
+	}
+	t.Logf("replay summary:\n%s", out.String())
+
+	f, _ := os.Open(file)
+	res, err := importer.ClaudeCode(f, importer.Options{})
+	f.Close()
+	if err != nil || len(res.Events) != n {
+		t.Fatalf("import: %d events, %v", len(res.Events), err)
+	}
+	want := make([]string, n)
+	for i, e := range res.Events {
+		want[i] = e.ID()
+	}
+	got := storedIDs(t, js, "acme", "long")
+	if len(got) != n {
+		t.Fatalf("%d events stored, want %d", len(got), n)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("stored out of order at %d: %s, want %s", i, got[i], want[i])
+		}
+	}
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/services/ingest/ingestsvc"
+)
+
+// errRetryable marks failures worth retrying (the event ids make retries
+// safe).
+var errRetryable = errors.New("temporarily unavailable")
+
+// sendFunc publishes a batch and returns one result per event.
+type sendFunc func(context.Context, []event.Event) ([]ingestsvc.EventResult, error)
+
+// replayer publishes a session's events so that they are stored in order.
+// Batches go out while every event is acknowledged. When an event of a
+// batch is answered 503 (JetStream did not store it in time) or 504, the
+// events from it on are sent one per request, each retried until it is
+// stored, before batching resumes: a later event is never sent before an
+// earlier one is stored. What it cannot change: events of the same batch
+// after the failed one that the ingest stored anyway are stored before it;
+// they are counted in replayStats.reordered.
+type replayer struct {
+	send     sendFunc
+	batch    int           // events per request while all goes well
+	retryFor time.Duration // how long one request is retried before replay stops
+	log      *slog.Logger  // retry warnings
+	progress func(done int)
+}
+
+// notStoredError is the error of a replay that stopped at an event it
+// could not store; the events from Next on were not (knowingly) stored.
+type notStoredError struct {
+	Next, Total int
+	ID          string
+	Err         error
+}
+
+func (e *notStoredError) Error() string {
+	return fmt.Sprintf("could not store event %d of %d (id %s): %v; events %d-%d were not stored — run the same replay again to store them in order (event ids make re-sending safe)",
+		e.Next+1, e.Total, e.ID, e.Err, e.Next+1, e.Total)
+}
+
+func (e *notStoredError) Unwrap() error { return e.Err }
+
+// run publishes evs in order. It returns the statistics so far and, when
+// it stopped early, a *notStoredError (or ctx.Err()).
+func (r *replayer) run(ctx context.Context, evs []event.Event) (*replayStats, error) {
+	st := &replayStats{counted: map[int]bool{}}
+	careful := 0 // events still to send one per request
+	for start := 0; start < len(evs); {
+		n := r.batch
+		if careful > 0 {
+			n = 1
+		}
+		end := nextBatch(evs, start, n, 4<<20)
+		batch := evs[start:end]
+		results, err := r.sendRetrying(ctx, batch, start)
+		if err != nil {
+			if ctx.Err() != nil {
+				return st, ctx.Err()
+			}
+			return st, &notStoredError{Next: start, Total: len(evs), ID: evs[start].ID(), Err: err}
+		}
+		first := firstRetryable(results)
+		if first < 0 {
+			st.add(results, batch, start)
+			careful = max(careful-len(batch), 0)
+			start = end
+			r.progress(start)
+			continue
+		}
+		// Keep what is settled before the failed event; resend from it,
+		// one event at a time.
+		st.add(results[:first], batch, start)
+		for i, res := range results[first+1:] {
+			if res.Accepted() && !res.Duplicate && !st.counted[start+first+1+i] {
+				st.reordered++
+			}
+		}
+		st.retried++
+		start += first
+		careful = r.batch
+	}
+	return st, nil
+}
+
+// sendRetrying sends batch (the events from offset on) and retries, with
+// provision.RetryWithin for up to retryFor, while the whole request fails
+// retryably — and, for a single event, while that event is answered 503 or
+// 504. Other failures (401, 400 …) return at once. Results are indexed like
+// batch.
+func (r *replayer) sendRetrying(ctx context.Context, batch []event.Event, offset int) ([]ingestsvc.EventResult, error) {
+	rctx, cancel := context.WithTimeout(ctx, r.retryFor)
+	defer cancel()
+	var results []ingestsvc.EventResult
+	var last error
+	what := fmt.Sprintf("sending events %d-%d", offset+1, offset+len(batch))
+	err := provision.RetryWithin(rctx, r.log, what, 90*time.Second, func(actx context.Context) error {
+		res, err := r.send(actx, batch)
+		switch {
+		case err != nil && !errors.Is(err, errRetryable):
+			return provision.Permanent(err)
+		case err != nil:
+			last = err
+			return err
+		}
+		results = byIndex(res, len(batch))
+		if len(batch) == 1 && retryableStatus(results[0].Status) {
+			last = fmt.Errorf("%w: %d %s", errRetryable, results[0].Status, results[0].Error)
+			return last
+		}
+		return nil
+	})
+	if err != nil && ctx.Err() == nil && rctx.Err() != nil && last != nil {
+		err = fmt.Errorf("retried for %v: %w", r.retryFor, last)
+	}
+	return results, err
+}
+
+// byIndex orders results by their Index; events without a result get a
+// 503 (unknown outcome: send again).
+func byIndex(res []ingestsvc.EventResult, n int) []ingestsvc.EventResult {
+	out := make([]ingestsvc.EventResult, n)
+	for i := range out {
+		out[i] = ingestsvc.EventResult{Index: i, Status: http.StatusServiceUnavailable, Error: "no result for this event"}
+	}
+	for _, r := range res {
+		if r.Index >= 0 && r.Index < n {
+			out[r.Index] = r
+		}
+	}
+	return out
+}
+
+func retryableStatus(status int) bool {
+	return status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout || status == http.StatusBadGateway
+}
+
+// firstRetryable is the index of the first result that failed retryably,
+// or -1.
+func firstRetryable(results []ingestsvc.EventResult) int {
+	for i, r := range results {
+		if retryableStatus(r.Status) {
+			return i
+		}
+	}
+	return -1
+}
