@@ -64,7 +64,10 @@ const (
 	// its subject transform: recall.extractp.<partition>.<tenant>.<session>.
 	SubjectExtractPartitioned = "recall.extractp"
 	SubjectEventsRoot         = "recall.events"
-	SubjectAPIRoot            = "recall.api"
+	// SubjectTriggerFeed is where StreamTriggerFeed stores its copy of the
+	// transcript: recall.triggerp.<partition>.<tenant>.<session>.
+	SubjectTriggerFeed = "recall.triggerp"
+	SubjectAPIRoot     = "recall.api"
 )
 
 // API verbs served by nats micro services on APISubject(verb, tenant, session).

@@ -81,7 +81,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err := <-opsDone; err != nil {
 		log.Warn("operational endpoints", "err", err)
 	}
-	dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Bounded: Run returned within ~7 s (5 s for publications, 2 s to
+	// unpin), the drain adds at most 2 s.
+	dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	closed := make(chan struct{})
 	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
