@@ -96,13 +96,27 @@ type Config struct {
 	// Concurrency bounds the handlers running at once (default Partitions).
 	Concurrency int
 
+	// Consumer, when set, gives partition p's consumer configuration
+	// instead of the one-message-in-flight default (see consumerConfig). It
+	// is used when the consumer is created; an existing durable is updated
+	// with it but keeps its deliver policy and start.
+	Consumer func(p int) jetstream.ConsumerConfig
+	// Consume, when set, replaces the handler: the group calls it with the
+	// consumer of every partition it acquires, and it consumes the way it
+	// wants (batches, AckAll…) until ctx is cancelled — at once when the
+	// partition is lost or the group stops — and then returns, settling
+	// what it can within its own bound. A non-nil error before ctx ends
+	// restarts it after a backoff. The group still unpins the consumer
+	// when Consume returns.
+	Consume func(ctx context.Context, p int, cons jetstream.Consumer) error
+
 	Log *slog.Logger
 }
 
 var memberRE = regexp.MustCompile(`^[-/_=a-zA-Z0-9]+$`)
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Stream == "" || c.Partitions <= 0 || c.Filter == nil || c.Durable == nil || c.Bucket == "" || c.PriorityGroup == "" {
+	if c.Stream == "" || c.Partitions <= 0 || (c.Filter == nil && c.Consumer == nil) || c.Durable == nil || c.Bucket == "" || c.PriorityGroup == "" {
 		return c, fmt.Errorf("%w: Stream, Partitions, Filter, Durable, PriorityGroup and Bucket are required", ErrInvalidConfig)
 	}
 	if !memberRE.MatchString(c.Member) {
@@ -408,7 +422,7 @@ loop:
 		<-r.done
 	}
 	g.setView(nil, nil)
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	if err := kv.Delete(dctx, g.cfg.Member); err != nil {
 		g.log.WarnContext(dctx, "leaving consumer group", "member", g.cfg.Member, "err", err)
@@ -419,6 +433,9 @@ loop:
 
 // consumerConfig is partition p's durable consumer.
 func (g *Group) consumerConfig(p int) jetstream.ConsumerConfig {
+	if g.cfg.Consumer != nil {
+		return g.cfg.Consumer(p)
+	}
 	return jetstream.ConsumerConfig{
 		Durable:        g.cfg.Durable(p),
 		Description:    fmt.Sprintf("partition %d of %s", p, g.cfg.Stream),
@@ -439,6 +456,10 @@ func (g *Group) consumerConfig(p int) jetstream.ConsumerConfig {
 // runPartition fetches and handles partition r.p's messages until r.stop is
 // closed, then drains and unpins.
 func (g *Group) runPartition(hctx context.Context, stream jetstream.Stream, r *runner) {
+	if g.cfg.Consume != nil {
+		g.consumePartition(hctx, stream, r)
+		return
+	}
 	defer close(r.done)
 	// The handler's context ends DrainTimeout after the stop signal.
 	hctx, cancel := context.WithCancel(hctx)
@@ -527,6 +548,66 @@ func (g *Group) runPartition(hctx context.Context, stream jetstream.Stream, r *r
 	if err := stream.UnpinConsumer(uctx, durable, g.cfg.PriorityGroup); err != nil {
 		log.DebugContext(uctx, "unpinning", "durable", durable, "err", err)
 	}
+}
+
+// consumePartition runs Config.Consume on partition r.p's consumer until
+// r.stop is closed, restarting it with a backoff when it fails, then
+// unpins.
+func (g *Group) consumePartition(hctx context.Context, stream jetstream.Stream, r *runner) {
+	defer close(r.done)
+	ctx, cancel := context.WithCancel(hctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-r.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	log := g.log.With("member", g.cfg.Member, "partition", r.p)
+	durable := g.cfg.Durable(r.p)
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		cons, err := g.ensureConsumer(ctx, stream, r.p)
+		if err == nil {
+			err = g.cfg.Consume(ctx, r.p, cons)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		log.WarnContext(ctx, "consuming partition; restarting", "durable", durable, "err", err, "in", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	uctx, ucancel := context.WithTimeout(context.WithoutCancel(hctx), 2*time.Second)
+	defer ucancel()
+	if err := stream.UnpinConsumer(uctx, durable, g.cfg.PriorityGroup); err != nil {
+		log.DebugContext(uctx, "unpinning", "durable", durable, "err", err)
+	}
+}
+
+// ensureConsumer returns partition p's durable, creating it with
+// consumerConfig, or updating an existing one with it while keeping the
+// existing deliver policy and start (they cannot change).
+func (g *Group) ensureConsumer(ctx context.Context, stream jetstream.Stream, p int) (jetstream.Consumer, error) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	want := g.consumerConfig(p)
+	c, err := stream.Consumer(cctx, want.Durable)
+	if isGone(err) {
+		return stream.CreateConsumer(cctx, want)
+	}
+	if err != nil {
+		return nil, err
+	}
+	have := c.CachedInfo().Config
+	want.DeliverPolicy, want.OptStartSeq, want.OptStartTime = have.DeliverPolicy, have.OptStartSeq, have.OptStartTime
+	return stream.UpdateConsumer(cctx, want)
 }
 
 func isGone(err error) bool {

@@ -42,12 +42,19 @@ const (
 	// BucketParked holds extraction requests that failed permanently, until
 	// they are replayed.
 	BucketParked = "RECALL_PARKED"
+	// BucketTriggers holds trigger membership heartbeats (per-key TTL)
+	// when the trigger is partitioned.
+	BucketTriggers = "RECALL_TRIGGERS"
 )
 
 // Durable consumers.
 const (
 	// DurableTrigger is the trigger's consumer on StreamTranscript.
 	DurableTrigger = "recall-trigger"
+	// DurableTriggerPrefix + partition number names the trigger's consumer
+	// of one session partition when it is partitioned, e.g.
+	// "recall-trigger-3".
+	DurableTriggerPrefix = "recall-trigger-"
 	// DurableExtractPrefix + partition number names the consumer of one
 	// extraction partition, e.g. "recall-extract-7".
 	DurableExtractPrefix = "recall-extract-"
@@ -64,10 +71,7 @@ const (
 	// its subject transform: recall.extractp.<partition>.<tenant>.<session>.
 	SubjectExtractPartitioned = "recall.extractp"
 	SubjectEventsRoot         = "recall.events"
-	// SubjectTriggerFeed is where StreamTriggerFeed stores its copy of the
-	// transcript: recall.triggerp.<partition>.<tenant>.<session>.
-	SubjectTriggerFeed = "recall.triggerp"
-	SubjectAPIRoot     = "recall.api"
+	SubjectAPIRoot            = "recall.api"
 )
 
 // API verbs served by nats micro services on APISubject(verb, tenant, session).
@@ -106,6 +110,25 @@ func ExtractPartitionFilter(p int) string {
 
 // ExtractDurable names the durable consumer of partition p.
 func ExtractDurable(p int) string { return DurableExtractPrefix + itoa(p) }
+
+// SessionPartition is the partition of a session among n: FNV-1a 32 of
+// tenant and session concatenated, modulo n — the server's
+// {{partition(n,1,2)}} on a <root>.<tenant>.<session> subject, so a session
+// has the same partition number in RECALL_EXTRACT and in the trigger when
+// the counts are equal.
+func SessionPartition(tenant, session string, n int) int {
+	h := uint32(2166136261)
+	for _, s := range [2]string{tenant, session} {
+		for i := 0; i < len(s); i++ {
+			h ^= uint32(s[i])
+			h *= 16777619
+		}
+	}
+	return int(h % uint32(n))
+}
+
+// TriggerDurable names the trigger's durable consumer of partition p.
+func TriggerDurable(p int) string { return DurableTriggerPrefix + itoa(p) }
 
 // EventsSubject is the subject a lifecycle notification is published on.
 func EventsSubject(kind, tenant, session string) string {

@@ -1,6 +1,10 @@
 package triggersvc
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"regexp"
 	"time"
 
 	"github.com/recallhq/recall/internal/natsconn"
@@ -28,11 +32,20 @@ type Config struct {
 	AckWait       time.Duration `envconfig:"TRIGGER_ACK_WAIT" default:"30s" desc:"consumer AckWait"`
 	PullBatch     int           `envconfig:"TRIGGER_PULL_BATCH" default:"2000" desc:"messages buffered per pull"`
 	AckEvery      int           `envconfig:"TRIGGER_ACK_EVERY" default:"1000" desc:"records processed between acknowledgements (AckAll)"`
-	PinnedTTL     time.Duration `envconfig:"TRIGGER_PINNED_TTL" default:"10s" desc:"a standby replica takes over after the active one stopped pulling for this long"`
+	PinnedTTL     time.Duration `envconfig:"TRIGGER_PINNED_TTL" default:"10s" desc:"a lost replica's consumers (partitions, or the single consumer) move to another replica after it stopped pulling for this long"`
+
+	// TriggerPartitions > 0 partitions the trigger by session: the live
+	// replicas share the partitions (internal/pcgroup); 0 runs one active
+	// replica and keeps the others standby.
+	TriggerPartitions int    `envconfig:"TRIGGER_PARTITIONS" default:"0" desc:"session partitions shared by the trigger replicas (0 = one active replica, the others standby)"`
+	MemberID          string `envconfig:"TRIGGER_MEMBER_ID" desc:"this replica's id in the partitioned trigger (default: hostname + random suffix)"`
 
 	ExtractTimeout time.Duration `envconfig:"MANUAL_EXTRACT_TIMEOUT" default:"60s" desc:"how long a manual extraction waits for its result by default"`
 	OpsAddr        string        `envconfig:"TRIGGER_OPS_ADDR" desc:"address of /healthz /readyz /metrics (empty = off)"`
 }
+
+// badIDChars are the characters a member id (a KV key) may not hold.
+var badIDChars = regexp.MustCompile(`[^-/_=a-zA-Z0-9]`)
 
 // WithDefaults returns c with zero values replaced by the defaults.
 func (c Config) WithDefaults() Config {
@@ -69,6 +82,13 @@ func (c Config) WithDefaults() Config {
 	if c.PinnedTTL <= 0 {
 		c.PinnedTTL = 10 * time.Second
 	}
+	if c.MemberID == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		c.MemberID = host + "-" + hex.EncodeToString(b[:])
+	}
+	c.MemberID = badIDChars.ReplaceAllString(c.MemberID, "_")
 	if c.ExtractTimeout <= 0 {
 		c.ExtractTimeout = 60 * time.Second
 	}

@@ -13,17 +13,11 @@ import (
 )
 
 // sessionKey returns "<tenant>.<session>" of a transcript subject
-// (recall.transcript.<tenant>.<session>) or of a trigger feed subject
-// (recall.triggerp.<partition>.<tenant>.<session>), and the index of the dot
-// that separates tenant and session.
+// (recall.transcript.<tenant>.<session>) and the index of the dot that
+// separates tenant and session.
 func sessionKey(subject string) (key string, dot int, ok bool) {
 	if key, ok = strings.CutPrefix(subject, events.SubjectTranscriptRoot+"."); !ok {
-		rest, ok2 := strings.CutPrefix(subject, events.SubjectTriggerFeed+".")
-		i := strings.IndexByte(rest, '.')
-		if !ok2 || i < 0 {
-			return "", 0, false
-		}
-		key = rest[i+1:]
+		return "", 0, false
 	}
 	dot = strings.IndexByte(key, '.')
 	if dot <= 0 || dot == len(key)-1 {

@@ -32,6 +32,9 @@ type lane struct {
 	stream  string // the stream cons reads (gaps are read from it by Direct Get)
 	filter  string // subject filter of cons for Direct Get ("" = every subject)
 	durable string
+	// part, parts: the lane processes only the sessions of partition part
+	// of parts (parts == 0: every session).
+	part, parts int
 
 	cache    *sessionCache
 	led      ledger

@@ -19,13 +19,13 @@ const maxChecksPerTick = 256
 // rebuilt or a decision published; the record then counts as not
 // processed.
 func (l *lane) process(ctx context.Context, seq uint64, ts int64, subject string, h nats.Header, data []byte) error {
-	l.t.stats.records.Add(1)
-	l.t.m.records.Add(ctx, 1)
 	l.maxSeen = max(l.maxSeen, ts)
 	key, dot, ok := sessionKey(subject)
-	if !ok {
+	if !ok || (l.parts > 0 && events.SessionPartition(key[:dot], key[dot+1:], l.parts) != l.part) {
 		return nil
 	}
+	l.t.stats.records.Add(1)
+	l.t.m.records.Add(ctx, 1)
 	rec, err := decodeOrSkip(seq, ts, h, data)
 	if err != nil {
 		l.log.Warn("skipping undecodable transcript record", "seq", seq, "subject", subject, "err", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/recallhq/recall/internal/pcgroup"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
@@ -130,6 +132,9 @@ func (t *Trigger) Run(ctx context.Context) error {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	defer func() { _ = reg.Unregister() }()
+	if t.cfg.TriggerPartitions > 0 {
+		return t.runGroup(ctx)
+	}
 	return t.runSingle(ctx)
 }
 
@@ -172,6 +177,7 @@ func (t *Trigger) runLane(ctx context.Context, l *lane) error {
 		t.mu.Lock()
 		delete(t.lanes, l)
 		t.mu.Unlock()
+		l.cache.dropAll() // its sessions leave the gauges
 	}()
 	return l.run(ctx)
 }
@@ -203,4 +209,78 @@ func (t *Trigger) Stats() Stats {
 		s.BytesPerSession = t.stats.bytes.Load() / s.Sessions
 	}
 	return s
+}
+
+// partitionConsumer is partition p's durable when the trigger is
+// partitioned: like ConsumerConfig, on the whole transcript (the lane keeps
+// only its sessions), starting where the trigger's earlier consumers all
+// were (see startSeq).
+func (t *Trigger) partitionConsumer(p int, start uint64) jetstream.ConsumerConfig {
+	c := t.cfg.ConsumerConfig()
+	c.Durable = events.TriggerDurable(p)
+	c.Description = fmt.Sprintf("Recall trigger: extraction decisions, session partition %d of %d", p, t.cfg.TriggerPartitions)
+	c.FilterSubject = events.SubjectTranscriptRoot + ".>"
+	if start > 1 {
+		c.DeliverPolicy, c.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
+	}
+	return c
+}
+
+// startSeq is where a new partition consumer starts: the lowest position
+// of the trigger's existing consumers (the unpartitioned one, or those of
+// another partition count), so switching modes re-reads rather than skips;
+// 0 when there are none.
+func (t *Trigger) startSeq(ctx context.Context) uint64 {
+	s, err := t.js.Stream(ctx, events.StreamTranscript)
+	if err != nil {
+		return 0
+	}
+	var start uint64
+	infos := s.ListConsumers(ctx)
+	for info := range infos.Info() {
+		if info.Name != events.DurableTrigger && !strings.HasPrefix(info.Name, events.DurableTriggerPrefix) {
+			continue
+		}
+		if next := info.AckFloor.Stream + 1; start == 0 || next < start {
+			start = next
+		}
+	}
+	return start
+}
+
+// runGroup runs the partitioned trigger: this replica joins the group in
+// RECALL_TRIGGERS and runs a lane for every partition it owns; a lane
+// follows its durable over the whole transcript and processes only the
+// sessions of its partition.
+func (t *Trigger) runGroup(ctx context.Context) error {
+	n := t.cfg.TriggerPartitions
+	perLane := max(t.cfg.MaxSessions/n, 1)
+	var start atomic.Uint64
+	g, err := pcgroup.New(t.js, pcgroup.Config{
+		Stream: events.StreamTranscript, Partitions: n, Durable: events.TriggerDurable,
+		PriorityGroup: PriorityGroup, Bucket: events.BucketTriggers, Member: t.cfg.MemberID,
+		HeartbeatTTL: t.cfg.PinnedTTL, AckWait: t.cfg.AckWait, PinnedTTL: t.cfg.PinnedTTL, Log: t.log,
+		Consumer: func(p int) jetstream.ConsumerConfig { return t.partitionConsumer(p, start.Load()) },
+		Consume: func(ctx context.Context, p int, cons jetstream.Consumer) error {
+			l := t.newLane(cons, events.StreamTranscript, "", events.TriggerDurable(p), perLane)
+			l.part, l.parts = p, n
+			return t.runLane(ctx, l)
+		},
+	}, nil)
+	if err != nil {
+		return err
+	}
+	start.Store(t.startSeq(ctx))
+	for {
+		err := g.Run(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		t.log.Warn("joining the trigger group; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
 }
