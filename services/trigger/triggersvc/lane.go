@@ -75,7 +75,7 @@ func (l *lane) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("consuming %s: %w", l.durable, err)
 	}
-	msgs, done := make(chan jetstream.Msg), make(chan struct{})
+	msgs, done := make(chan jetstream.Msg, maxBatch), make(chan struct{})
 	readerDone := make(chan struct{})
 	go l.read(it, msgs, done, readerDone)
 	defer func() {
@@ -94,7 +94,7 @@ func (l *lane) run(ctx context.Context) error {
 				l.finish(ctx)
 				return fmt.Errorf("consumer %s stopped delivering", l.durable)
 			}
-			err = l.onMsg(ctx, m)
+			err = l.onBatch(ctx, takeBatch(m, msgs))
 		case <-ticker.C:
 			err = l.tick(ctx)
 		case <-ctx.Done():
@@ -183,6 +183,37 @@ func (l *lane) flush(ctx context.Context) error {
 		return errors.New("a decision was not published")
 	}
 	l.led.ack(l.next)
+	return nil
+}
+
+// takeBatch returns m and the deliveries already waiting, up to maxBatch.
+func takeBatch(m jetstream.Msg, msgs <-chan jetstream.Msg) []jetstream.Msg {
+	batch := []jetstream.Msg{m}
+	for len(batch) < maxBatch {
+		select {
+		case m, ok := <-msgs:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, m)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// onBatch rebuilds the sessions a batch needs in parallel, then processes
+// its deliveries in order.
+func (l *lane) onBatch(ctx context.Context, batch []jetstream.Msg) error {
+	if err := l.prefetch(ctx, batch); err != nil {
+		return err
+	}
+	for _, m := range batch {
+		if err := l.onMsg(ctx, m); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

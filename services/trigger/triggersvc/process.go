@@ -5,9 +5,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/recallhq/recall/pkg/events"
-	"github.com/recallhq/recall/pkg/memory"
 )
 
 // maxChecksPerTick bounds the Direct Get confirmations of quiet responses
@@ -21,7 +18,7 @@ const maxChecksPerTick = 256
 func (l *lane) process(ctx context.Context, seq uint64, ts int64, subject string, h nats.Header, data []byte) error {
 	l.maxSeen = max(l.maxSeen, ts)
 	key, dot, ok := sessionKey(subject)
-	if !ok || (l.parts > 0 && events.SessionPartition(key[:dot], key[dot+1:], l.parts) != l.part) {
+	if !ok || !l.mine(key, dot) {
 		return nil
 	}
 	l.t.stats.records.Add(1)
@@ -68,47 +65,15 @@ func (l *lane) lookup(ctx context.Context, key string, dot int, seq uint64) (*se
 		return s, nil
 	}
 	s := newSession(key, dot, now)
-	if l.cache.needsRebuild(s.key, seq) {
-		if err := l.rebuild(ctx, s, seq); err != nil {
-			return nil, err
-		}
-		if pseq, pts, ok := s.st.Pending(); ok {
-			// Its last record was acknowledged in an earlier life; this
-			// entry only arms the quiet-period timer.
-			th := l.settings(s.tenant()).th
-			l.led.hold(hold{s: s, seq: pseq, deadline: pts + int64(th.QuietPeriod)})
-		}
+	if !l.cache.needsRebuild(s.key, seq) {
+		l.cache.add(s)
+		return s, nil
 	}
-	l.cache.add(s)
+	if err := l.rebuild(ctx, s, seq); err != nil {
+		return nil, err
+	}
+	l.adopt(s)
 	return s, nil
-}
-
-// rebuild replays the session's stored records before seq into s, without
-// emitting: their decisions were published before they were acknowledged.
-// It retries until it succeeds or ctx is done (never deciding from partial
-// state).
-func (l *lane) rebuild(ctx context.Context, s *session, seq uint64) error {
-	l.t.stats.rebuilds.Add(1)
-	l.t.m.rebuilds.Add(ctx, 1)
-	th := l.settings(s.tenant()).th
-	subject := events.TranscriptSubject(s.tenant(), s.session())
-	return retry(ctx, l.log, "rebuilding session "+s.key, func(ctx context.Context) error {
-		st, err := replay(ctx, l.t, subject, seq, &th)
-		s.st = st
-		return err
-	})
-}
-
-// replay computes a session's state from its stored records before seq.
-func replay(ctx context.Context, t *Trigger, subject string, seq uint64, th *memory.Thresholds) (memory.TriggerState, error) {
-	var st memory.TriggerState
-	var discard []memory.TriggerDecision
-	err := directRange(ctx, t.nc, events.StreamTranscript, subject, 1, seq-1, func(rseq uint64, ts int64, _ string, h nats.Header, data []byte) bool {
-		rec, _ := decodeOrSkip(rseq, ts, h, data)
-		discard = st.Observe(rec, th, discard[:0])
-		return true
-	})
-	return st, err
 }
 
 // tick completes responses whose quiet period passed, evicts idle
