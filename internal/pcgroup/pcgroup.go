@@ -165,32 +165,47 @@ func (c Config) withDefaults() (Config, error) {
 // has passed.
 type Handler func(ctx context.Context, m *Msg) error
 
-// Msg is a message of one partition.
+// Msg is a message of one partition. It wraps the JetStream message and
+// exposes only its content and the three ways to settle it, so that every
+// settlement goes through the group's settled flag (which stops the
+// in-progress acks).
 type Msg struct {
-	jetstream.Msg
+	msg jetstream.Msg
 	// Partition is the partition the message came from.
 	Partition int
 	settled   atomic.Bool
 }
 
+// Subject is the message's stored subject.
+func (m *Msg) Subject() string { return m.msg.Subject() }
+
+// Headers are the message's headers.
+func (m *Msg) Headers() nats.Header { return m.msg.Headers() }
+
+// Data is the message's payload.
+func (m *Msg) Data() []byte { return m.msg.Data() }
+
+// Metadata is the message's JetStream metadata (sequences, deliveries).
+func (m *Msg) Metadata() (*jetstream.MsgMetadata, error) { return m.msg.Metadata() }
+
 // Ack acknowledges the message and waits for the server to confirm it, so a
 // nil error means the message will not be redelivered.
 func (m *Msg) Ack(ctx context.Context) error {
 	m.settled.Store(true)
-	return m.Msg.DoubleAck(ctx)
+	return m.msg.DoubleAck(ctx)
 }
 
 // Term tells the server never to redeliver the message (a WorkQueue stream
 // deletes it).
 func (m *Msg) Term(reason string) error {
 	m.settled.Store(true)
-	return m.Msg.TermWithReason(reason)
+	return m.msg.TermWithReason(reason)
 }
 
 // Nak asks for redelivery after delay.
 func (m *Msg) Nak(delay time.Duration) error {
 	m.settled.Store(true)
-	return m.Msg.NakWithDelay(delay)
+	return m.msg.NakWithDelay(delay)
 }
 
 // memberInfo is the value of a membership key.
@@ -617,7 +632,7 @@ func isGone(err error) bool {
 // handle runs the handler on m with in-progress acks, a concurrency slot and
 // panic recovery, and settles m if the handler did not.
 func (g *Group) handle(ctx context.Context, r *runner, jm jetstream.Msg, log *slog.Logger) {
-	m := &Msg{Msg: jm, Partition: r.p}
+	m := &Msg{msg: jm, Partition: r.p}
 	// Keep the message ours while waiting for a slot and while working.
 	progressDone := make(chan struct{})
 	var progressWG sync.WaitGroup

@@ -71,6 +71,7 @@ func (l *lane) run(ctx context.Context) error {
 	if err := l.start(ctx); err != nil {
 		return err
 	}
+	l.t.consuming.Store(true)
 	it, err := l.cons.Messages(jetstream.PullMaxMessages(l.t.cfg.PullBatch), jetstream.PullPriorityGroup(PriorityGroup))
 	if err != nil {
 		return fmt.Errorf("consuming %s: %w", l.durable, err)

@@ -53,6 +53,20 @@ type Trigger struct {
 
 	mu    sync.Mutex // guards lanes
 	lanes map[*lane]struct{}
+	group atomic.Pointer[pcgroup.Group]
+	// consuming is set once a lane positioned itself on its consumer.
+	consuming atomic.Bool
+}
+
+// Ready reports whether the trigger consumes: a lane is running, or (when
+// partitioned) the replica joined its group, which may give it no
+// partition when there are more replicas than partitions.
+func (t *Trigger) Ready() bool {
+	if t.consuming.Load() {
+		return true
+	}
+	g := t.group.Load()
+	return g != nil && len(g.Members()) > 0
 }
 
 // counters are the trigger's statistics, shared by its lanes.
@@ -271,6 +285,7 @@ func (t *Trigger) runGroup(ctx context.Context) error {
 		return err
 	}
 	start.Store(t.startSeq(ctx))
+	t.group.Store(g)
 	for {
 		err := g.Run(ctx)
 		if ctx.Err() != nil {
