@@ -41,13 +41,18 @@ func TestRestartLoopNoGrowth(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	otel.SetMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
 	_, nc, js := setup(t)
-	publish(t, js, generate(21, 60))
 	cfg := testConfig()
 	var gone []weak.Pointer[Trigger]
 	var heap []uint64
 	for i := range 12 {
 		tr, stop := startTrigger(t, nc, cfg, nil)
-		waitFor(t, 10*time.Second, "records", func() bool { return tr.Stats().Records >= 60 })
+		waitFor(t, 10*time.Second, "consuming", tr.Ready)
+		items := generate(uint64(21+i), 15) // new sessions every time
+		for j := range items {
+			items[j].session = fmt.Sprintf("r%d-%s", i, items[j].session)
+		}
+		publish(t, js, items)
+		waitFor(t, 10*time.Second, "records", func() bool { return tr.Stats().Records >= int64(len(items)) })
 		stop()
 		gone = append(gone, weak.Make(tr))
 		tr = nil
