@@ -16,6 +16,7 @@ type session struct {
 	lastActive int64  // local clock, Unix ns
 	trace      string // traceparent of the pending response's last record
 	dropped    bool
+	pubEpoch   uint64 // emitter epoch of the session's last publication
 }
 
 func (s *session) tenant() string  { return s.key[:s.tenantLen] }

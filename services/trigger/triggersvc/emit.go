@@ -24,6 +24,9 @@ type emitter struct {
 	js      jetstream.JetStream
 	log     *slog.Logger
 	futures []jetstream.PubAckFuture
+	// epoch counts completed awaits: a session whose last publication is
+	// of the current epoch may still be in flight.
+	epoch uint64
 }
 
 // publish sends m asynchronously; when the client cannot take it (too
@@ -67,6 +70,7 @@ func (e *emitter) await(ctx context.Context) error {
 		e.futures = e.futures[1:]
 	}
 	e.futures = nil
+	e.epoch++
 	return nil
 }
 
@@ -95,6 +99,17 @@ func (l *lane) decide(ctx context.Context, s *session, d memory.TriggerDecision,
 			attribute.Int64("recall.up_to_seq", int64(req.UpToSeq)), attribute.Int64("recall.tokens", d.Counters.Tokens),
 			attribute.Int("recall.tool_calls_since", d.Counters.ToolCallsSince), attribute.Bool("recall.natural_break", d.Counters.NaturalBreak)))
 	defer span.End()
+	// One session's requests are stored in decision order: an earlier one
+	// still in flight (it could fail and be republished after this one,
+	// e.g. across a stream leader change) is confirmed first. Decisions of
+	// one session are rare, so this costs little.
+	if s.pubEpoch == l.em.epoch && l.em.pending() > 0 {
+		if err := l.em.await(ctx); err != nil {
+			l.failed = true
+			return err
+		}
+	}
+	s.pubEpoch = l.em.epoch
 	for _, m := range requestMsgs(sctx, req) {
 		if err := l.em.publish(ctx, m); err != nil {
 			// The state moved past this decision: nothing may be

@@ -59,7 +59,7 @@ type tenantSettings struct {
 func (t *Trigger) newLane(cons jetstream.Consumer, stream, filter, durable string, maxSessions int) *lane {
 	return &lane{
 		t: t, log: t.log.With("durable", durable), cons: cons, stream: stream, filter: filter, durable: durable,
-		cache: newSessionCache(maxSessions, &t.stats), em: emitter{js: t.js, log: t.log},
+		cache: newSessionCache(maxSessions, &t.stats), em: emitter{js: t.js, log: t.log, epoch: 1},
 		thCache: map[string]*tenantSettings{},
 	}
 }
