@@ -28,6 +28,11 @@
 //     PinnedTTL.
 //   - In progress: while a handler runs, the group renews the message's
 //     AckWait with in-progress acks.
+//   - Consume mode: with Config.Consume (and usually Config.Consumer), the
+//     group does membership, assignment, consumer creation and unpinning,
+//     and hands each owned partition's consumer to Consume, which reads it
+//     its own way (e.g. a stream of records acknowledged with AckAll, as the
+//     trigger does) until its context is cancelled on hand-off or stop.
 //
 // # What is not guaranteed
 //
