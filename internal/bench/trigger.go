@@ -120,11 +120,14 @@ func triggerScaling(ctx context.Context, e *env, cfg triggersvc.Config) error {
 		// once and processes its share of the sessions.
 		partitions := replicas
 		cfg.TriggerPartitions = partitions
-		// Fresh durables: every replica count reads the transcript from
-		// its start.
+		// No trigger durables left: every replica count reads the
+		// transcript from its start (a new partition durable starts at the
+		// lowest position of the existing ones).
 		_ = e.js.DeleteConsumer(ctx, events.StreamTranscript, events.DurableTrigger)
-		for p := range 3 {
-			_ = e.js.DeleteConsumer(ctx, events.StreamTranscript, events.TriggerDurable(p))
+		for n := 1; n < partitions; n++ {
+			for p := range n {
+				_ = e.js.DeleteConsumer(ctx, events.StreamTranscript, events.TriggerDurable(p, n))
+			}
 		}
 		start := time.Now()
 		var svcs []*service
@@ -141,7 +144,7 @@ func triggerScaling(ctx context.Context, e *env, cfg triggersvc.Config) error {
 		}
 		var end time.Time
 		for p := range partitions {
-			_, pend, err := waitConsumed(ctx, e.js, events.StreamTranscript, events.TriggerDurable(p), last, svcs[0])
+			_, pend, err := waitConsumed(ctx, e.js, events.StreamTranscript, events.TriggerDurable(p, partitions), last, svcs[0])
 			if err != nil {
 				return err
 			}

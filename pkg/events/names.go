@@ -51,9 +51,8 @@ const (
 const (
 	// DurableTrigger is the trigger's consumer on StreamTranscript.
 	DurableTrigger = "recall-trigger"
-	// DurableTriggerPrefix + partition number names the trigger's consumer
-	// of one session partition when it is partitioned, e.g.
-	// "recall-trigger-3".
+	// DurableTriggerPrefix starts the names of the trigger's consumers of
+	// session partitions when it is partitioned (see TriggerDurable).
 	DurableTriggerPrefix = "recall-trigger-"
 	// DurableExtractPrefix + partition number names the consumer of one
 	// extraction partition, e.g. "recall-extract-7".
@@ -127,8 +126,11 @@ func SessionPartition(tenant, session string, n int) int {
 	return int(h % uint32(n))
 }
 
-// TriggerDurable names the trigger's durable consumer of partition p.
-func TriggerDurable(p int) string { return DurableTriggerPrefix + itoa(p) }
+// TriggerDurable names the trigger's durable consumer of partition p of n,
+// e.g. "recall-trigger-3-of-8". The count is part of the name: another
+// count maps sessions differently, so it gets new durables (a durable's
+// position is only valid for the sessions it was following).
+func TriggerDurable(p, n int) string { return DurableTriggerPrefix + itoa(p) + "-of-" + itoa(n) }
 
 // EventsSubject is the subject a lifecycle notification is published on.
 func EventsSubject(kind, tenant, session string) string {

@@ -66,7 +66,7 @@ func waitPartitionsAcked(t *testing.T, js jetstream.JetStream, parts int, seq ui
 	t.Helper()
 	waitFor(t, d, fmt.Sprintf("every partition acknowledging %d", seq), func() bool {
 		for p := range parts {
-			c, err := js.Consumer(context.Background(), events.StreamTranscript, events.TriggerDurable(p))
+			c, err := js.Consumer(context.Background(), events.StreamTranscript, events.TriggerDurable(p, parts))
 			if err != nil {
 				return false
 			}

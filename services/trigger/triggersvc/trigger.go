@@ -231,7 +231,7 @@ func (t *Trigger) Stats() Stats {
 // were (see startSeq).
 func (t *Trigger) partitionConsumer(p int, start uint64) jetstream.ConsumerConfig {
 	c := t.cfg.ConsumerConfig()
-	c.Durable = events.TriggerDurable(p)
+	c.Durable = events.TriggerDurable(p, t.cfg.TriggerPartitions)
 	c.Description = fmt.Sprintf("Recall trigger: extraction decisions, session partition %d of %d", p, t.cfg.TriggerPartitions)
 	c.FilterSubject = events.SubjectTranscriptRoot + ".>"
 	if start > 1 {
@@ -271,12 +271,12 @@ func (t *Trigger) runGroup(ctx context.Context) error {
 	perLane := max(t.cfg.MaxSessions/n, 1)
 	var start atomic.Uint64
 	g, err := pcgroup.New(t.js, pcgroup.Config{
-		Stream: events.StreamTranscript, Partitions: n, Durable: events.TriggerDurable,
+		Stream: events.StreamTranscript, Partitions: n, Durable: func(p int) string { return events.TriggerDurable(p, n) },
 		PriorityGroup: PriorityGroup, Bucket: events.BucketTriggers, Member: t.cfg.MemberID,
 		HeartbeatTTL: t.cfg.PinnedTTL, AckWait: t.cfg.AckWait, PinnedTTL: t.cfg.PinnedTTL, Log: t.log,
 		Consumer: func(p int) jetstream.ConsumerConfig { return t.partitionConsumer(p, start.Load()) },
 		Consume: func(ctx context.Context, p int, cons jetstream.Consumer) error {
-			l := t.newLane(cons, events.StreamTranscript, "", events.TriggerDurable(p), perLane)
+			l := t.newLane(cons, events.StreamTranscript, "", events.TriggerDurable(p, n), perLane)
 			l.part, l.parts = p, n
 			return t.runLane(ctx, l)
 		},
