@@ -156,6 +156,11 @@ func (l *lane) start(ctx context.Context) error {
 	l.next = info.AckFloor.Stream + 1
 	l.lastDseq = info.Delivered.Consumer
 	l.cache.fromStart = first >= l.next || empty
+	if w := l.t.cfg.WarmStartRecords; !l.cache.fromStart && w > 0 && l.next-first <= uint64(w) {
+		if err := l.warm(ctx, first, l.next-1); err != nil {
+			return err
+		}
+	}
 	if last := info.Delivered.Stream; last >= l.next {
 		if err := l.readRange(ctx, last+1); err != nil {
 			return err

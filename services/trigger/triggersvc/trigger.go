@@ -72,7 +72,7 @@ func (t *Trigger) Ready() bool {
 // counters are the trigger's statistics, shared by its lanes.
 type counters struct {
 	records, delivered, decisions, gated, rebuilds, redelivered, gapFilled, evictions, takeovers atomic.Int64
-	sessions, bytes                                                                              atomic.Int64
+	sessions, bytes, warmed                                                                      atomic.Int64
 }
 
 // Stats is a snapshot of the trigger's counters.
@@ -91,6 +91,7 @@ type Stats struct {
 	BytesPerSession int64
 	Lag             int64 // records not yet delivered (consumer num_pending, summed over lanes)
 	Lanes           int   // consumers (partitions) this replica follows now
+	Warmed          int64 // sessions rebuilt by warm starts (one read of the transcript)
 }
 
 // New returns a trigger that uses nc. tenants (may be nil) supplies
@@ -211,7 +212,7 @@ func (t *Trigger) Stats() Stats {
 		Records: t.stats.records.Load(), Delivered: t.stats.delivered.Load(), Decisions: t.stats.decisions.Load(), Gated: t.stats.gated.Load(),
 		Rebuilds: t.stats.rebuilds.Load(), Redelivered: t.stats.redelivered.Load(), GapFilled: t.stats.gapFilled.Load(),
 		Evictions: t.stats.evictions.Load(), Takeovers: t.stats.takeovers.Load(),
-		Sessions: t.stats.sessions.Load(),
+		Sessions: t.stats.sessions.Load(), Warmed: t.stats.warmed.Load(),
 	}
 	t.mu.Lock()
 	for l := range t.lanes {
