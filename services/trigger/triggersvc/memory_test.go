@@ -74,3 +74,24 @@ func TestRestartLoopNoGrowth(t *testing.T) {
 		t.Fatalf("heap grew from %d to %d bytes over the restarts", heap[2], heap[len(heap)-1])
 	}
 }
+
+// After a restart every session comes back from one read of the
+// transcript (no per-session rebuild), and the decisions are unchanged.
+func TestWarmStart(t *testing.T) {
+	_, nc, js := setup(t)
+	c := collect(t, nc)
+	items := generate(31, 120)
+	cfg := testConfig()
+	half := len(items) / 2
+	publish(t, js, items[:half])
+	_, stop := startTrigger(t, nc, cfg, nil)
+	waitAcked(t, js, lastSeq(t, js), 20*time.Second)
+	stop()
+	publish(t, js, items[half:])
+	tr, _ := startTrigger(t, nc, cfg, nil)
+	waitAcked(t, js, lastSeq(t, js), 20*time.Second)
+	c.check(expected(t, nc, items, cfg.Thresholds()))
+	if st := tr.Stats(); st.Warmed != 4 || st.Rebuilds != 0 {
+		t.Fatalf("stats %+v: want the 4 sessions warmed and no per-session rebuild", st)
+	}
+}
