@@ -40,6 +40,7 @@ func targets(r *Result) []Target {
 		atLeast("ingest.ratio_http_vs_raw", ">= 0.35", r.Ingest.RatioHTTPVsRaw, 0.35),
 		atLeast("trigger.ratio_vs_raw_consume", ">= 0.8", r.Trigger.RatioVsRawConsume, 0.8),
 		atMost("trigger.bytes_per_session", "<= 1024", r.Trigger.BytesPerSession, 1024),
+		atMost("trigger.restart_recovery_s", "<= 10 (100,000 sessions in a full run)", r.Trigger.RestartRecoveryS, 10),
 		atMost("compaction.ratio_p99_vs_raw", "<= 5 (p99 / (raw request-reply p99 + raw KV get p99))", r.Compaction.RatioP99VsRaw, 5),
 		atMost("compaction.flatness", "<= 1.5", r.Compaction.Flatness, 1.5),
 		atLeast("extraction.scaling[workers=8].efficiency", ">= 0.9", eff8, 0.9),
@@ -99,6 +100,10 @@ func PrintTable(w io.Writer, r *Result) error {
 	skip("trigger", r.Trigger.Skipped)
 	row("trigger.events", r.Trigger.EventsPerS, "events/s", ratioNote(r.Trigger.RatioVsRawConsume, "raw consume"))
 	row("trigger.bytes_per_session", r.Trigger.BytesPerSession, "B", "")
+	row("trigger.restart_recovery", r.Trigger.RestartRecoveryS, "s", "one new record in every session after a restart")
+	for _, s := range r.Trigger.ReplicasScaling {
+		fmt.Fprintf(tw, "trigger.replicas[%d]	%.1f events/s	%d partitions, %.2f s\n", s.Replicas, s.EventsPerS, s.Partitions, s.Seconds)
+	}
 	skip("compaction", r.Compaction.Skipped)
 	for _, s := range r.Compaction.BySize {
 		fmt.Fprintf(tw, "compaction[%d msgs]\tp50 %.0f µs, p99 %.0f µs\t%d requests, %d kept\n", s.TranscriptMessages, s.P50US, s.P99US, s.Requests, s.KeptMessages)

@@ -85,6 +85,22 @@ type TriggerResult struct {
 	RatioVsRawConsume  *float64 `json:"ratio_vs_raw_consume"`
 	BytesPerSession    *float64 `json:"bytes_per_session"`
 	Requests           int      `json:"extraction_requests"`
+	// RestartRecoveryS is the time from a restart of the trigger to the
+	// acknowledgement of one new record in every session (each rebuilt from
+	// its transcript).
+	RestartRecoveryS *float64 `json:"restart_recovery_s"`
+	// ReplicasScaling is the partitioned trigger's throughput on the same
+	// transcript with 1, 2 and 3 replicas.
+	ReplicasScaling []ReplicaStep `json:"replicas_scaling"`
+}
+
+// ReplicaStep is the partitioned trigger's throughput with one replica
+// count.
+type ReplicaStep struct {
+	Replicas   int     `json:"replicas"`
+	Partitions int     `json:"partitions"`
+	EventsPerS float64 `json:"events_per_s"`
+	Seconds    float64 `json:"seconds"`
 }
 
 // CompactionSize is the compaction latency of sessions with one transcript

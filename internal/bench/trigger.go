@@ -29,7 +29,8 @@ func runTrigger(ctx context.Context, e *env) error {
 		plan.counts[i] = e.sizes.triggerPerSession
 	}
 	t0 := time.Now()
-	last, err := e.fill(ctx, benchgen.New(3), plan, nil)
+	gen := benchgen.New(3)
+	last, err := e.fill(ctx, gen, plan, nil)
 	if err != nil {
 		return err
 	}
@@ -69,6 +70,96 @@ func runTrigger(ctx context.Context, e *env) error {
 	}
 	e.progress("   trigger: %.0f events/s (%.2f x raw consume), %.0f bytes/session, %d extraction requests",
 		*r.EventsPerS, deref(r.RatioVsRawConsume), *r.BytesPerSession, r.Requests)
+	if err := svc.stop(); err != nil {
+		return err
+	}
+	if err := triggerRecovery(ctx, e, cfg, gen, sessions); err != nil {
+		return err
+	}
+	return triggerScaling(ctx, e, cfg)
+}
+
+// triggerRecovery restarts the trigger after one new record per session:
+// every session is rebuilt from its transcript before its record counts.
+func triggerRecovery(ctx context.Context, e *env, cfg triggersvc.Config, gen *benchgen.Gen, sessions []string) error {
+	plan := fillPlan{sessions: sessions, counts: make([]int, len(sessions))}
+	for i := range plan.counts {
+		plan.counts[i] = 1
+	}
+	last, err := e.fill(ctx, gen, plan, nil) // gen continues the conversations
+	if err != nil {
+		return err
+	}
+	started := time.Now()
+	svc, err := startService(ctx, "trigger", func(ctx context.Context) error {
+		return triggersvc.Run(ctx, cfg, e.log.With("service", "trigger"))
+	}, nil)
+	if err != nil {
+		return err
+	}
+	defer svc.stop()
+	_, end, err := waitConsumed(ctx, e.js, events.StreamTranscript, events.DurableTrigger, last, svc)
+	if err != nil {
+		return err
+	}
+	e.res.Trigger.RestartRecoveryS = f64(round1(end.Sub(started).Seconds()*100) / 100)
+	e.progress("   restart recovery: %d sessions back in %.2f s", len(sessions), *e.res.Trigger.RestartRecoveryS)
+	return nil
+}
+
+// triggerScaling runs the partitioned trigger over the whole transcript
+// from scratch with 1, 2 and 3 replicas.
+func triggerScaling(ctx context.Context, e *env, cfg triggersvc.Config) error {
+	s, err := e.js.Stream(ctx, events.StreamTranscript)
+	if err != nil {
+		return err
+	}
+	last := s.CachedInfo().State.LastSeq
+	for replicas := 1; replicas <= 3; replicas++ {
+		// One partition per replica: every replica receives the transcript
+		// once and processes its share of the sessions.
+		partitions := replicas
+		cfg.TriggerPartitions = partitions
+		// No trigger durables left: every replica count reads the
+		// transcript from its start (a new partition durable starts at the
+		// lowest position of the existing ones).
+		_ = e.js.DeleteConsumer(ctx, events.StreamTranscript, events.DurableTrigger)
+		for n := 1; n < partitions; n++ {
+			for p := range n {
+				_ = e.js.DeleteConsumer(ctx, events.StreamTranscript, events.TriggerDurable(p, n))
+			}
+		}
+		start := time.Now()
+		var svcs []*service
+		for i := range replicas {
+			rc := cfg
+			rc.MemberID = fmt.Sprintf("bench-%d-%d", replicas, i)
+			svc, err := startService(ctx, "trigger", func(ctx context.Context) error {
+				return triggersvc.Run(ctx, rc, e.log.With("service", "trigger", "replica", i))
+			}, nil)
+			if err != nil {
+				return err
+			}
+			svcs = append(svcs, svc)
+		}
+		var end time.Time
+		for p := range partitions {
+			_, pend, err := waitConsumed(ctx, e.js, events.StreamTranscript, events.TriggerDurable(p, partitions), last, svcs[0])
+			if err != nil {
+				return err
+			}
+			if pend.After(end) {
+				end = pend
+			}
+		}
+		for _, svc := range svcs {
+			_ = svc.stop()
+		}
+		d := end.Sub(start)
+		step := ReplicaStep{Replicas: replicas, Partitions: partitions, EventsPerS: round1(rate(int(last), d)), Seconds: round1(d.Seconds()*100) / 100}
+		e.res.Trigger.ReplicasScaling = append(e.res.Trigger.ReplicasScaling, step)
+		e.progress("   partitioned trigger, %d replica(s): %.0f events/s (%d records in %.2f s)", replicas, step.EventsPerS, last, step.Seconds)
+	}
 	return nil
 }
 

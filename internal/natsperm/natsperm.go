@@ -171,8 +171,9 @@ func Service(name string) (User, error) {
 	case "trigger":
 		// Consumes the transcript, queues extraction requests, announces
 		// them, serves manual extraction (waiting for the outcome on the
-		// notification subjects) and reads memory records.
-		pub = append([]string{extract, notify}, kv(events.BucketMemory)...)
+		// notification subjects), reads memory records, and keeps its
+		// membership of the partitioned trigger.
+		pub = append([]string{extract, notify}, kv(events.BucketMemory, events.BucketTriggers)...)
 		sub = []string{apiAll(events.VerbExtract), notify}
 	case "extractor":
 		// Works the extraction partitions, writes memory, status, membership

@@ -28,6 +28,11 @@
 //     PinnedTTL.
 //   - In progress: while a handler runs, the group renews the message's
 //     AckWait with in-progress acks.
+//   - Consume mode: with Config.Consume (and usually Config.Consumer), the
+//     group does membership, assignment, consumer creation and unpinning,
+//     and hands each owned partition's consumer to Consume, which reads it
+//     its own way (e.g. a stream of records acknowledged with AckAll, as the
+//     trigger does) until its context is cancelled on hand-off or stop.
 //
 // # What is not guaranteed
 //
@@ -96,13 +101,27 @@ type Config struct {
 	// Concurrency bounds the handlers running at once (default Partitions).
 	Concurrency int
 
+	// Consumer, when set, gives partition p's consumer configuration
+	// instead of the one-message-in-flight default (see consumerConfig). It
+	// is used when the consumer is created; an existing durable is updated
+	// with it but keeps its deliver policy and start.
+	Consumer func(p int) jetstream.ConsumerConfig
+	// Consume, when set, replaces the handler: the group calls it with the
+	// consumer of every partition it acquires, and it consumes the way it
+	// wants (batches, AckAll…) until ctx is cancelled — at once when the
+	// partition is lost or the group stops — and then returns, settling
+	// what it can within its own bound. A non-nil error before ctx ends
+	// restarts it after a backoff. The group still unpins the consumer
+	// when Consume returns.
+	Consume func(ctx context.Context, p int, cons jetstream.Consumer) error
+
 	Log *slog.Logger
 }
 
 var memberRE = regexp.MustCompile(`^[-/_=a-zA-Z0-9]+$`)
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Stream == "" || c.Partitions <= 0 || c.Filter == nil || c.Durable == nil || c.Bucket == "" || c.PriorityGroup == "" {
+	if c.Stream == "" || c.Partitions <= 0 || (c.Filter == nil && c.Consumer == nil) || c.Durable == nil || c.Bucket == "" || c.PriorityGroup == "" {
 		return c, fmt.Errorf("%w: Stream, Partitions, Filter, Durable, PriorityGroup and Bucket are required", ErrInvalidConfig)
 	}
 	if !memberRE.MatchString(c.Member) {
@@ -151,32 +170,47 @@ func (c Config) withDefaults() (Config, error) {
 // has passed.
 type Handler func(ctx context.Context, m *Msg) error
 
-// Msg is a message of one partition.
+// Msg is a message of one partition. It wraps the JetStream message and
+// exposes only its content and the three ways to settle it, so that every
+// settlement goes through the group's settled flag (which stops the
+// in-progress acks).
 type Msg struct {
-	jetstream.Msg
+	msg jetstream.Msg
 	// Partition is the partition the message came from.
 	Partition int
 	settled   atomic.Bool
 }
 
+// Subject is the message's stored subject.
+func (m *Msg) Subject() string { return m.msg.Subject() }
+
+// Headers are the message's headers.
+func (m *Msg) Headers() nats.Header { return m.msg.Headers() }
+
+// Data is the message's payload.
+func (m *Msg) Data() []byte { return m.msg.Data() }
+
+// Metadata is the message's JetStream metadata (sequences, deliveries).
+func (m *Msg) Metadata() (*jetstream.MsgMetadata, error) { return m.msg.Metadata() }
+
 // Ack acknowledges the message and waits for the server to confirm it, so a
 // nil error means the message will not be redelivered.
 func (m *Msg) Ack(ctx context.Context) error {
 	m.settled.Store(true)
-	return m.Msg.DoubleAck(ctx)
+	return m.msg.DoubleAck(ctx)
 }
 
 // Term tells the server never to redeliver the message (a WorkQueue stream
 // deletes it).
 func (m *Msg) Term(reason string) error {
 	m.settled.Store(true)
-	return m.Msg.TermWithReason(reason)
+	return m.msg.TermWithReason(reason)
 }
 
 // Nak asks for redelivery after delay.
 func (m *Msg) Nak(delay time.Duration) error {
 	m.settled.Store(true)
-	return m.Msg.NakWithDelay(delay)
+	return m.msg.NakWithDelay(delay)
 }
 
 // memberInfo is the value of a membership key.
@@ -408,7 +442,7 @@ loop:
 		<-r.done
 	}
 	g.setView(nil, nil)
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	if err := kv.Delete(dctx, g.cfg.Member); err != nil {
 		g.log.WarnContext(dctx, "leaving consumer group", "member", g.cfg.Member, "err", err)
@@ -419,6 +453,9 @@ loop:
 
 // consumerConfig is partition p's durable consumer.
 func (g *Group) consumerConfig(p int) jetstream.ConsumerConfig {
+	if g.cfg.Consumer != nil {
+		return g.cfg.Consumer(p)
+	}
 	return jetstream.ConsumerConfig{
 		Durable:        g.cfg.Durable(p),
 		Description:    fmt.Sprintf("partition %d of %s", p, g.cfg.Stream),
@@ -439,6 +476,10 @@ func (g *Group) consumerConfig(p int) jetstream.ConsumerConfig {
 // runPartition fetches and handles partition r.p's messages until r.stop is
 // closed, then drains and unpins.
 func (g *Group) runPartition(hctx context.Context, stream jetstream.Stream, r *runner) {
+	if g.cfg.Consume != nil {
+		g.consumePartition(hctx, stream, r)
+		return
+	}
 	defer close(r.done)
 	// The handler's context ends DrainTimeout after the stop signal.
 	hctx, cancel := context.WithCancel(hctx)
@@ -529,6 +570,66 @@ func (g *Group) runPartition(hctx context.Context, stream jetstream.Stream, r *r
 	}
 }
 
+// consumePartition runs Config.Consume on partition r.p's consumer until
+// r.stop is closed, restarting it with a backoff when it fails, then
+// unpins.
+func (g *Group) consumePartition(hctx context.Context, stream jetstream.Stream, r *runner) {
+	defer close(r.done)
+	ctx, cancel := context.WithCancel(hctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-r.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	log := g.log.With("member", g.cfg.Member, "partition", r.p)
+	durable := g.cfg.Durable(r.p)
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		cons, err := g.ensureConsumer(ctx, stream, r.p)
+		if err == nil {
+			err = g.cfg.Consume(ctx, r.p, cons)
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		log.WarnContext(ctx, "consuming partition; restarting", "durable", durable, "err", err, "in", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	uctx, ucancel := context.WithTimeout(context.WithoutCancel(hctx), 2*time.Second)
+	defer ucancel()
+	if err := stream.UnpinConsumer(uctx, durable, g.cfg.PriorityGroup); err != nil {
+		log.DebugContext(uctx, "unpinning", "durable", durable, "err", err)
+	}
+}
+
+// ensureConsumer returns partition p's durable, creating it with
+// consumerConfig, or updating an existing one with it while keeping the
+// existing deliver policy and start (they cannot change).
+func (g *Group) ensureConsumer(ctx context.Context, stream jetstream.Stream, p int) (jetstream.Consumer, error) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	want := g.consumerConfig(p)
+	c, err := stream.Consumer(cctx, want.Durable)
+	if isGone(err) {
+		return stream.CreateConsumer(cctx, want)
+	}
+	if err != nil {
+		return nil, err
+	}
+	have := c.CachedInfo().Config
+	want.DeliverPolicy, want.OptStartSeq, want.OptStartTime = have.DeliverPolicy, have.OptStartSeq, have.OptStartTime
+	return stream.UpdateConsumer(cctx, want)
+}
+
 func isGone(err error) bool {
 	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerDoesNotExist)
 }
@@ -536,7 +637,7 @@ func isGone(err error) bool {
 // handle runs the handler on m with in-progress acks, a concurrency slot and
 // panic recovery, and settles m if the handler did not.
 func (g *Group) handle(ctx context.Context, r *runner, jm jetstream.Msg, log *slog.Logger) {
-	m := &Msg{Msg: jm, Partition: r.p}
+	m := &Msg{msg: jm, Partition: r.p}
 	// Keep the message ours while waiting for a slot and while working.
 	progressDone := make(chan struct{})
 	var progressWG sync.WaitGroup

@@ -42,12 +42,18 @@ const (
 	// BucketParked holds extraction requests that failed permanently, until
 	// they are replayed.
 	BucketParked = "RECALL_PARKED"
+	// BucketTriggers holds trigger membership heartbeats (per-key TTL)
+	// when the trigger is partitioned.
+	BucketTriggers = "RECALL_TRIGGERS"
 )
 
 // Durable consumers.
 const (
 	// DurableTrigger is the trigger's consumer on StreamTranscript.
 	DurableTrigger = "recall-trigger"
+	// DurableTriggerPrefix starts the names of the trigger's consumers of
+	// session partitions when it is partitioned (see TriggerDurable).
+	DurableTriggerPrefix = "recall-trigger-"
 	// DurableExtractPrefix + partition number names the consumer of one
 	// extraction partition, e.g. "recall-extract-7".
 	DurableExtractPrefix = "recall-extract-"
@@ -106,6 +112,28 @@ func ExtractPartitionFilter(p int) string {
 
 // ExtractDurable names the durable consumer of partition p.
 func ExtractDurable(p int) string { return DurableExtractPrefix + itoa(p) }
+
+// SessionPartition is the partition of a session among n: FNV-1a 32 of
+// tenant and session concatenated, modulo n — the server's
+// {{partition(n,1,2)}} on a <root>.<tenant>.<session> subject, so a session
+// has the same partition number in RECALL_EXTRACT and in the trigger when
+// the counts are equal.
+func SessionPartition(tenant, session string, n int) int {
+	h := uint32(2166136261)
+	for _, s := range [2]string{tenant, session} {
+		for i := 0; i < len(s); i++ {
+			h ^= uint32(s[i])
+			h *= 16777619
+		}
+	}
+	return int(h % uint32(n))
+}
+
+// TriggerDurable names the trigger's durable consumer of partition p of n,
+// e.g. "recall-trigger-3-of-8". The count is part of the name: another
+// count maps sessions differently, so it gets new durables (a durable's
+// position is only valid for the sessions it was following).
+func TriggerDurable(p, n int) string { return DurableTriggerPrefix + itoa(p) + "-of-" + itoa(n) }
 
 // EventsSubject is the subject a lifecycle notification is published on.
 func EventsSubject(kind, tenant, session string) string {

@@ -1,6 +1,10 @@
 package triggersvc
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"regexp"
 	"time"
 
 	"github.com/recallhq/recall/internal/natsconn"
@@ -22,17 +26,27 @@ type Config struct {
 	ReferenceCompat         bool          `envconfig:"TRIGGER_REFERENCE_COMPAT" default:"false" desc:"reproduce the reference's defects (no baseline reset after compaction; natural break from the last record only)"`
 	SessionMemoryOff        bool          `envconfig:"SESSION_MEMORY_OFF" default:"false" desc:"turn threshold extractions off for tenants whose config does not set session_memory (manual extraction still works)"`
 
-	MaxSessions   int           `envconfig:"TRIGGER_MAX_SESSIONS" default:"200000" desc:"sessions kept in memory; least recently used ones are evicted and rebuilt from the transcript on their next record"`
-	SessionIdle   time.Duration `envconfig:"TRIGGER_SESSION_IDLE" default:"10m" desc:"sessions without records for this long are evicted from memory"`
-	MaxAckPending int           `envconfig:"TRIGGER_MAX_ACK_PENDING" default:"200000" desc:"consumer MaxAckPending; must exceed the records stored per quiet period"`
-	AckWait       time.Duration `envconfig:"TRIGGER_ACK_WAIT" default:"30s" desc:"consumer AckWait"`
-	PullBatch     int           `envconfig:"TRIGGER_PULL_BATCH" default:"2000" desc:"messages buffered per pull"`
-	AckEvery      int           `envconfig:"TRIGGER_ACK_EVERY" default:"1000" desc:"records processed between acknowledgements (AckAll)"`
-	PinnedTTL     time.Duration `envconfig:"TRIGGER_PINNED_TTL" default:"10s" desc:"a standby replica takes over after the active one stopped pulling for this long"`
+	MaxSessions      int           `envconfig:"TRIGGER_MAX_SESSIONS" default:"200000" desc:"sessions kept in memory; least recently used ones are evicted and rebuilt from the transcript on their next record"`
+	SessionIdle      time.Duration `envconfig:"TRIGGER_SESSION_IDLE" default:"10m" desc:"sessions without records for this long are evicted from memory"`
+	WarmStartRecords int           `envconfig:"TRIGGER_WARM_START_RECORDS" default:"5000000" desc:"at start, rebuild every session from one read of the transcript when it holds at most this many records before the trigger's position (negative = never: sessions are then rebuilt one by one on their next record)"`
+	MaxAckPending    int           `envconfig:"TRIGGER_MAX_ACK_PENDING" default:"200000" desc:"consumer MaxAckPending; must exceed the records stored per quiet period"`
+	AckWait          time.Duration `envconfig:"TRIGGER_ACK_WAIT" default:"30s" desc:"consumer AckWait"`
+	PullBatch        int           `envconfig:"TRIGGER_PULL_BATCH" default:"2000" desc:"messages buffered per pull"`
+	AckEvery         int           `envconfig:"TRIGGER_ACK_EVERY" default:"1000" desc:"records processed between acknowledgements (AckAll)"`
+	PinnedTTL        time.Duration `envconfig:"TRIGGER_PINNED_TTL" default:"10s" desc:"a lost replica's consumers (partitions, or the single consumer) move to another replica after it stopped pulling for this long"`
+
+	// TriggerPartitions > 0 partitions the trigger by session: the live
+	// replicas share the partitions (internal/pcgroup); 0 runs one active
+	// replica and keeps the others standby.
+	TriggerPartitions int    `envconfig:"TRIGGER_PARTITIONS" default:"0" desc:"session partitions shared by the trigger replicas (0 = one active replica, the others standby)"`
+	MemberID          string `envconfig:"TRIGGER_MEMBER_ID" desc:"this replica's id in the partitioned trigger (default: hostname + random suffix)"`
 
 	ExtractTimeout time.Duration `envconfig:"MANUAL_EXTRACT_TIMEOUT" default:"60s" desc:"how long a manual extraction waits for its result by default"`
 	OpsAddr        string        `envconfig:"TRIGGER_OPS_ADDR" desc:"address of /healthz /readyz /metrics (empty = off)"`
 }
+
+// badIDChars are the characters a member id (a KV key) may not hold.
+var badIDChars = regexp.MustCompile(`[^-/_=a-zA-Z0-9]`)
 
 // WithDefaults returns c with zero values replaced by the defaults.
 func (c Config) WithDefaults() Config {
@@ -54,6 +68,9 @@ func (c Config) WithDefaults() Config {
 	if c.SessionIdle <= 0 {
 		c.SessionIdle = 10 * time.Minute
 	}
+	if c.WarmStartRecords == 0 {
+		c.WarmStartRecords = 5000000
+	}
 	if c.MaxAckPending <= 0 {
 		c.MaxAckPending = 200000
 	}
@@ -69,6 +86,13 @@ func (c Config) WithDefaults() Config {
 	if c.PinnedTTL <= 0 {
 		c.PinnedTTL = 10 * time.Second
 	}
+	if c.MemberID == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		c.MemberID = host + "-" + hex.EncodeToString(b[:])
+	}
+	c.MemberID = badIDChars.ReplaceAllString(c.MemberID, "_")
 	if c.ExtractTimeout <= 0 {
 		c.ExtractTimeout = 60 * time.Second
 	}

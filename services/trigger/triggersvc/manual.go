@@ -121,11 +121,16 @@ func (t *Trigger) extract(ctx context.Context, subject string, hdr nats.Header, 
 		return res, "422", ErrNoMessages + ": session " + session + " has no transcript events"
 	}
 	res.UpToSeq = head
+	return t.requestAndWait(ctx, tenant, session, head, res, wait.C)
+}
+
+// requestAndWait publishes a manual request up to head and waits for its
+// outcome (or for wait).
+func (t *Trigger) requestAndWait(ctx context.Context, tenant, session string, head uint64, res events.ExtractResult, wait <-chan time.Time) (events.ExtractResult, string, string) {
 	upToID := ""
 	if recs, err := t.reader.Read(ctx, tenant, session, head, head, 1); err == nil && len(recs) == 1 && recs[0].Message != nil {
 		upToID = recs[0].Message.UUID
 	}
-
 	// Subscribe before publishing so the outcome cannot be missed.
 	ch := make(chan *nats.Msg, 64)
 	for _, kind := range []string{events.KindExtractionCompleted, events.KindExtractionFailed} {
@@ -152,33 +157,42 @@ func (t *Trigger) extract(ctx context.Context, subject string, hdr nats.Header, 
 	for {
 		select {
 		case m := <-ch:
-			e, err := natsce.FromMsg(m)
-			if err != nil {
-				continue
+			if done := outcome(m, head, &res); done {
+				return res, "", ""
 			}
-			switch e.Type() {
-			case events.TypeExtractionCompleted:
-				var c events.ExtractionCompleted
-				if json.Unmarshal(e.Data(), &c) == nil && (c.UpToSeq >= head || c.CoveredSeq >= head) {
-					res.Success, res.Revision = true, c.Revision
-					return res, "", ""
-				}
-			case events.TypeExtractionFailed:
-				var f events.ExtractionFailed
-				if json.Unmarshal(e.Data(), &f) == nil && f.UpToSeq >= head {
-					res.Error = f.Error
-					if res.Error == "" {
-						res.Error = "extraction failed: " + f.Reason
-					}
-					return res, "", ""
-				}
-			}
-		case <-wait.C:
+		case <-wait:
 			return res, "504", "timed out waiting for the extraction; it continues in the background"
 		case <-ctx.Done():
 			return res, "503", "trigger stopping"
 		}
 	}
+}
+
+// outcome applies a completed or failed event covering head to res and
+// reports whether it ends the wait.
+func outcome(m *nats.Msg, head uint64, res *events.ExtractResult) bool {
+	e, err := natsce.FromMsg(m)
+	if err != nil {
+		return false
+	}
+	switch e.Type() {
+	case events.TypeExtractionCompleted:
+		var c events.ExtractionCompleted
+		if json.Unmarshal(e.Data(), &c) == nil && (c.UpToSeq >= head || c.CoveredSeq >= head) {
+			res.Success, res.Revision = true, c.Revision
+			return true
+		}
+	case events.TypeExtractionFailed:
+		var f events.ExtractionFailed
+		if json.Unmarshal(e.Data(), &f) == nil && f.UpToSeq >= head {
+			res.Error = f.Error
+			if res.Error == "" {
+				res.Error = "extraction failed: " + f.Reason
+			}
+			return true
+		}
+	}
+	return false
 }
 
 // covered reports whether the session's memory already covers seq.

@@ -8,15 +8,16 @@
 //
 // Decisions are a pure function of a session's transcript and the
 // configuration, so state is rebuilt from the transcript after a restart,
-// an eviction or a failover, and a re-emitted decision is stored once.
-// Replicas run active/standby on a pinned priority group; see
-// docs/trigger.md.
+// an eviction or a failover, and a re-emitted decision is stored once. A
+// record is acknowledged only after every decision it caused is stored.
+// Replicas run active/standby on a pinned priority group, or share session
+// partitions (Config.TriggerPartitions); see docs/trigger.md.
 //
-// Shutdown, when the context given to Run is done: the manual endpoint
-// stops, the consumer drains (records already received are processed),
-// publications are awaited and acknowledged, the pin is released so a
-// standby takes over at once, and the connection drains. A clean stop
-// returns nil.
+// Shutdown, when the context given to Run is done: the consumers stop
+// delivering, publications are awaited (at most 5 s) and what they cover is
+// acknowledged, the pins are released so another replica takes over at
+// once (2 s), the manual endpoint stops and the connection drains (2 s). A
+// clean stop returns nil.
 package triggersvc
 
 import (
@@ -24,7 +25,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -60,28 +60,28 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("starting %s micro service: %w", ServiceName, err)
 	}
-	var ready atomic.Bool
 	opsDone := make(chan error, 1)
 	go func() {
 		opsDone <- ops.Serve(ctx, cfg.OpsAddr, ops.Handler(func() error {
 			if !nc.IsConnected() {
 				return errors.New("NATS disconnected")
 			}
-			if !ready.Load() {
-				return errors.New("consumer not started")
+			if !t.Ready() {
+				return errors.New("not consuming yet")
 			}
 			return nil
 		}), log)
 	}()
-	ready.Store(true)
-	log.InfoContext(ctx, "trigger running", "thresholds", cfg.Thresholds(), "max_sessions", cfg.MaxSessions)
+	log.InfoContext(ctx, "trigger running", "thresholds", cfg.Thresholds(), "max_sessions", cfg.MaxSessions,
+		"partitions", cfg.TriggerPartitions, "member", cfg.MemberID)
 	runErr := t.Run(ctx)
-	ready.Store(false)
 	_ = svc.Stop()
 	if err := <-opsDone; err != nil {
 		log.Warn("operational endpoints", "err", err)
 	}
-	dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Bounded: Run returned within ~7 s (5 s for publications, 2 s to
+	// unpin), the drain adds at most 2 s.
+	dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	closed := make(chan struct{})
 	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })

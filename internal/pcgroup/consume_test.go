@@ -1,0 +1,101 @@
+package pcgroup
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/natstest"
+)
+
+// In Consume mode the group hands every owned partition's consumer (with
+// the caller's configuration) to Consume, cancels it when the partition
+// moves, and a partition's messages all reach whoever owns it.
+func TestGroupConsumeMode(t *testing.T) {
+	s := natstest.Start(t)
+	_, js := s.Connect(t)
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "PCS", Subjects: []string{"pcs.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "CMEMBERS", LimitMarkerTTL: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	running := map[string]int{} // member -> Consume calls running
+	start := func(id string) (*Group, context.CancelFunc, chan struct{}) {
+		nc, err := nats.Connect(s.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		mjs, _ := jetstream.New(nc)
+		g, err := New(mjs, Config{
+			Stream: "PCS", Partitions: 4, Durable: func(p int) string { return fmt.Sprintf("pcs-%d", p) },
+			PriorityGroup: "g", Bucket: "CMEMBERS", Member: id, HeartbeatTTL: time.Second, AckWait: 2 * time.Second,
+			Consumer: func(p int) jetstream.ConsumerConfig {
+				return jetstream.ConsumerConfig{Durable: fmt.Sprintf("pcs-%d", p), FilterSubject: fmt.Sprintf("pcs.%d.>", p),
+					AckPolicy: jetstream.AckAllPolicy, PriorityPolicy: jetstream.PriorityPolicyPinned, PriorityGroups: []string{"g"}, PinnedTTL: time.Second}
+			},
+			Consume: func(ctx context.Context, p int, cons jetstream.Consumer) error {
+				mu.Lock()
+				running[id]++
+				mu.Unlock()
+				defer func() { mu.Lock(); running[id]--; mu.Unlock() }()
+				it, err := cons.Messages(jetstream.PullPriorityGroup("g"))
+				if err != nil {
+					return err
+				}
+				go func() { <-ctx.Done(); it.Stop() }()
+				for {
+					m, err := it.Next()
+					if err != nil {
+						return nil
+					}
+					mu.Lock()
+					seen[string(m.Data())] = true
+					mu.Unlock()
+					_ = m.Ack()
+				}
+			},
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { _ = g.Run(gctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return g, cancel, done
+	}
+	a, _, _ := start("a")
+	b, stopB, doneB := start("b")
+	waitUntil(t, "two members sharing four partitions", func() bool { return len(a.Owned())+len(b.Owned()) == 4 && len(a.Members()) == 2 })
+	publishN := func(from, to int) {
+		for i := from; i < to; i++ {
+			if _, err := js.Publish(ctx, fmt.Sprintf("pcs.%d.x", i%4), []byte(fmt.Sprint(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publishN(0, 100)
+	stopB()
+	<-doneB
+	waitUntil(t, "one member with every partition", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(a.Owned()) == 4 && running["a"] == 4 && running["b"] == 0
+	})
+	publishN(100, 200)
+	waitUntil(t, "every message consumed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) == 200
+	})
+}

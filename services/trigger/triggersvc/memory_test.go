@@ -1,0 +1,97 @@
+package triggersvc
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+	"weak"
+
+	"go.opentelemetry.io/otel"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+)
+
+// The evicted set never grows past the cache bound, whatever the churn.
+func TestEvictedSetBounded(t *testing.T) {
+	var st counters
+	c := newSessionCache(10, &st)
+	c.fromStart = true
+	for i := range 10000 {
+		key := fmt.Sprintf("acme.s%d", i)
+		c.add(newSession(key, 4, int64(i)))
+		if len(c.evicted) > c.max {
+			t.Fatalf("evicted set holds %d entries, bound %d", len(c.evicted), c.max)
+		}
+	}
+	if c.len() > c.max {
+		t.Fatalf("%d sessions in memory, bound %d", c.len(), c.max)
+	}
+	if c.fromStart {
+		t.Fatal("the set overflowed but unknown sessions are still taken for new ones")
+	}
+	if !c.needsRebuild("acme.s1", 5) {
+		t.Fatal("an evicted session would not be rebuilt")
+	}
+}
+
+// A supervised restart loop leaves nothing behind: every stopped trigger
+// is collected (the metrics callback is unregistered) and the heap does
+// not grow with the number of restarts.
+func TestRestartLoopNoGrowth(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	otel.SetMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	_, nc, js := setup(t)
+	cfg := testConfig()
+	var gone []weak.Pointer[Trigger]
+	var heap []uint64
+	for i := range 12 {
+		tr, stop := startTrigger(t, nc, cfg, nil)
+		waitFor(t, 10*time.Second, "consuming", tr.Ready)
+		items := generate(uint64(21+i), 15) // new sessions every time
+		for j := range items {
+			items[j].session = fmt.Sprintf("r%d-%s", i, items[j].session)
+		}
+		publish(t, js, items)
+		waitFor(t, 10*time.Second, "records", func() bool { return tr.Stats().Records >= int64(len(items)) })
+		stop()
+		gone = append(gone, weak.Make(tr))
+		tr = nil
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		heap = append(heap, ms.HeapAlloc)
+		_ = i
+	}
+	runtime.GC()
+	for i, w := range gone {
+		if w.Value() != nil {
+			t.Fatalf("trigger %d is still reachable after it stopped", i)
+		}
+	}
+	t.Logf("heap after each restart: %v", heap)
+	if heap[len(heap)-1] > heap[2]+8<<20 {
+		t.Fatalf("heap grew from %d to %d bytes over the restarts", heap[2], heap[len(heap)-1])
+	}
+}
+
+// After a restart every session comes back from one read of the
+// transcript (no per-session rebuild), and the decisions are unchanged.
+func TestWarmStart(t *testing.T) {
+	_, nc, js := setup(t)
+	c := collect(t, nc)
+	items := generate(31, 120)
+	cfg := testConfig()
+	half := len(items) / 2
+	publish(t, js, items[:half])
+	_, stop := startTrigger(t, nc, cfg, nil)
+	waitAcked(t, js, lastSeq(t, js), 20*time.Second)
+	stop()
+	publish(t, js, items[half:])
+	tr, _ := startTrigger(t, nc, cfg, nil)
+	waitAcked(t, js, lastSeq(t, js), 20*time.Second)
+	c.check(expected(t, nc, items, cfg.Thresholds()))
+	if st := tr.Stats(); st.Warmed != 4 || st.Rebuilds != 0 {
+		t.Fatalf("stats %+v: want the 4 sessions warmed and no per-session rebuild", st)
+	}
+}
