@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
@@ -52,17 +53,25 @@ type Compactor struct {
 	log      *slog.Logger
 }
 
-// New opens the buckets the compactor reads. tenants may be nil (every gate
-// at its default); provider nil disables full compaction.
+// New opens the buckets the compactor reads, retrying (provision.Retry)
+// until ctx ends, so a degraded cluster delays the start instead of ending
+// it. tenants may be nil (every gate at its default); provider nil disables
+// full compaction.
 func New(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg Config, tenants *tenantcfg.Store, provider llm.Provider, log *slog.Logger) (*Compactor, error) {
 	cfg = cfg.withDefaults()
-	mem, err := js.KeyValue(ctx, events.BucketMemory)
+	var mem, st jetstream.KeyValue
+	err := provision.Retry(ctx, log, "opening the compactor's buckets", func(ctx context.Context) error {
+		var err error
+		if mem, err = js.KeyValue(ctx, events.BucketMemory); err != nil {
+			return fmt.Errorf("opening %s: %w", events.BucketMemory, err)
+		}
+		if st, err = js.KeyValue(ctx, events.BucketStatus); err != nil {
+			return fmt.Errorf("opening %s: %w", events.BucketStatus, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", events.BucketMemory, err)
-	}
-	st, err := js.KeyValue(ctx, events.BucketStatus)
-	if err != nil {
-		return nil, fmt.Errorf("opening %s: %w", events.BucketStatus, err)
+		return nil, err
 	}
 	if !cfg.FullCompact {
 		provider = nil
