@@ -154,55 +154,70 @@ func Run(ctx context.Context, p llm.Provider, in Input) (*Output, error) {
 
 	for turn := 0; turn < maxTurns; turn++ {
 		req.Messages, req.Notes = msgs, out.Notes
-		resp, err := call(ctx, p, req, out)
+		resp, err := answer(ctx, p, req, out, turn == 0)
 		if err != nil {
 			return nil, err
-		}
-		if turn == 0 {
-			for attempt := 1; !validAnswer(resp); attempt++ {
-				if attempt > DefaultNoToolRetries {
-					return nil, fmt.Errorf("extracting memory after %d attempts: %w", attempt, ErrNoValidToolCall)
-				}
-				if resp, err = call(ctx, p, req, out); err != nil {
-					return nil, err
-				}
-			}
 		}
 		if len(resp.ToolCalls) == 0 {
 			out.UpToDate = turn == 0
 			break
 		}
-		assistant := events.Message{Role: events.RoleAssistant}
-		if resp.Text != "" {
-			assistant.Content = append(assistant.Content, events.Block{Type: events.BlockText, Text: resp.Text})
-		}
-		results := events.Message{Role: events.RoleUser}
-		failed := false
-		for i, tc := range resp.ToolCalls {
-			id := tc.ID
-			if id == "" {
-				id = fmt.Sprintf("call_%d_%d", turn, i)
-			}
-			assistant.Content = append(assistant.Content, events.Block{Type: events.BlockToolUse, ID: id, Name: tc.Name, Input: objectJSON(tc.Input)})
-			doc, text, err := memory.ApplyToolCall(out.Notes, path, tc.Name, tc.Input)
-			if err != nil {
-				out.EditsRejected++
-				failed = true
-			} else {
-				out.Notes = doc
-				out.EditsApplied++
-			}
-			results.Content = append(results.Content, events.Block{
-				Type: events.BlockToolResult, ToolUseID: id, IsError: err != nil,
-				Content: events.Content{{Type: events.BlockText, Text: text}},
-			})
-		}
+		assistant, results, failed := applyCalls(turn, resp, path, out)
 		msgs = append(msgs, assistant, results)
 		if !failed {
 			break
 		}
 	}
 	return out, nil
+}
+
+// answer asks p for the next turn. The first turn's answer is asked again
+// (up to DefaultNoToolRetries times) while it is not valid (validAnswer).
+func answer(ctx context.Context, p llm.Provider, req llm.Request, out *Output, first bool) (*llm.Response, error) {
+	resp, err := call(ctx, p, req, out)
+	if err != nil || !first {
+		return resp, err
+	}
+	for attempt := 1; !validAnswer(resp); attempt++ {
+		if attempt > DefaultNoToolRetries {
+			return nil, fmt.Errorf("extracting memory after %d attempts: %w", attempt, ErrNoValidToolCall)
+		}
+		if resp, err = call(ctx, p, req, out); err != nil {
+			return nil, err
+		}
+	}
+	return resp, nil
+}
+
+// applyCalls applies a turn's tool calls to out.Notes (memory.ApplyToolCall)
+// and returns the turn as the model's message and the tool results sent
+// back, and whether an edit failed.
+func applyCalls(turn int, resp *llm.Response, path string, out *Output) (assistant, results events.Message, failed bool) {
+	assistant = events.Message{Role: events.RoleAssistant}
+	if resp.Text != "" {
+		assistant.Content = append(assistant.Content, events.Block{Type: events.BlockText, Text: resp.Text})
+	}
+	results = events.Message{Role: events.RoleUser}
+	for i, tc := range resp.ToolCalls {
+		id := tc.ID
+		if id == "" {
+			id = fmt.Sprintf("call_%d_%d", turn, i)
+		}
+		assistant.Content = append(assistant.Content, events.Block{Type: events.BlockToolUse, ID: id, Name: tc.Name, Input: objectJSON(tc.Input)})
+		doc, text, err := memory.ApplyToolCall(out.Notes, path, tc.Name, tc.Input)
+		if err != nil {
+			out.EditsRejected++
+			failed = true
+		} else {
+			out.Notes = doc
+			out.EditsApplied++
+		}
+		results.Content = append(results.Content, events.Block{
+			Type: events.BlockToolResult, ToolUseID: id, IsError: err != nil,
+			Content: events.Content{{Type: events.BlockText, Text: text}},
+		})
+	}
+	return assistant, results, failed
 }
 
 // EditTool is the single tool offered to the fork.

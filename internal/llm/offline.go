@@ -122,123 +122,162 @@ var sentenceEnd = regexp.MustCompile(`[.?!:](\s|$)`)
 var correction = regexp.MustCompile(`(?i)^(no[,.!:]|no\s|nope\b)|\b(actually|instead|don't|do not|wrong|that's not|that is not)\b`)
 
 func derive(msgs []events.Message) facts {
-	var f facts
-	type fileUse struct {
-		path  string
-		tools []string
-	}
-	var files []*fileUse
-	fileIdx := map[string]*fileUse{}
-	type toolRef struct{ name, arg string }
-	tools := map[string]toolRef{}
-
-	var turnReq string
-	var turnTools []string
-	turnCounts := map[string]int{}
-	inTurn := false
-	pendingFix := -1 // index in f.errors of an error whose fix is not yet named
-	endTurn := func() {
-		if !inTurn {
-			return
-		}
-		action := "replied"
-		if len(turnTools) > 0 {
-			var parts []string
-			for _, t := range turnTools {
-				if c := turnCounts[t]; c > 1 {
-					parts = append(parts, fmt.Sprintf("%s×%d", t, c))
-				} else {
-					parts = append(parts, t)
-				}
-			}
-			action = strings.Join(parts, ", ")
-		}
-		f.worklog = append(f.worklog, "- "+clip(turnReq, offlineLine)+" → "+action)
-		turnTools, turnCounts, inTurn = nil, map[string]int{}, false
-	}
-
+	d := &deriver{fileIdx: map[string]*fileUse{}, tools: map[string]toolRef{}, turnCounts: map[string]int{}, pendingFix: -1}
 	for i := range msgs {
 		m := &msgs[i]
 		for j := range m.Content {
 			b := &m.Content[j]
 			switch {
 			case m.Role == events.RoleUser && b.Type == events.BlockText:
-				text := strings.TrimSpace(b.Text)
-				if isWrapper(text) {
-					continue
-				}
-				endTurn()
-				if f.firstRequest == "" {
-					f.firstRequest = text
-				}
-				f.latestRequest, f.latestReply = text, ""
-				turnReq, inTurn = text, true
-				if correction.MatchString(text) {
-					f.errors = append(f.errors, "- User correction: "+clip(text, offlineLine))
-				}
+				d.userText(b.Text)
 			case m.Role == events.RoleAssistant && b.Type == events.BlockText:
-				if t := strings.TrimSpace(b.Text); t != "" {
-					f.latestReply = t
-					if pendingFix >= 0 {
-						f.errors[pendingFix] += " → " + clip(t, offlineLine)
-						pendingFix = -1
-					}
-					if statement.MatchString(t) {
-						f.results = append(f.results, "- "+clip(t, 240))
-					}
-				}
+				d.assistantText(b.Text)
 			case b.Type == events.BlockToolUse:
-				var in map[string]any
-				_ = json.Unmarshal(b.Input, &in)
-				arg := ""
-				for _, k := range []string{"file_path", "path", "notebook_path"} {
-					if s, ok := in[k].(string); ok && s != "" {
-						arg = s
-						fu := fileIdx[s]
-						if fu == nil {
-							fu = &fileUse{path: s}
-							fileIdx[s] = fu
-							files = append(files, fu)
-						}
-						if !contains(fu.tools, b.Name) {
-							fu.tools = append(fu.tools, b.Name)
-						}
-						break
-					}
-				}
-				if cmd, ok := in["command"].(string); ok && cmd != "" && b.Name == "Bash" {
-					arg = cmd
-					line := "- `" + clip(cmd, offlineLine) + "`"
-					if !contains(f.commands, line) {
-						f.commands = append(f.commands, line)
-					}
-				}
-				tools[b.ID] = toolRef{b.Name, arg}
-				if turnCounts[b.Name] == 0 {
-					turnTools = append(turnTools, b.Name)
-				}
-				turnCounts[b.Name]++
+				d.toolUse(b)
 			case b.Type == events.BlockToolResult && b.IsError:
-				ref := tools[b.ToolUseID]
-				name := ref.name
-				if name == "" {
-					name = "tool"
-				}
-				line := "- " + name
-				if ref.arg != "" {
-					line += " `" + clip(ref.arg, 60) + "`"
-				}
-				line += " failed: " + clip(resultText(b), offlineLine)
-				f.errors = append(f.errors, line)
-				pendingFix = len(f.errors) - 1
+				d.toolError(b)
 			}
 		}
 	}
-	endTurn()
-	for _, fu := range files {
-		f.files = append(f.files, "- `"+fu.path+"` — "+strings.Join(fu.tools, ", "))
+	d.endTurn()
+	for _, fu := range d.files {
+		d.f.files = append(d.f.files, "- `"+fu.path+"` — "+strings.Join(fu.tools, ", "))
 	}
-	return f
+	return d.f
+}
+
+// fileUse is a file the conversation touched and the tools that did.
+type fileUse struct {
+	path  string
+	tools []string
+}
+
+// toolRef names a tool use: its tool and its main argument.
+type toolRef struct{ name, arg string }
+
+// deriver accumulates facts over a conversation, block by block.
+type deriver struct {
+	f       facts
+	files   []*fileUse
+	fileIdx map[string]*fileUse
+	tools   map[string]toolRef
+
+	turnReq    string
+	turnTools  []string
+	turnCounts map[string]int
+	inTurn     bool
+	pendingFix int // index in f.errors of an error whose fix is not named yet
+}
+
+// endTurn writes the worklog line of the turn in progress.
+func (d *deriver) endTurn() {
+	if !d.inTurn {
+		return
+	}
+	action := "replied"
+	if len(d.turnTools) > 0 {
+		var parts []string
+		for _, t := range d.turnTools {
+			if c := d.turnCounts[t]; c > 1 {
+				parts = append(parts, fmt.Sprintf("%s×%d", t, c))
+			} else {
+				parts = append(parts, t)
+			}
+		}
+		action = strings.Join(parts, ", ")
+	}
+	d.f.worklog = append(d.f.worklog, "- "+clip(d.turnReq, offlineLine)+" → "+action)
+	d.turnTools, d.turnCounts, d.inTurn = nil, map[string]int{}, false
+}
+
+// userText starts a turn with a user request (corrections noted).
+func (d *deriver) userText(raw string) {
+	text := strings.TrimSpace(raw)
+	if isWrapper(text) {
+		return
+	}
+	d.endTurn()
+	if d.f.firstRequest == "" {
+		d.f.firstRequest = text
+	}
+	d.f.latestRequest, d.f.latestReply = text, ""
+	d.turnReq, d.inTurn = text, true
+	if correction.MatchString(text) {
+		d.f.errors = append(d.f.errors, "- User correction: "+clip(text, offlineLine))
+	}
+}
+
+// assistantText notes the agent's words: the latest reply, the fix of the
+// last error, a key result.
+func (d *deriver) assistantText(raw string) {
+	t := strings.TrimSpace(raw)
+	if t == "" {
+		return
+	}
+	d.f.latestReply = t
+	if d.pendingFix >= 0 {
+		d.f.errors[d.pendingFix] += " → " + clip(t, offlineLine)
+		d.pendingFix = -1
+	}
+	if statement.MatchString(t) {
+		d.f.results = append(d.f.results, "- "+clip(t, 240))
+	}
+}
+
+// toolUse notes the files and commands of a tool call.
+func (d *deriver) toolUse(b *events.Block) {
+	var in map[string]any
+	_ = json.Unmarshal(b.Input, &in)
+	arg := ""
+	for _, k := range []string{"file_path", "path", "notebook_path"} {
+		if s, ok := in[k].(string); ok && s != "" {
+			arg = s
+			d.touch(s, b.Name)
+			break
+		}
+	}
+	if cmd, ok := in["command"].(string); ok && cmd != "" && b.Name == "Bash" {
+		arg = cmd
+		line := "- `" + clip(cmd, offlineLine) + "`"
+		if !contains(d.f.commands, line) {
+			d.f.commands = append(d.f.commands, line)
+		}
+	}
+	d.tools[b.ID] = toolRef{b.Name, arg}
+	if d.turnCounts[b.Name] == 0 {
+		d.turnTools = append(d.turnTools, b.Name)
+	}
+	d.turnCounts[b.Name]++
+}
+
+// touch records that tool used the file at path.
+func (d *deriver) touch(path, tool string) {
+	fu := d.fileIdx[path]
+	if fu == nil {
+		fu = &fileUse{path: path}
+		d.fileIdx[path] = fu
+		d.files = append(d.files, fu)
+	}
+	if !contains(fu.tools, tool) {
+		fu.tools = append(fu.tools, tool)
+	}
+}
+
+// toolError records a failed tool result; the agent's next words name the
+// fix.
+func (d *deriver) toolError(b *events.Block) {
+	ref := d.tools[b.ToolUseID]
+	name := ref.name
+	if name == "" {
+		name = "tool"
+	}
+	line := "- " + name
+	if ref.arg != "" {
+		line += " `" + clip(ref.arg, 60) + "`"
+	}
+	line += " failed: " + clip(resultText(b), offlineLine)
+	d.f.errors = append(d.f.errors, line)
+	d.pendingFix = len(d.f.errors) - 1
 }
 
 // isWrapper reports user text that is plumbing rather than a request:

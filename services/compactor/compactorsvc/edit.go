@@ -3,21 +3,17 @@ package compactorsvc
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/recallhq/recall/internal/chunked"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
-	"github.com/recallhq/recall/pkg/events/natsce"
 	"github.com/recallhq/recall/pkg/memory"
 )
 
@@ -137,8 +133,7 @@ func (c *Compactor) editKept(ctx context.Context, tenant string, own *events.Con
 }
 
 // serveEdit answers recall.api.edit.<tenant>.<session> like serve answers
-// compactions: validated at once, computed on its own goroutine under the
-// same concurrency bound, answered with a (chunked when large) reply.
+// compactions: validated at once, then computed and answered by answer.
 func (h *handler) serveEdit(req micro.Request) {
 	tenant, session, ok := events.SplitSessionSubject(req.Subject())
 	if !ok {
@@ -150,37 +145,8 @@ func (h *handler) serveEdit(req micro.Request) {
 		_ = req.Error("400", err.Error(), nil)
 		return
 	}
-	select {
-	case h.sem <- struct{}{}:
-	default:
-		_ = req.Error("503", "compactor busy: too many requests in flight; retry shortly", nil)
-		return
-	}
-	h.wg.Add(1)
-	hdrs, replyTo := nats.Header(req.Headers()), req.Reply()
-	go func() {
-		defer h.wg.Done()
-		defer func() { <-h.sem }()
-		ctx := natsce.Extract(h.base, hdrs)
-		defer func() {
-			if v := recover(); v != nil {
-				h.log.ErrorContext(ctx, "edit panicked", "tenant", tenant, "session", session, "panic", v, "stack", string(debug.Stack()))
-				h.fail(replyTo, "500", "internal error while planning the edit; see the compactor's log")
-			}
-		}()
+	h.answer(req, "edit", tenant, session, func(ctx context.Context) (any, func(), error) {
 		reply, err := h.c.Edit(ctx, tenant, session, r)
-		if err != nil {
-			h.fail(replyTo, "500", err.Error())
-			return
-		}
-		data, err := replyJSON.Marshal(reply)
-		if err != nil {
-			h.fail(replyTo, "500", "encoding the reply: "+err.Error())
-			return
-		}
-		hdr := nats.Header{"Content-Type": []string{"application/json"}}
-		if err := chunked.Respond(h.nc, replyTo, hdr, data); err != nil {
-			h.log.WarnContext(ctx, "sending edit reply", "tenant", tenant, "session", session, "err", err)
-		}
-	}()
+		return reply, nil, err
+	})
 }

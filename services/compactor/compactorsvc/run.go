@@ -168,16 +168,26 @@ func (h *handler) serve(req micro.Request) {
 		_ = req.Error("400", err.Error(), nil)
 		return
 	}
+	h.answer(req, "compaction", tenant, session, func(ctx context.Context) (any, func(), error) {
+		reply := h.c.Compact(ctx, tenant, session, r)
+		return reply, func() { h.c.Announce(ctx, tenant, session, reply) }, nil
+	})
+}
+
+// answer runs work on its own goroutine under the concurrency bound (503
+// when it is reached) and sends its result as a (chunked when large) JSON
+// reply; a work error or a panic answers 500. then, when work returns one,
+// runs after the reply is sent. The request's headers and reply subject are
+// read before answer returns: micro reuses the request once the handler
+// returns, so the goroutine answers on the connection directly.
+func (h *handler) answer(req micro.Request, what, tenant, session string, work func(context.Context) (any, func(), error)) {
 	select {
 	case h.sem <- struct{}{}:
 	default:
-		_ = req.Error("503", "compactor busy: too many compactions in flight; retry shortly", nil)
+		_ = req.Error("503", "compactor busy: too many requests in flight; retry shortly", nil)
 		return
 	}
 	h.wg.Add(1)
-	// The request's headers and reply subject are read here: micro reuses
-	// the request once serve returns, so the goroutine answers on the
-	// connection directly.
 	hdrs, replyTo := nats.Header(req.Headers()), req.Reply()
 	go func() {
 		defer h.wg.Done()
@@ -185,11 +195,15 @@ func (h *handler) serve(req micro.Request) {
 		ctx := natsce.Extract(h.base, hdrs)
 		defer func() {
 			if v := recover(); v != nil {
-				h.log.ErrorContext(ctx, "compaction panicked", "tenant", tenant, "session", session, "panic", v, "stack", string(debug.Stack()))
-				h.fail(replyTo, "500", "internal error while compacting; see the compactor's log")
+				h.log.ErrorContext(ctx, what+" panicked", "tenant", tenant, "session", session, "panic", v, "stack", string(debug.Stack()))
+				h.fail(replyTo, "500", "internal error ("+what+"); see the compactor's log")
 			}
 		}()
-		reply := h.c.Compact(ctx, tenant, session, r)
+		reply, then, err := work(ctx)
+		if err != nil {
+			h.fail(replyTo, "500", err.Error())
+			return
+		}
 		data, err := replyJSON.Marshal(reply)
 		if err != nil {
 			h.fail(replyTo, "500", "encoding the reply: "+err.Error())
@@ -197,8 +211,10 @@ func (h *handler) serve(req micro.Request) {
 		}
 		hdr := nats.Header{"Content-Type": []string{"application/json"}}
 		if err := chunked.Respond(h.nc, replyTo, hdr, data); err != nil {
-			h.log.WarnContext(ctx, "sending compaction reply", "tenant", tenant, "session", session, "err", err)
+			h.log.WarnContext(ctx, "sending the "+what+" reply", "tenant", tenant, "session", session, "err", err)
 		}
-		h.c.Announce(ctx, tenant, session, reply)
+		if then != nil {
+			then()
+		}
 	}()
 }
