@@ -127,7 +127,7 @@ func TestReplayUnderLeaderLoss(t *testing.T) {
 	done := make(chan error, 1)
 	var out bytes.Buffer
 	go func() {
-		done <- runReplay(ctx, []string{file, "--http", "http://" + svc.Addr(), "--token", "tok", "--batch", "20"}, &out)
+		done <- runReplay(ctx, []string{file, "--http", "http://" + svc.Addr(), "--token", "tok"}, &out)
 	}()
 	st, err := js.Stream(ctx, events.StreamTranscript)
 	if err != nil {
