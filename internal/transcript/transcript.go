@@ -35,6 +35,7 @@ type Record struct {
 	Compacting *events.SessionCompacting
 	Compacted  *events.SessionCompacted
 	Ended      *events.SessionEnded
+	Started    *events.SessionStarted
 }
 
 // Type is the record's CloudEvents type.
@@ -232,6 +233,9 @@ func Decode(h nats.Header, data []byte) (Record, error) {
 		if len(data) > 0 {
 			err = json.Unmarshal(data, rec.Ended)
 		}
+	case events.TypeSessionStarted:
+		rec.Started = new(events.SessionStarted)
+		err = json.Unmarshal(data, rec.Started)
 	}
 	if err != nil {
 		return Record{}, fmt.Errorf("decoding %s data: %w", e.Type(), err)

@@ -21,6 +21,11 @@ const (
 	TypeSessionCompacted = "dev.recall.session.compacted"
 	// TypeSessionEnded says the session is over (data: SessionEnded).
 	TypeSessionEnded = "dev.recall.session.ended"
+	// TypeSessionStarted describes a new session: who runs it, where, what
+	// it continues and what may be remembered of it (data: SessionStarted).
+	// Optional; a session without one has no parent, no user and the
+	// tenant's default memory policy.
+	TypeSessionStarted = "dev.recall.session.started"
 
 	TypeExtractionRequested = "dev.recall.extraction.requested"
 	TypeExtractionCompleted = "dev.recall.extraction.completed"
@@ -35,6 +40,7 @@ var IngestTypes = map[string]bool{
 	TypeSessionCompacting: true,
 	TypeSessionCompacted:  true,
 	TypeSessionEnded:      true,
+	TypeSessionStarted:    true,
 }
 
 // Extension attribute names.
@@ -205,6 +211,78 @@ type SessionCompacted struct {
 	// boundary.preserved_segment head_uuid and tail_uuid.
 	FirstKeptUUID string `json:"first_kept_uuid,omitempty"`
 	LastKeptUUID  string `json:"last_kept_uuid,omitempty"`
+}
+
+// SessionStarted is the data of TypeSessionStarted. Every field is
+// optional.
+type SessionStarted struct {
+	// ParentSession is the session this one continues or was forked from
+	// (a session id of the same tenant).
+	ParentSession string `json:"parent_session,omitempty"`
+	// CWD is the working directory of a coding agent.
+	CWD string `json:"cwd,omitempty"`
+	// Ephemeral sessions are never indexed nor committed to long-term
+	// memory.
+	Ephemeral bool `json:"ephemeral,omitempty"`
+	// UserID is the user the session belongs to (an id like a session id);
+	// long-term memory is kept per user.
+	UserID string `json:"user_id,omitempty"`
+	// AgentID is the agent running the session.
+	AgentID string `json:"agent_id,omitempty"`
+	// Model is the session's main model, when known at start.
+	Model string `json:"model,omitempty"`
+	// MemoryPolicy says what long-term memory may be written from this
+	// session; nil means the tenant's default.
+	MemoryPolicy *MemoryPolicy `json:"memory_policy,omitempty"`
+}
+
+// MemoryPolicy governs long-term memory writes from a session.
+type MemoryPolicy struct {
+	Self PolicyTarget `json:"self"`
+	Peer PolicyTarget `json:"peer"`
+	// MemoryTypes limits both self and peer writes to these types; nil
+	// allows every enabled type.
+	MemoryTypes []string `json:"memory_types"`
+}
+
+// PolicyTarget enables or disables one memory target.
+type PolicyTarget struct {
+	Enabled bool `json:"enabled"`
+}
+
+// Validate checks the ids a SessionStarted carries. Memory types are checked
+// against the registry by the long-term memory service, which knows the
+// tenant's custom types.
+func (s *SessionStarted) Validate() error {
+	for _, f := range []struct{ name, v string }{
+		{"data.parent_session", s.ParentSession},
+		{"data.user_id", s.UserID},
+		{"data.agent_id", s.AgentID},
+	} {
+		if f.v == "" {
+			continue
+		}
+		if err := ValidateID(f.v); err != nil {
+			return &FieldError{Field: f.name, Reason: err.Error()}
+		}
+	}
+	if len(s.CWD) > 4096 {
+		return &FieldError{Field: "data.cwd", Reason: "longer than 4096 bytes"}
+	}
+	if len(s.Model) > 256 {
+		return &FieldError{Field: "data.model", Reason: "longer than 256 bytes"}
+	}
+	if p := s.MemoryPolicy; p != nil {
+		if len(p.MemoryTypes) > 64 {
+			return &FieldError{Field: "data.memory_policy.memory_types", Reason: "more than 64 types"}
+		}
+		for i, t := range p.MemoryTypes {
+			if err := ValidateID(t); err != nil {
+				return &FieldError{Field: fmt.Sprintf("data.memory_policy.memory_types[%d]", i), Reason: err.Error()}
+			}
+		}
+	}
+	return nil
 }
 
 // SessionEnded is the data of TypeSessionEnded.

@@ -50,6 +50,7 @@ type Session struct {
 	Compacting *SessionCompacting
 	Compacted  *SessionCompacted
 	Ended      *SessionEnded
+	Started    *SessionStarted
 }
 
 // ValidateIngest checks an event a platform submitted for tenant and decodes
@@ -100,6 +101,11 @@ func ValidateIngest(e event.Event, tenant string) (*Session, error) {
 	case TypeSessionEnded:
 		s.Ended = new(SessionEnded)
 		err = decodeStrict(data, s.Ended, plain)
+	case TypeSessionStarted:
+		s.Started = new(SessionStarted)
+		if err = decodeStrict(data, s.Started, plain); err == nil {
+			err = s.Started.Validate()
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -147,7 +153,7 @@ func isJSONContentType(ct string) bool {
 }
 
 func ingestTypeList() []string {
-	return []string{TypeMessage, TypeSessionCompacting, TypeSessionCompacted, TypeSessionEnded}
+	return []string{TypeMessage, TypeSessionStarted, TypeSessionCompacting, TypeSessionCompacted, TypeSessionEnded}
 }
 
 // checkData rejects missing data, invalid UTF-8 and JSON nested deeper than

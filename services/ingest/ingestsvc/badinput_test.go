@@ -165,5 +165,5 @@ func TestBadInputs(t *testing.T) {
 func itoa(n int) string { return strconv.Itoa(n) }
 
 func ingestTypeNames() []string {
-	return []string{events.TypeMessage, events.TypeSessionCompacting, events.TypeSessionCompacted, events.TypeSessionEnded}
+	return []string{events.TypeMessage, events.TypeSessionStarted, events.TypeSessionCompacting, events.TypeSessionCompacted, events.TypeSessionEnded}
 }
