@@ -21,6 +21,7 @@ import (
 	"github.com/recallhq/recall/internal/importer"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 )
@@ -59,7 +60,7 @@ func threeNodes(t *testing.T) ([]*server.Server, string) {
 		nodes = append(nodes, s)
 		urls = append(urls, s.ClientURL())
 	}
-	waitUntil(t, 30*time.Second, "a JetStream meta leader", func() bool {
+	testpoll.Until(t, 30*time.Second, "a JetStream meta leader", func() bool {
 		for _, s := range nodes {
 			if s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) == 3 {
 				return true
@@ -67,18 +68,8 @@ func threeNodes(t *testing.T) ([]*server.Server, string) {
 		}
 		return false
 	})
-	return nodes, strings.Join(urls, ",")
-}
 
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return nodes, strings.Join(urls, ",")
 }
 
 // longTranscript writes a Claude Code JSONL transcript of n user messages.
@@ -133,10 +124,11 @@ func TestReplayUnderLeaderLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 60*time.Second, "a third of the events", func() bool {
+	testpoll.Until(t, 60*time.Second, "a third of the events", func() bool {
 		info, err := st.Info(ctx)
 		return err == nil && info.State.Msgs >= n/3
 	})
+
 	info, err := st.Info(ctx)
 	if err != nil {
 		t.Fatal(err)

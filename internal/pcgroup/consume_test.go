@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/natstest"
+	"github.com/recallhq/recall/internal/testpoll"
 )
 
 // In Consume mode the group hands every owned partition's consumer (with
@@ -76,7 +77,7 @@ func TestGroupConsumeMode(t *testing.T) {
 	}
 	a, _, _ := start("a")
 	b, stopB, doneB := start("b")
-	waitUntil(t, "two members sharing four partitions", func() bool { return len(a.Owned())+len(b.Owned()) == 4 && len(a.Members()) == 2 })
+	testpoll.Until(t, 15*time.Second, "two members sharing four partitions", func() bool { return len(a.Owned())+len(b.Owned()) == 4 && len(a.Members()) == 2 })
 	publishN := func(from, to int) {
 		for i := from; i < to; i++ {
 			if _, err := js.Publish(ctx, fmt.Sprintf("pcs.%d.x", i%4), []byte(fmt.Sprint(i))); err != nil {
@@ -87,15 +88,17 @@ func TestGroupConsumeMode(t *testing.T) {
 	publishN(0, 100)
 	stopB()
 	<-doneB
-	waitUntil(t, "one member with every partition", func() bool {
+	testpoll.Until(t, 15*time.Second, "one member with every partition", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(a.Owned()) == 4 && running["a"] == 4 && running["b"] == 0
 	})
+
 	publishN(100, 200)
-	waitUntil(t, "every message consumed", func() bool {
+	testpoll.Until(t, 15*time.Second, "every message consumed", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(seen) == 200
 	})
+
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/natstest"
+	"github.com/recallhq/recall/internal/testpoll"
 )
 
 const parts = 6
@@ -89,17 +90,6 @@ func startMember(t *testing.T, s *natstest.Server, id string, r *recorder) *memb
 	return m
 }
 
-func waitUntil(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func owned(ms ...*member) int {
 	n := 0
 	for _, m := range ms {
@@ -122,9 +112,10 @@ func TestGroupHandOff(t *testing.T) {
 	a := startMember(t, s, "a", r)
 	b := startMember(t, s, "b", r)
 	c := startMember(t, s, "c", r)
-	waitUntil(t, "three members sharing all partitions", func() bool {
+	testpoll.Until(t, 15*time.Second, "three members sharing all partitions", func() bool {
 		return owned(a, b, c) == parts && len(a.g.Members()) == 3 && len(c.g.Members()) == 3
 	})
+
 	for _, m := range []*member{a, b, c} {
 		if n := len(m.g.Owned()); n != parts/3 {
 			t.Fatalf("member %s owns %d partitions, want %d", m.g.Member(), n, parts/3)
@@ -161,20 +152,21 @@ func TestGroupHandOff(t *testing.T) {
 	if _, err := kv.Get(ctx, "b"); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("membership key after a clean stop: %v, want it deleted", err)
 	}
-	waitUntil(t, "two members after a clean stop", func() bool { return owned(a, c) == parts && len(a.g.Members()) == 2 })
+	testpoll.Until(t, 15*time.Second, "two members after a clean stop", func() bool { return owned(a, c) == parts && len(a.g.Members()) == 2 })
 	// A crash: nothing is cleaned up; the TTL expires.
 	c.nc.Close()
 	c.cancel()
 	<-c.done
-	waitUntil(t, "one member after a crash", func() bool { return owned(a) == parts && len(a.g.Members()) == 1 })
+	testpoll.Until(t, 15*time.Second, "one member after a crash", func() bool { return owned(a) == parts && len(a.g.Members()) == 1 })
 	d := startMember(t, s, "d", r)
-	waitUntil(t, "two members after a join", func() bool { return owned(a, d) == parts && len(d.g.Members()) == 2 })
+	testpoll.Until(t, 15*time.Second, "two members after a join", func() bool { return owned(a, d) == parts && len(d.g.Members()) == 2 })
 	<-pubDone
-	waitUntil(t, "every message handled", func() bool {
+	testpoll.Until(t, 15*time.Second, "every message handled", func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		return len(r.handled) == keys*perKey
 	})
+
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.problems) > 0 {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/recallhq/recall/internal/chunked"
 	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
 	"github.com/recallhq/recall/services/extractor/extractorsvc"
@@ -392,7 +393,7 @@ loop:
 			t.Logf("pipeline state: %s", pipelineState(h.js))
 		}
 	}()
-	waitFor(t, "the pipeline to settle", 60*time.Second, func() bool {
+	testpoll.Until(t, 60*time.Second, "the pipeline to settle", func() bool {
 		if settled(h.js) {
 			stable++
 		} else {
@@ -400,6 +401,7 @@ loop:
 		}
 		return stable >= 5
 	})
+
 	stopBG()
 	bgWG.Wait()
 	settleTime := time.Since(began) - loadTime

@@ -289,16 +289,6 @@ func (h *harness) startIngest() string {
 }
 
 // waitFor polls cond until it holds, failing the test after d.
-func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // httpDo sends a request with a bearer token and returns status and body.
 func httpDo(t testing.TB, method, url, token, contentType string, body []byte) (int, []byte) {

@@ -15,6 +15,7 @@ import (
 	"github.com/recallhq/recall/internal/chunked"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/llm/llmtest"
+	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/client"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
@@ -223,7 +224,7 @@ func TestHungModel(t *testing.T) {
 
 	// While the model hangs, compaction serves the last summary (after at
 	// most its wait timeout for the running extraction).
-	waitFor(t, "the model call to start", 10*time.Second, func() bool { return fake.Calls() > 0 })
+	testpoll.Until(t, 10*time.Second, "the model call to start", func() bool { return fake.Calls() > 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	m, err := chunked.Request(ctx, h.admin, events.APISubject(events.VerbCompact, tenantA, "hung"), nil, []byte(`{}`))
 	cancel()
@@ -249,10 +250,11 @@ func TestHungModel(t *testing.T) {
 	}
 	// The status is cleared, and the failure is visible.
 	stKV, _ := h.js.KeyValue(context.Background(), events.BucketStatus)
-	waitFor(t, "the running status to be cleared", 10*time.Second, func() bool {
+	testpoll.Until(t, 10*time.Second, "the running status to be cleared", func() bool {
 		_, err := stKV.Get(context.Background(), events.MemoryKey(tenantA, "hung"))
 		return errors.Is(err, jetstream.ErrKeyNotFound)
 	})
+
 	rec, _ := readMemory(t, memKV, events.MemoryKey(tenantA, "hung"))
 	if !strings.Contains(rec.Notes, "LAST-SUMMARY") || rec.CoveredSeq != seqs[5] {
 		t.Fatalf("a failed extraction changed the memory: covered %d", rec.CoveredSeq)

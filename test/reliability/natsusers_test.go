@@ -13,6 +13,7 @@ import (
 
 	"github.com/recallhq/recall/internal/chunked"
 	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/trigger/triggersvc"
 )
@@ -49,10 +50,11 @@ func TestPipelineWithGeneratedNATSUsers(t *testing.T) {
 		t.Fatal(err)
 	}
 	memKV, _ := h.js.KeyValue(ctx, events.BucketMemory)
-	waitFor(t, "an extraction of the tenant's session", 30*time.Second, func() bool {
+	testpoll.Until(t, 30*time.Second, "an extraction of the tenant's session", func() bool {
 		_, err := memKV.Get(ctx, events.MemoryKey(tenantA, "perm"))
 		return err == nil
 	})
+
 	if _, err := sub.NextMsg(10 * time.Second); err != nil {
 		// The completion may have been announced before the subscription;
 		// a manual extraction announces another.

@@ -20,6 +20,7 @@ import (
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/natsperm"
 	"github.com/recallhq/recall/internal/replyspace"
+	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 )
@@ -202,10 +203,11 @@ func sendHostileRequests(ctx context.Context, t *testing.T, a *nats.Conn) uint64
 	replies := hostileReplies(tenantB, "victim")
 	verbs := []string{events.VerbIngest, events.VerbCompact, events.VerbEdit, events.VerbExtract, events.VerbMemory}
 	for _, verb := range verbs { // every endpoint serves before the attack
-		waitFor(t, verb+" endpoint", 20*time.Second, func() bool {
+		testpoll.Until(t, 20*time.Second, verb+" endpoint", func() bool {
 			_, err := chunked.Request(ctx, a, events.APISubject(verb, tenantA, "own"), nil, bodies[verb])
 			return !errors.Is(err, chunked.ErrNoResponders)
 		})
+
 	}
 	for _, verb := range verbs {
 		for _, reply := range replies {
@@ -220,7 +222,7 @@ func sendHostileRequests(ctx context.Context, t *testing.T, a *nats.Conn) uint64
 		}
 	}
 	want := uint64(len(verbs) * len(replies))
-	waitFor(t, "every hostile request dropped", 10*time.Second, func() bool { return replyspace.Dropped()-dropped0 >= want })
+	testpoll.Until(t, 10*time.Second, "every hostile request dropped", func() bool { return replyspace.Dropped()-dropped0 >= want })
 	if got := replyspace.Dropped() - dropped0; got != want {
 		t.Fatalf("dropped %d requests, want %d", got, want)
 	}
@@ -330,7 +332,7 @@ func TestDedupPoisoning(t *testing.T) {
 	if err := a.PublishMsg(m); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the server to refuse the direct publish", 5*time.Second, func() bool {
+	testpoll.Until(t, 5*time.Second, "the server to refuse the direct publish", func() bool {
 		for _, l := range viol.lines() {
 			if strings.Contains(l, events.TranscriptSubject(tenantA, "s1")) {
 				return true
@@ -338,6 +340,7 @@ func TestDedupPoisoning(t *testing.T) {
 		}
 		return false
 	})
+
 	forged := transcriptEvent(tenantA, "s1", 1, 10)
 	forged.SetID(events.DedupID(tenantB, "victim-1"))
 	if r := ingestNATS(t, a, tenantA, "s1", []event.Event{forged}); r.Accepted != 1 || r.Duplicates != 0 {

@@ -29,6 +29,7 @@ import (
 	"github.com/recallhq/recall/internal/natsperm"
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
 )
@@ -384,7 +385,7 @@ func TestNATSNkey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	waitFor(t, "the nkey user to connect", 10*time.Second, nc.IsConnected)
+	testpoll.Until(t, 10*time.Second, "the nkey user to connect", nc.IsConnected)
 	// A request to its own sessions' API reaches the service side.
 	api, err := admin.SubscribeSync(events.APISubject(events.VerbIngest, tenantA, "nk"))
 	if err != nil {

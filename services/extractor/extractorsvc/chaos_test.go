@@ -66,13 +66,20 @@ func TestConcurrencyUnderChaos(t *testing.T) {
 	var requested []req
 	maxUpTo := map[string]uint64{}
 	pubDone := make(chan struct{})
+	var pubErr error // the publisher's first error, read after pubDone
 	go func() {
 		defer close(pubDone)
 		rng := rand.New(rand.NewPCG(1, 2))
 		for deadline := time.Now().Add(publish); time.Now().Before(deadline); {
 			s := fmt.Sprintf("s%02d", rng.IntN(sessions))
-			seqs := e.appendMessages(t, "acme", s, 2)
-			e.request(t, "acme", s, seqs[1])
+			seqs, err := e.tryAppendMessages("acme", s, 2)
+			if err == nil {
+				err = e.tryRequest("acme", s, seqs[1])
+			}
+			if err != nil {
+				pubErr = err
+				return
+			}
 			requested = append(requested, req{s, seqs[1]})
 			maxUpTo[s] = seqs[1]
 			time.Sleep(time.Duration(5+rng.IntN(10)) * time.Millisecond)
@@ -104,6 +111,9 @@ func TestConcurrencyUnderChaos(t *testing.T) {
 		start()
 	}
 	<-pubDone
+	if pubErr != nil {
+		t.Fatalf("publishing requests: %v", pubErr)
+	}
 	t.Logf("published %d requests over %d sessions; %d crashes, %d clean stops", len(requested), len(maxUpTo), kills, stops)
 
 	// Every request ends completed or parked.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/recallhq/recall/internal/chunked"
 	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/extractor/extractorsvc/extractortest"
 )
@@ -29,7 +30,7 @@ func TestExtractCommitsAndClearsStatus(t *testing.T) {
 	seqs := e.appendMessages(t, "acme", "s1", 4)
 	e.request(t, "acme", "s1", seqs[3])
 
-	waitFor(t, 10*time.Second, "extraction.completed", func() bool { return len(e.completed()) == 1 })
+	testpoll.Until(t, 10*time.Second, "extraction.completed", func() bool { return len(e.completed()) == 1 })
 	c := e.completed()[0]
 	if c.Skipped || c.UpToSeq != seqs[3] || c.CoveredSeq != seqs[3] || c.Worker != "w1" || c.Revision == 0 {
 		t.Fatalf("completed = %+v", c)
@@ -47,7 +48,7 @@ func TestExtractCommitsAndClearsStatus(t *testing.T) {
 	if !sawStatus.Load() {
 		t.Fatal("no status record while the extraction ran")
 	}
-	waitFor(t, 5*time.Second, "status cleared", func() bool { return !e.statusExists(t, "acme", "s1") })
+	testpoll.Until(t, 5*time.Second, "status cleared", func() bool { return !e.statusExists(t, "acme", "s1") })
 }
 
 func TestCoveredRequestCostsNoLLMCall(t *testing.T) {
@@ -56,14 +57,14 @@ func TestCoveredRequestCostsNoLLMCall(t *testing.T) {
 	e.startWorker(t, testConfig("w1"), p)
 	seqs := e.appendMessages(t, "acme", "s1", 6)
 	e.request(t, "acme", "s1", seqs[5])
-	waitFor(t, 10*time.Second, "first extraction", func() bool { return len(e.completed()) == 1 })
+	testpoll.Until(t, 10*time.Second, "first extraction", func() bool { return len(e.completed()) == 1 })
 	calls := p.Total()
 	if calls == 0 {
 		t.Fatal("no LLM call for the first request")
 	}
 	e.request(t, "acme", "s1", seqs[3])   // older than coveredSeq
 	e.request(t, "acme", "s1", seqs[5]+0) // same: deduplicated by the stream
-	waitFor(t, 10*time.Second, "covered request", func() bool { return len(e.completed()) == 2 })
+	testpoll.Until(t, 10*time.Second, "covered request", func() bool { return len(e.completed()) == 2 })
 	c := e.completed()[1]
 	if !c.Skipped || c.UpToSeq != seqs[3] || c.CoveredSeq != seqs[5] {
 		t.Fatalf("covered request: %+v", c)
@@ -81,7 +82,7 @@ func TestPendingRequestsOneExtraction(t *testing.T) {
 		e.request(t, "acme", "s1", seqs[i])
 	}
 	e.startWorker(t, testConfig("w1"), p)
-	waitFor(t, 10*time.Second, "three completions", func() bool { return len(e.completed()) == 3 })
+	testpoll.Until(t, 10*time.Second, "three completions", func() bool { return len(e.completed()) == 3 })
 	rec, _ := e.memory(t, "acme", "s1")
 	if rec.Extractions != 1 || rec.CoveredSeq != seqs[5] {
 		t.Fatalf("memory after three pending requests: extractions %d covered %d, want 1 and %d", rec.Extractions, rec.CoveredSeq, seqs[5])
@@ -113,7 +114,7 @@ func TestFailureParksClearsStatusAndReplays(t *testing.T) {
 	seqs := e.appendMessages(t, "acme", "s1", 4)
 	e.request(t, "acme", "s1", seqs[3])
 
-	waitFor(t, 10*time.Second, "extraction.failed", func() bool { return len(e.failed()) == 1 })
+	testpoll.Until(t, 10*time.Second, "extraction.failed", func() bool { return len(e.failed()) == 1 })
 	f := e.failed()[0]
 	if !f.Parked || f.Reason != ReasonNoValidToolCall || f.Attempts < 1 || f.UpToSeq != seqs[3] {
 		t.Fatalf("failed = %+v", f)
@@ -122,7 +123,7 @@ func TestFailureParksClearsStatusAndReplays(t *testing.T) {
 		t.Fatal("no status record while the extraction ran")
 	}
 	// The reference leaves the flag set after a failure; Recall clears it.
-	waitFor(t, 5*time.Second, "status cleared after failure", func() bool { return !e.statusExists(t, "acme", "s1") })
+	testpoll.Until(t, 5*time.Second, "status cleared after failure", func() bool { return !e.statusExists(t, "acme", "s1") })
 	ctx := context.Background()
 	parked, err := ListParked(ctx, e.js)
 	if err != nil {
@@ -149,7 +150,7 @@ func TestFailureParksClearsStatusAndReplays(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("replay: %d, %v", n, err)
 	}
-	waitFor(t, 10*time.Second, "replayed extraction completed", func() bool { return len(e.completed()) == 1 })
+	testpoll.Until(t, 10*time.Second, "replayed extraction completed", func() bool { return len(e.completed()) == 1 })
 	if c := e.completed()[0]; c.Skipped || c.CoveredSeq != seqs[3] {
 		t.Fatalf("replayed: %+v", c)
 	}
@@ -166,11 +167,11 @@ func TestProviderErrorIsParked(t *testing.T) {
 	e.startWorker(t, testConfig("w1"), p)
 	seqs := e.appendMessages(t, "acme", "s1", 2)
 	e.request(t, "acme", "s1", seqs[1])
-	waitFor(t, 10*time.Second, "extraction.failed", func() bool { return len(e.failed()) == 1 })
+	testpoll.Until(t, 10*time.Second, "extraction.failed", func() bool { return len(e.failed()) == 1 })
 	if f := e.failed()[0]; f.Reason != ReasonProvider || f.Attempts != 3 || !f.Parked {
 		t.Fatalf("failed = %+v", f)
 	}
-	waitFor(t, 5*time.Second, "status cleared after failure", func() bool { return !e.statusExists(t, "acme", "s1") })
+	testpoll.Until(t, 5*time.Second, "status cleared after failure", func() bool { return !e.statusExists(t, "acme", "s1") })
 }
 
 // A zombie — a worker that lost the session but still finished its LLM
@@ -196,7 +197,7 @@ func TestFencedCommitDiscardsTheLoser(t *testing.T) {
 		p := extractortest.NewDetector(&extractortest.EditProvider{Fail: zombie("s1", seqs[5])})
 		w := e.startWorker(t, testConfig("w1"), p)
 		e.request(t, "acme", "s1", seqs[3])
-		waitFor(t, 10*time.Second, "completion", func() bool { return len(e.completed()) == 1 })
+		testpoll.Until(t, 10*time.Second, "completion", func() bool { return len(e.completed()) == 1 })
 		w.stop(t)
 		rec, _ := e.memory(t, "acme", "s1")
 		if rec.Notes != "ZOMBIE NOTES" || rec.Extractions != 7 || rec.CoveredSeq != seqs[5] {
@@ -212,7 +213,7 @@ func TestFencedCommitDiscardsTheLoser(t *testing.T) {
 		p := extractortest.NewDetector(&extractortest.EditProvider{Fail: zombie("s2", seqs[1])})
 		e.startWorker(t, testConfig("w2"), p)
 		e.request(t, "acme", "s2", seqs[5])
-		waitFor(t, 10*time.Second, "completion", func() bool { return len(e.completed()) == 2 })
+		testpoll.Until(t, 10*time.Second, "completion", func() bool { return len(e.completed()) == 2 })
 		rec, _ := e.memory(t, "acme", "s2")
 		// Redelivered and redone on top of the zombie's notes.
 		if !strings.HasPrefix(rec.Notes, "ZOMBIE NOTES") || rec.Extractions != 8 || rec.CoveredSeq != seqs[5] {
@@ -270,7 +271,7 @@ func TestRunServesAndStopsCleanly(t *testing.T) {
 	go func() { done <- Run(ctx, cfg, e.log) }()
 	seqs := e.appendMessages(t, "acme", "s1", 2)
 	e.request(t, "acme", "s1", seqs[1])
-	waitFor(t, 15*time.Second, "extraction through Run", func() bool { return len(e.completed()) == 1 })
+	testpoll.Until(t, 15*time.Second, "extraction through Run", func() bool { return len(e.completed()) == 1 })
 	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer rcancel()
 	m, err := chunked.Request(rctx, e.nc, events.APISubject(events.VerbMemory, "acme", "s1"), nil, nil)
@@ -305,7 +306,7 @@ func TestRequestBeyondTranscriptIsNotCovered(t *testing.T) {
 	e.startWorker(t, testConfig("w1"), p)
 	seqs := e.appendMessages(t, "acme", "s1", 2)
 	e.request(t, "acme", "s1", seqs[1]+100)
-	waitFor(t, 30*time.Second, "parked after retries", func() bool { return len(e.failed()) == 1 })
+	testpoll.Until(t, 30*time.Second, "parked after retries", func() bool { return len(e.failed()) == 1 })
 	if f := e.failed()[0]; f.Reason != ReasonInfrastructure || f.Attempts != 3 {
 		t.Fatalf("failed = %+v", f)
 	}
@@ -337,7 +338,7 @@ func TestNothingToChangeCompletes(t *testing.T) {
 	seqs := e.appendMessages(t, "acme", "s1", 4)
 	e.request(t, "acme", "s1", seqs[3])
 
-	waitFor(t, 10*time.Second, "extraction.completed", func() bool { return len(e.completed()) == 1 })
+	testpoll.Until(t, 10*time.Second, "extraction.completed", func() bool { return len(e.completed()) == 1 })
 	c := e.completed()[0]
 	if c.Edits != 0 || !c.UpToDate || c.CoveredSeq != seqs[3] || c.LastSummarizedSeq != seqs[3] {
 		t.Fatalf("completed = %+v, want no edits, up to date, covered to %d", c, seqs[3])

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/extractor/extractorsvc/extractortest"
 )
@@ -81,7 +82,7 @@ func TestReadyOnlyWhenJoined(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	waitFor(t, 10*time.Second, "the worker to be ready", func() bool { return w.Ready() == nil })
+	testpoll.Until(t, 10*time.Second, "the worker to be ready", func() bool { return w.Ready() == nil })
 	if !slices.Contains(w.Group().Members(), "ready-1") {
 		t.Fatalf("ready but not a member: %v", w.Group().Members())
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
 )
@@ -139,7 +140,7 @@ func (wk *worker) kill() {
 // waitOwned waits until the workers own all partitions between them.
 func waitOwned(t *testing.T, ws ...*worker) {
 	t.Helper()
-	waitFor(t, 15*time.Second, "partitions assigned", func() bool {
+	testpoll.Until(t, 15*time.Second, "partitions assigned", func() bool {
 		n := 0
 		for _, w := range ws {
 			if len(w.w.Group().Members()) != len(ws) {
@@ -149,23 +150,23 @@ func waitOwned(t *testing.T, ws ...*worker) {
 		}
 		return n == testPartitions
 	})
-}
 
-func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // appendMessages stores n alternating user/assistant messages on the
 // session's transcript and returns their stream sequences.
 func (e *env) appendMessages(t *testing.T, tenant, session string, n int) []uint64 {
 	t.Helper()
+	seqs, err := e.tryAppendMessages(tenant, session, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seqs
+}
+
+// tryAppendMessages is appendMessages for goroutines other than the test's
+// (which must not call t.Fatal).
+func (e *env) tryAppendMessages(tenant, session string, n int) ([]uint64, error) {
 	ctx := context.Background()
 	var seqs []uint64
 	for i := 0; i < n; i++ {
@@ -182,21 +183,28 @@ func (e *env) appendMessages(t *testing.T, tenant, session string, n int) []uint
 		ev.SetSubject(session)
 		ev.SetExtension(events.ExtTenant, tenant)
 		if err := ev.SetData(event.ApplicationJSON, m); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		msg := natsce.NewMsg(events.TranscriptSubject(tenant, session), &ev)
 		ack, err := e.js.PublishMsg(ctx, msg, jetstream.WithMsgID(events.DedupID(tenant, id)))
 		if err != nil {
-			t.Fatal(err)
+			return nil, fmt.Errorf("appending to %s: %w", session, err)
 		}
 		seqs = append(seqs, ack.Sequence)
 	}
-	return seqs
+	return seqs, nil
 }
 
 // request publishes an extraction request.
 func (e *env) request(t *testing.T, tenant, session string, upTo uint64) {
 	t.Helper()
+	if err := e.tryRequest(tenant, session, upTo); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tryRequest is request for goroutines other than the test's.
+func (e *env) tryRequest(tenant, session string, upTo uint64) error {
 	r := events.ExtractionRequested{Tenant: tenant, Session: session, UpToSeq: upTo, Reason: "test"}
 	ev := event.New()
 	ev.SetID(r.RequestDedupID())
@@ -205,12 +213,13 @@ func (e *env) request(t *testing.T, tenant, session string, upTo uint64) {
 	ev.SetSubject(session)
 	ev.SetExtension(events.ExtTenant, tenant)
 	if err := ev.SetData(event.ApplicationJSON, r); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	msg := natsce.NewMsg(events.ExtractSubject(tenant, session), &ev)
 	if _, err := e.js.PublishMsg(context.Background(), msg, jetstream.WithMsgID(r.RequestDedupID())); err != nil {
-		t.Fatal(err)
+		return fmt.Errorf("requesting %s up to %d: %w", session, upTo, err)
 	}
+	return nil
 }
 
 // notifications returns the data of the lifecycle notifications of kind.

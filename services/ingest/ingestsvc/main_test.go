@@ -154,15 +154,5 @@ func mustMarshal(t testing.TB, v any) []byte {
 }
 
 // waitUntil polls cond until it holds or the deadline passes.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -46,7 +47,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 		defer cancel()
 		shutdownDone <- e.svc.Shutdown(ctx)
 	}()
-	waitUntil(t, "shutdown to start", func() bool { return !e.svc.ready.Load() })
+	testpoll.Until(t, 10*time.Second, "shutdown to start", func() bool { return !e.svc.ready.Load() })
 	select {
 	case err := <-shutdownDone:
 		t.Fatalf("shutdown returned %v with requests in flight", err)

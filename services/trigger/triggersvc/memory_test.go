@@ -9,6 +9,8 @@ import (
 
 	"go.opentelemetry.io/otel"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/recallhq/recall/internal/testpoll"
 )
 
 // The evicted set never grows past the cache bound, whatever the churn.
@@ -46,13 +48,13 @@ func TestRestartLoopNoGrowth(t *testing.T) {
 	var heap []uint64
 	for i := range 12 {
 		tr, stop := startTrigger(t, nc, cfg, nil)
-		waitFor(t, 10*time.Second, "consuming", tr.Ready)
+		testpoll.Until(t, 10*time.Second, "consuming", tr.Ready)
 		items := generate(uint64(21+i), 15) // new sessions every time
 		for j := range items {
 			items[j].session = fmt.Sprintf("r%d-%s", i, items[j].session)
 		}
 		publish(t, js, items)
-		waitFor(t, 10*time.Second, "records", func() bool { return tr.Stats().Records >= int64(len(items)) })
+		testpoll.Until(t, 10*time.Second, "records", func() bool { return tr.Stats().Records >= int64(len(items)) })
 		stop()
 		gone = append(gone, weak.Make(tr))
 		tr = nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -49,7 +50,7 @@ func TestDecisionStoreOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr, stop := startTrigger(t, nc, cfg, nil)
-	waitFor(t, 10*time.Second, "the first decision attempted", func() bool { return tr.Stats().Records >= int64(first) })
+	testpoll.Until(t, 10*time.Second, "the first decision attempted", func() bool { return tr.Stats().Records >= int64(first) })
 	// Give the trigger time to (wrongly) acknowledge.
 	deadline := time.Now().Add(1500 * time.Millisecond)
 	for time.Now().Before(deadline) {
@@ -94,7 +95,7 @@ func TestDecisionStoreOutageResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr, _ := startTrigger(t, nc, cfg, nil)
-	waitFor(t, 10*time.Second, "the first decision attempted", func() bool { return tr.Stats().Records >= int64(first) })
+	testpoll.Until(t, 10*time.Second, "the first decision attempted", func() bool { return tr.Stats().Records >= int64(first) })
 	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 4}); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func TestShutdownDuringServerOutage(t *testing.T) {
 	cfg := testConfig()
 	want := expected0(t, nc, js, items, cfg)
 	tr, stop := startTrigger(t, nc, cfg, nil)
-	waitFor(t, 10*time.Second, "some records", func() bool { return tr.Stats().Records > 0 })
+	testpoll.Until(t, 10*time.Second, "some records", func() bool { return tr.Stats().Records > 0 })
 	o := *s.Opts
 	o.Port = s.Addr().(*net.TCPAddr).Port
 	s.Shutdown()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -64,7 +65,7 @@ func manySessions(sets int, perSession int) []item {
 // waitPartitionsAcked waits until every partition consumer acknowledged seq.
 func waitPartitionsAcked(t *testing.T, js jetstream.JetStream, parts int, seq uint64, d time.Duration) {
 	t.Helper()
-	waitFor(t, d, fmt.Sprintf("every partition acknowledging %d", seq), func() bool {
+	testpoll.Until(t, d, fmt.Sprintf("every partition acknowledging %d", seq), func() bool {
 		for p := range parts {
 			c, err := js.Consumer(context.Background(), events.StreamTranscript, events.TriggerDurable(p, parts))
 			if err != nil {
@@ -77,6 +78,7 @@ func waitPartitionsAcked(t *testing.T, js jetstream.JetStream, parts int, seq ui
 		}
 		return true
 	})
+
 }
 
 // Three partitioned replicas share the sessions; one is killed without a
@@ -102,22 +104,24 @@ func TestPartitionedReplicasDeterminism(t *testing.T) {
 		tr, stop := startTrigger(t, nc, cfg, nil)
 		trs, stops, conns = append(trs, tr), append(stops, stop), append(conns, nc.Close)
 	}
-	waitFor(t, 10*time.Second, "partitions shared", func() bool {
+	testpoll.Until(t, 10*time.Second, "partitions shared", func() bool {
 		n := 0
 		for _, tr := range trs {
 			n += tr.Stats().Lanes
 		}
 		return n == cfg.TriggerPartitions && trs[0].Stats().Lanes > 0 && trs[1].Stats().Lanes > 0 && trs[2].Stats().Lanes > 0
 	})
+
 	publish(t, js, items[:third])
-	waitFor(t, 20*time.Second, "work shared", func() bool { return trs[0].Stats().Records > 0 && trs[1].Stats().Records > 0 })
+	testpoll.Until(t, 20*time.Second, "work shared", func() bool { return trs[0].Stats().Records > 0 && trs[1].Stats().Records > 0 })
 	conns[0]() // replica 0 dies: no clean shutdown
 	killed := time.Now()
 	// Its partitions move once its membership expires (HeartbeatTTL =
 	// PinnedTTL): the others own them all.
-	waitFor(t, 3*cfg.PinnedTTL+2*time.Second, "the lost replica's partitions moving", func() bool {
+	testpoll.Until(t, 3*cfg.PinnedTTL+2*time.Second, "the lost replica's partitions moving", func() bool {
 		return trs[1].Stats().Lanes+trs[2].Stats().Lanes == cfg.TriggerPartitions
 	})
+
 	t.Logf("partitions moved %v after the kill (pin TTL %v)", time.Since(killed), cfg.PinnedTTL)
 	publish(t, js, items[third:2*third])
 	stops[1]() // replica 1 stops cleanly

@@ -22,6 +22,7 @@ import (
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/tenantcfg"
+	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
@@ -349,17 +350,6 @@ func lastSeq(t *testing.T, js jetstream.JetStream) uint64 {
 	return s.CachedInfo().State.LastSeq
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestDeterminism(t *testing.T) {
 	items := generate(42, 150)
 	cfg := testConfig()
@@ -391,7 +381,7 @@ func TestDeterminism(t *testing.T) {
 			rest = rest[n:]
 			tr, stop := startTrigger(t, nc, cfg, nil)
 			target := int64(1 + rng.IntN(n))
-			waitFor(t, 10*time.Second, "records processed", func() bool { return tr.Stats().Records >= target })
+			testpoll.Until(t, 10*time.Second, "records processed", func() bool { return tr.Stats().Records >= target })
 			stop()
 			t.Logf("instance stats %+v", tr.Stats())
 		}
@@ -437,13 +427,13 @@ func TestQuietPeriodSurvivesRestart(t *testing.T) {
 	// The first trigger stops before the quiet period ends: the held record
 	// is not acknowledged, so the next one decides.
 	tr, stop := startTrigger(t, nc, cfg, nil)
-	waitFor(t, 5*time.Second, "records", func() bool { return tr.Stats().Records == 3 })
+	testpoll.Until(t, 5*time.Second, "records", func() bool { return tr.Stats().Records == 3 })
 	stop()
 	if n := len(c.snapshot()); n != 0 {
 		t.Fatalf("%d decisions before the quiet period ended", n)
 	}
 	tr2, _ := startTrigger(t, nc, cfg, nil)
-	waitFor(t, 10*time.Second, "quiet decision", func() bool { return len(c.snapshot()) == 1 })
+	testpoll.Until(t, 10*time.Second, "quiet decision", func() bool { return len(c.snapshot()) == 1 })
 	got := c.snapshot()["acme:q:3"]
 	if got.UpToID != "a2" || got.Counters.NaturalBreak != true {
 		t.Fatalf("decision %+v, want up to a2 at a natural break", got)
@@ -481,7 +471,7 @@ func TestTenantThresholdChangeApplies(t *testing.T) {
 	}
 	<-ch
 	publish(t, js, turn(2)) // ~2000 tokens: above the tenant's 1500
-	waitFor(t, 10*time.Second, "decision after the threshold change", func() bool { return len(c.snapshot()) == 1 })
+	testpoll.Until(t, 10*time.Second, "decision after the threshold change", func() bool { return len(c.snapshot()) == 1 })
 	if got := c.snapshot()["acme:live:4"]; got.UpToID != "a2" {
 		t.Fatalf("decision %+v, want up to a2", got)
 	}
@@ -622,7 +612,7 @@ func TestFailover(t *testing.T) {
 
 	a, _ := startTrigger(t, nc1, cfg, nil)
 	publish(t, js, items[:half])
-	waitFor(t, 10*time.Second, "active replica processing", func() bool { return a.Stats().Records >= int64(half/2) })
+	testpoll.Until(t, 10*time.Second, "active replica processing", func() bool { return a.Stats().Records >= int64(half/2) })
 	b, _ := startTrigger(t, nc2, cfg, nil)
 	waitAcked(t, js, uint64(half), 20*time.Second)
 	if n := b.Stats().Delivered; n != 0 {
