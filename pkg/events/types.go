@@ -316,8 +316,6 @@ type ExtractionRequested struct {
 	UpToID   string             `json:"up_to_id"`
 	Reason   string             `json:"reason"`
 	Counters ExtractionCounters `json:"counters"`
-	// ReplyTo, for manual requests, is where the outcome is also sent.
-	ReplyTo string `json:"reply_to,omitempty"`
 }
 
 // RequestDedupID is the Nats-Msg-Id of an extraction request, so a decision

@@ -19,12 +19,12 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/recallhq/recall/internal/eventpub"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
-	"github.com/recallhq/recall/pkg/events/natsce"
 	"github.com/recallhq/recall/pkg/memory"
 )
 
@@ -40,10 +40,15 @@ var (
 // summaryNamespace derives deterministic summary-message uuids.
 var summaryNamespace = uuid.MustParse("5c1d3f0e-7a55-4e0b-9a52-2f6e1a7c0b11")
 
+// Component names the compactor in the events it produces (source
+// "/recall/compactor").
+const Component = "compactor"
+
 // Compactor computes compactions. It is safe for concurrent use.
 type Compactor struct {
 	cfg      Config
 	js       jetstream.JetStream
+	events   *eventpub.Publisher
 	reader   *transcript.Reader
 	memory   jetstream.KeyValue
 	status   jetstream.KeyValue
@@ -76,7 +81,7 @@ func New(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg Config,
 	if !cfg.FullCompact {
 		provider = nil
 	}
-	return &Compactor{cfg: cfg, js: js, reader: transcript.NewReader(nc), memory: mem, status: st, tenants: tenants,
+	return &Compactor{cfg: cfg, js: js, events: eventpub.New(js, Component), reader: transcript.NewReader(nc), memory: mem, status: st, tenants: tenants,
 		provider: provider, breaker: newBreaker(cfg.BreakerFailures), log: log}, nil
 }
 
@@ -273,25 +278,15 @@ func (c *Compactor) readMemory(ctx context.Context, key string) (*events.MemoryR
 // Announce publishes compaction.served on RECALL_EVENTS (errors are logged:
 // the reply was already sent).
 func (c *Compactor) Announce(ctx context.Context, tenant, session string, reply *events.CompactReply) {
-	data, _ := json.Marshal(events.CompactionServed{
+	served := events.CompactionServed{
 		Tenant: tenant, Session: session, Outcome: reply.Outcome, KeptMessages: reply.KeptCount,
 		TokensBefore: reply.TokensBefore, TokensAfter: reply.TokensAfter, WaitedMS: reply.WaitedMS,
 		DurationUS: reply.DurationUS,
-	})
-	e := event.New()
-	e.SetID(uuid.NewString())
-	e.SetSource("recall/compactor")
-	e.SetType(events.TypeCompactionServed)
-	e.SetSubject(session)
-	e.SetTime(time.Now())
-	e.SetExtension(events.ExtTenant, tenant)
-	_ = e.SetData("application/json", data)
-	m := natsce.NewMsg(events.EventsSubject(events.KindCompactionServed, tenant, session), &e)
-	m.Header.Set(jetstream.MsgIDHeader, events.DedupID(tenant, e.ID()))
-	natsce.Inject(ctx, m.Header)
+	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := c.js.PublishMsg(pctx, m); err != nil {
+	if err := c.events.Publish(pctx, events.EventsSubject(events.KindCompactionServed, tenant, session),
+		eventpub.Event{Type: events.TypeCompactionServed, Tenant: tenant, Session: session, Data: served}); err != nil {
 		c.log.WarnContext(ctx, "publishing compaction.served", "tenant", tenant, "session", session, "err", err)
 	}
 }

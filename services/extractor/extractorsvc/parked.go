@@ -9,12 +9,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/eventpub"
 	"github.com/recallhq/recall/pkg/events"
-	"github.com/recallhq/recall/pkg/events/natsce"
 )
 
 // ReasonReplay is the Reason of a request re-published by ReplayParked.
@@ -124,19 +123,12 @@ func ReplayParked(ctx context.Context, js jetstream.JetStream, filter ParkedFilt
 			continue
 		}
 		r.Reason = ReasonReplay
-		e := event.New()
-		e.SetID(uuid.NewString())
-		e.SetSource(EventSource)
-		e.SetType(events.TypeExtractionRequested)
-		e.SetSubject(r.Session)
-		e.SetTime(time.Now().UTC())
-		e.SetExtension(events.ExtTenant, r.Tenant)
-		if err := e.SetData(event.ApplicationJSON, r); err != nil {
+		e, err := eventpub.Build(Component, eventpub.Event{Type: events.TypeExtractionRequested, Tenant: r.Tenant,
+			Session: r.Session, Key: r.RequestDedupID() + ":replay:" + uuid.NewString(), Data: r})
+		if err != nil {
 			return n, fmt.Errorf("encoding replay of %s: %w", p.Key, err)
 		}
-		msg := natsce.NewMsg(events.ExtractSubject(r.Tenant, r.Session), &e)
-		natsce.Inject(ctx, msg.Header)
-		if _, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(r.RequestDedupID()+":replay:"+e.ID())); err != nil {
+		if _, err := js.PublishMsg(ctx, eventpub.Msg(ctx, events.ExtractSubject(r.Tenant, r.Session), &e)); err != nil {
 			return n, fmt.Errorf("replaying %s: %w", p.Key, err)
 		}
 		if err := kv.Delete(ctx, p.Key); err != nil {

@@ -11,14 +11,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/recallhq/recall/internal/eventpub"
 	"github.com/recallhq/recall/internal/extraction"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/pcgroup"
@@ -30,9 +29,9 @@ import (
 	"github.com/recallhq/recall/pkg/memory"
 )
 
-// EventSource is the CloudEvents source of the notifications the extractor
-// publishes.
-const EventSource = "/recall/extractor"
+// Component names the extractor in the events it produces (source
+// "/recall/extractor").
+const Component = "extractor"
 
 // Outcomes of one request (metric label "outcome").
 const (
@@ -67,6 +66,7 @@ type Worker struct {
 	cfg      Config
 	nc       *nats.Conn
 	js       jetstream.JetStream
+	events   *eventpub.Publisher
 	provider llm.Provider
 	log      *slog.Logger
 	group    *pcgroup.Group
@@ -95,7 +95,7 @@ func NewWorker(nc *nats.Conn, cfg Config, p llm.Provider, log *slog.Logger) (*Wo
 	if err != nil {
 		return nil, fmt.Errorf("opening JetStream: %w", err)
 	}
-	w := &Worker{cfg: cfg, nc: nc, js: js, provider: p, log: log.With("worker", cfg.WorkerID),
+	w := &Worker{cfg: cfg, nc: nc, js: js, events: eventpub.New(js, Component), provider: p, log: log.With("worker", cfg.WorkerID),
 		reader: transcript.NewReader(nc), extract: extraction.Run}
 	w.group, err = pcgroup.New(js, pcgroup.Config{
 		Stream:        events.StreamExtract,
@@ -311,8 +311,6 @@ func (w *Worker) handle(ctx context.Context, m *pcgroup.Msg) error {
 	if err := m.Ack(actx); err != nil {
 		log.WarnContext(ctx, "acking extraction request", "err", err)
 	}
-	w.reply(req, events.ExtractResult{Success: true, MemoryKey: events.MemoryKey(req.Tenant, req.Session),
-		UpToSeq: res.record.CoveredSeq, Revision: res.revision})
 	log.InfoContext(ctx, "extraction done", "outcome", outcome, "covered_seq", res.record.CoveredSeq,
 		"revision", res.revision, "duration", time.Since(start))
 	w.observe(ctx, start, outcome, res.usage)
@@ -585,40 +583,16 @@ func (w *Worker) markRunning(ctx context.Context, key string, st events.StatusRe
 	}
 }
 
-// publish sends a lifecycle notification as a binary-mode CloudEvent on
-// RECALL_EVENTS; the Nats-Msg-Id makes a re-sent notification of the same
+// publish sends a lifecycle notification on RECALL_EVENTS; its key (the
+// kind and the request's dedup id) makes a re-sent notification of the same
 // request count once.
 func (w *Worker) publish(ctx context.Context, kind, typ string, req request, data any) error {
-	e := event.New()
-	dedup := kind + ":" + req.RequestDedupID()
-	e.SetID(uuid.NewString())
-	e.SetSource(EventSource)
-	e.SetType(typ)
-	e.SetSubject(req.Session)
-	e.SetTime(time.Now().UTC())
-	e.SetExtension(events.ExtTenant, req.Tenant)
-	if err := e.SetData(event.ApplicationJSON, data); err != nil {
-		return fmt.Errorf("encoding %s: %w", typ, err)
-	}
 	subject := events.EventsSubject(kind, req.Tenant, req.Session)
 	ctx, span := tracer.Start(ctx, "publish "+events.SubjectEventsRoot, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(attribute.String("messaging.destination.name", subject)))
 	defer span.End()
-	msg := natsce.NewMsg(subject, &e)
-	natsce.Inject(ctx, msg.Header)
-	_, err := w.js.PublishMsg(ctx, msg, jetstream.WithMsgID(dedup))
-	return err
-}
-
-// reply answers a manual request's ReplyTo, if any.
-func (w *Worker) reply(req request, res events.ExtractResult) {
-	if req.ReplyTo == "" {
-		return
-	}
-	b, _ := json.Marshal(res)
-	if err := w.nc.Publish(req.ReplyTo, b); err != nil {
-		w.log.Warn("answering manual extraction", "reply_to", req.ReplyTo, "err", err)
-	}
+	return w.events.Publish(ctx, subject, eventpub.Event{Type: typ, Tenant: req.Tenant, Session: req.Session,
+		Key: kind + ":" + req.RequestDedupID(), Data: data})
 }
 
 // fail publishes extraction.failed, parks the request and removes it from
@@ -653,5 +627,4 @@ func (w *Worker) fail(ctx context.Context, m *pcgroup.Msg, req request, reason s
 	if err := m.Ack(ctx); err != nil {
 		w.log.WarnContext(ctx, "removing parked request from the queue", "err", err)
 	}
-	w.reply(req, events.ExtractResult{Success: false, MemoryKey: events.MemoryKey(req.Tenant, req.Session), Error: cause.Error()})
 }

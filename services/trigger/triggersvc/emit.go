@@ -2,16 +2,14 @@ package triggersvc
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
-	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/recallhq/recall/internal/eventpub"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
 	"github.com/recallhq/recall/pkg/memory"
@@ -126,21 +124,11 @@ func (l *lane) decide(ctx context.Context, s *session, d memory.TriggerDecision,
 // requestMsgs encodes an extraction request as binary-mode CloudEvents for
 // RECALL_EXTRACT and RECALL_EVENTS, deduplicated by RequestDedupID.
 func requestMsgs(ctx context.Context, req events.ExtractionRequested) [2]*nats.Msg {
-	data, _ := json.Marshal(req)
-	e := event.New()
-	e.SetID(req.RequestDedupID())
-	e.SetSource(Source)
-	e.SetType(events.TypeExtractionRequested)
-	e.SetSubject(req.Session)
-	e.SetTime(time.Now().UTC())
-	e.SetExtension(events.ExtTenant, req.Tenant)
-	_ = e.SetData(event.ApplicationJSON, data)
-	m1 := natsce.NewMsg(events.ExtractSubject(req.Tenant, req.Session), &e)
-	m1.Header.Set(jetstream.MsgIDHeader, req.RequestDedupID())
-	natsce.Inject(ctx, m1.Header)
-	m2 := natsce.NewMsg(events.EventsSubject(events.KindExtractionRequested, req.Tenant, req.Session), &e)
-	for k, v := range m1.Header {
-		m2.Header[k] = v
+	// An ExtractionRequested always marshals.
+	e, _ := eventpub.Build(Component, eventpub.Event{Type: events.TypeExtractionRequested, Tenant: req.Tenant,
+		Session: req.Session, Key: req.RequestDedupID(), Data: req})
+	return [2]*nats.Msg{
+		eventpub.Msg(ctx, events.ExtractSubject(req.Tenant, req.Session), &e),
+		eventpub.Msg(ctx, events.EventsSubject(events.KindExtractionRequested, req.Tenant, req.Session), &e),
 	}
-	return [2]*nats.Msg{m1, m2}
 }

@@ -23,8 +23,9 @@ import (
 
 var instances atomic.Int64
 
-// Source is the CloudEvents source of the events the trigger publishes.
-const Source = "/recall/trigger"
+// Component names the trigger in the events it produces (source
+// "/recall/trigger").
+const Component = "trigger"
 
 // PriorityGroup is the pinned priority group of the trigger's durable
 // consumers: one replica at a time receives a consumer's records.
