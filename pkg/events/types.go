@@ -410,6 +410,12 @@ type MemoryRecord struct {
 	Model       string     `json:"model,omitempty"`
 }
 
+// DefaultStaleThreshold is the default age after which a running
+// extraction counts as gone: the TTL of its StatusRecord (the extractor
+// renews it while alive) and the age past which a compaction stops waiting
+// for it. Both services read it from one setting, RECALL_STALE_THRESHOLD.
+const DefaultStaleThreshold = 60 * time.Second
+
 // StatusRecord is the value stored in BucketStatus while an extraction of the
 // session runs. The key's TTL is the stale threshold; the extractor renews it
 // while alive and deletes it on every exit path.

@@ -7,6 +7,7 @@ import (
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
 )
 
@@ -28,7 +29,7 @@ type Config struct {
 	FullCompact bool `envconfig:"FULL_COMPACT" default:"true" desc:"when session memory cannot serve a compaction, summarize the conversation with the LLM provider (full_compact)"`
 
 	WaitTimeout    time.Duration `envconfig:"COMPACTOR_WAIT_TIMEOUT" default:"15s" desc:"default longest wait for a running extraction of the session (negative = never wait)"`
-	StaleThreshold time.Duration `envconfig:"COMPACTOR_STALE_THRESHOLD" default:"60s" desc:"default age after which a running extraction is ignored"`
+	StaleThreshold time.Duration `envconfig:"STALE_THRESHOLD" default:"60s" desc:"age after which a running extraction counts as gone and compactions stop waiting for it; shared with the extractor"`
 
 	ContextWindow       int64 `envconfig:"COMPACTOR_CONTEXT_WINDOW" default:"200000" desc:"default context window; threshold = window - min(max output, 20000) - 13000"`
 	MaxOutputTokens     int64 `envconfig:"COMPACTOR_MAX_OUTPUT_TOKENS" default:"20000" desc:"default max output tokens of the platform's model"`
@@ -75,7 +76,7 @@ func (c Config) withDefaults() Config {
 		c.WaitTimeout = 0
 	}
 	if c.StaleThreshold <= 0 {
-		c.StaleThreshold = 60 * time.Second
+		c.StaleThreshold = events.DefaultStaleThreshold
 	}
 	if c.ContextWindow <= 0 {
 		c.ContextWindow = memory.DefaultContextWindow

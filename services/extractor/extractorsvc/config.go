@@ -11,6 +11,7 @@ import (
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/pkg/events"
 )
 
 // LLMConfig is llm.Config under a name that can be embedded beside
@@ -32,7 +33,7 @@ type Config struct {
 	PinnedTTL      time.Duration `envconfig:"EXTRACTOR_PINNED_TTL" desc:"priority-group pin TTL (default: the ack wait)"`
 	HeartbeatTTL   time.Duration `envconfig:"EXTRACTOR_HEARTBEAT_TTL" default:"10s" desc:"membership heartbeat TTL: a crashed worker's partitions move after this long"`
 	FetchWait      time.Duration `envconfig:"EXTRACTOR_FETCH_WAIT" default:"5s" desc:"longest pull request (bounds how long a lost partition keeps fetching)"`
-	StaleThreshold time.Duration `envconfig:"EXTRACTOR_STALE_THRESHOLD" default:"60s" desc:"TTL of the running-extraction status record (renewed while alive)"`
+	StaleThreshold time.Duration `envconfig:"STALE_THRESHOLD" default:"60s" desc:"age after which a running extraction counts as gone: TTL of its status record (renewed while alive); shared with the compactor"`
 	Concurrency    int           `envconfig:"EXTRACTOR_CONCURRENCY" default:"8" desc:"extractions one worker runs at once (across its partitions)"`
 	DrainTimeout   time.Duration `envconfig:"EXTRACTOR_DRAIN_TIMEOUT" default:"30s" desc:"on shutdown or hand-off, how long an in-flight extraction may finish"`
 
@@ -83,7 +84,7 @@ func (c Config) withDefaults() Config {
 		c.FetchWait = 5 * time.Second
 	}
 	if c.StaleThreshold <= 0 {
-		c.StaleThreshold = 60 * time.Second
+		c.StaleThreshold = events.DefaultStaleThreshold
 	}
 	if c.StaleThreshold < time.Second {
 		c.StaleThreshold = time.Second
