@@ -16,8 +16,9 @@
 // Shutdown, when the context given to Run is done: the consumers stop
 // delivering, publications are awaited (at most 5 s) and what they cover is
 // acknowledged, the pins are released so another replica takes over at
-// once (2 s), the manual endpoint stops and the connection drains (2 s). A
-// clean stop returns nil.
+// once (2 s), then internal/lifecycle stops the manual endpoint, the
+// operational endpoints and drains the connection (bounded). A clean stop
+// returns nil.
 package triggersvc
 
 import (
@@ -25,34 +26,32 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
-	"github.com/nats-io/nats.go"
-
-	"github.com/recallhq/recall/internal/ops"
-	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/lifecycle"
 	"github.com/recallhq/recall/internal/tenantcfg"
 )
 
 // Run serves until ctx is done.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	cfg = cfg.WithDefaults()
-	nc, js, err := provision.Open(ctx, cfg.NATS, cfg.Config, "recall-trigger", log)
+	life, err := lifecycle.Start(ctx, lifecycle.Config{Name: "recall-trigger", NATS: cfg.NATS, Provision: cfg.Config, OpsAddr: cfg.OpsAddr}, log)
+	if errors.Is(err, lifecycle.ErrStopped) {
+		return nil
+	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
 		return err
 	}
-	defer nc.Close()
-	tenants, err := tenantcfg.Watch(ctx, js, log)
+	// Bounded: Run returns within ~7 s (5 s for publications, 2 s to
+	// unpin); Stop adds at most lifecycle.DrainTimeout.
+	defer life.Stop()
+	tenants, err := tenantcfg.Watch(ctx, life.JS, log)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return fmt.Errorf("watching tenant configuration: %w", err)
 	}
-	t, err := New(nc, cfg, tenants, log)
+	t, err := New(life.NC, cfg, tenants, log)
 	if err != nil {
 		return err
 	}
@@ -60,36 +59,14 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("starting %s micro service: %w", ServiceName, err)
 	}
-	opsDone := make(chan error, 1)
-	go func() {
-		opsDone <- ops.Serve(ctx, cfg.OpsAddr, ops.Handler(func() error {
-			if !nc.IsConnected() {
-				return errors.New("NATS disconnected")
-			}
-			if !t.Ready() {
-				return errors.New("not consuming yet")
-			}
-			return nil
-		}), log)
-	}()
+	life.Adopt(svc)
+	life.SetReady(func() error {
+		if !t.Ready() {
+			return errors.New("not consuming yet")
+		}
+		return nil
+	})
 	log.InfoContext(ctx, "trigger running", "thresholds", cfg.Thresholds(), "max_sessions", cfg.MaxSessions,
 		"partitions", cfg.TriggerPartitions, "member", cfg.MemberID)
-	runErr := t.Run(ctx)
-	_ = svc.Stop()
-	if err := <-opsDone; err != nil {
-		log.Warn("operational endpoints", "err", err)
-	}
-	// Bounded: Run returned within ~7 s (5 s for publications, 2 s to
-	// unpin), the drain adds at most 2 s.
-	dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	closed := make(chan struct{})
-	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
-	if err := nc.Drain(); err == nil {
-		select {
-		case <-closed:
-		case <-dctx.Done():
-		}
-	}
-	return runErr
+	return t.Run(ctx)
 }
