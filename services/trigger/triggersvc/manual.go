@@ -42,11 +42,17 @@ func (t *Trigger) ServeManual(ctx context.Context) (micro.Service, error) {
 		return nil, err
 	}
 	err = svc.AddEndpoint(events.VerbExtract, replyspace.Guard(t.log, micro.HandlerFunc(func(req micro.Request) {
-		// Handlers are serial per endpoint, so a wait must not block others:
-		// answer from a goroutine, on the connection (micro reuses the
-		// request's state once the handler returns).
-		in := manualRequest{subject: req.Subject(), header: nats.Header(req.Headers()), data: req.Data(), reply: req.Reply()}
-		go t.manual(ctx, in)
+		// Handlers are serial per endpoint and an extraction takes seconds:
+		// a request that can be refused at once is answered here (micro
+		// counts the error); one that waits answers through its
+		// micro.Request from a goroutine, so other sessions are not held.
+		in, code, msg := t.parseManual(req)
+		if code != "" {
+			t.m.manual.Add(ctx, 1, reasonAttr("error_"+code))
+			_ = req.Error(code, msg, nil)
+			return
+		}
+		go t.manual(ctx, req, in)
 	})), micro.WithEndpointSubject(events.SubjectAPIRoot+"."+events.VerbExtract+".*.*"))
 	if err != nil {
 		_ = svc.Stop()
@@ -55,25 +61,39 @@ func (t *Trigger) ServeManual(ctx context.Context) (micro.Service, error) {
 	return svc, nil
 }
 
-// manualRequest is what a manual extraction needs of its micro request.
+// manualRequest is a parsed manual extraction request.
 type manualRequest struct {
-	subject string
-	header  nats.Header
-	data    []byte
-	reply   string
+	tenant, session string
+	header          nats.Header
+	timeout         time.Duration
 }
 
-func (t *Trigger) manual(ctx context.Context, req manualRequest) {
-	res, code, msg := t.extract(ctx, req.subject, req.header, req.data)
-	if req.reply == "" {
-		return
+// parseManual validates a manual extraction request; code is a micro error
+// code when it is refused.
+func (t *Trigger) parseManual(req micro.Request) (in manualRequest, code, msg string) {
+	tenant, session, ok := events.SplitSessionSubject(req.Subject())
+	if !ok {
+		return in, "400", "subject must be recall.api.extract.<tenant>.<session> with valid ids"
 	}
+	var body events.ExtractRequest
+	if data := req.Data(); len(data) > 0 {
+		if err := json.Unmarshal(data, &body); err != nil {
+			return in, "400", "decoding extract request: " + err.Error()
+		}
+	}
+	in = manualRequest{tenant: tenant, session: session, header: nats.Header(req.Headers()), timeout: t.cfg.ExtractTimeout}
+	if body.TimeoutMS > 0 {
+		in.timeout = min(time.Duration(body.TimeoutMS)*time.Millisecond, maxManualTimeout)
+	}
+	return in, "", ""
+}
+
+// manual runs one manual extraction and answers req.
+func (t *Trigger) manual(ctx context.Context, req micro.Request, in manualRequest) {
+	res, code, msg := t.extract(ctx, in)
 	if code != "" {
 		t.m.manual.Add(ctx, 1, reasonAttr("error_"+code))
-		_ = t.nc.PublishMsg(&nats.Msg{Subject: req.reply, Header: nats.Header{
-			micro.ErrorCodeHeader: []string{code},
-			micro.ErrorHeader:     []string{msg},
-		}})
+		_ = req.Error(code, msg, nil)
 		return
 	}
 	outcome := "success"
@@ -81,33 +101,19 @@ func (t *Trigger) manual(ctx context.Context, req manualRequest) {
 		outcome = "failure"
 	}
 	t.m.manual.Add(ctx, 1, reasonAttr(outcome))
-	body, _ := json.Marshal(res)
-	_ = t.nc.PublishMsg(&nats.Msg{Subject: req.reply, Data: body})
+	_ = req.RespondJSON(res)
 }
 
 // extract runs one manual extraction; code is a micro error code when the
 // request could not be served.
-func (t *Trigger) extract(ctx context.Context, subject string, hdr nats.Header, data []byte) (res events.ExtractResult, code, msg string) {
-	tenant, session, ok := events.SplitSessionSubject(subject)
-	if !ok {
-		return res, "400", "subject must be recall.api.extract.<tenant>.<session> with valid ids"
-	}
-	var body events.ExtractRequest
-	if len(data) > 0 {
-		if err := json.Unmarshal(data, &body); err != nil {
-			return res, "400", "decoding extract request: " + err.Error()
-		}
-	}
-	timeout := t.cfg.ExtractTimeout
-	if body.TimeoutMS > 0 {
-		timeout = min(time.Duration(body.TimeoutMS)*time.Millisecond, maxManualTimeout)
-	}
-	wait := time.NewTimer(timeout)
+func (t *Trigger) extract(ctx context.Context, in manualRequest) (res events.ExtractResult, code, msg string) {
+	tenant, session := in.tenant, in.session
+	wait := time.NewTimer(in.timeout)
 	defer wait.Stop()
-	ctx, cancel := context.WithTimeout(ctx, timeout+10*time.Second) // reads and publishes get their own margin
+	ctx, cancel := context.WithTimeout(ctx, in.timeout+10*time.Second) // reads and publishes get their own margin
 	defer cancel()
-	if hdr != nil {
-		ctx = natsce.Extract(ctx, hdr)
+	if in.header != nil {
+		ctx = natsce.Extract(ctx, in.header)
 	}
 	ctx, span := t.tracer.Start(ctx, "trigger.manual_extract")
 	defer span.End()

@@ -577,6 +577,20 @@ func TestManualExtraction(t *testing.T) {
 			t.Fatalf("result %+v", r)
 		}
 	})
+	t.Run("micro stats are true", func(t *testing.T) {
+		_, m := call("man", `{not json`)
+		if code := m.Header.Get("Nats-Service-Error-Code"); code != "400" {
+			t.Fatalf("bad body: error code %q, want 400", code)
+		}
+		st := svc.Stats().Endpoints[0]
+		// Four requests: empty session (422), timeout (504), success, bad
+		// body (400). micro counts the errors a handler answers before it
+		// returns: the refusal; the outcomes of waits answered later are
+		// counted by recall_trigger_manual_total{outcome}.
+		if st.NumRequests != 4 || st.NumErrors != 1 || !strings.Contains(st.LastError, "decoding extract request") {
+			t.Fatalf("endpoint stats %+v: want 4 requests and the refusal counted as an error", st)
+		}
+	})
 }
 
 func TestManualExtractionFailure(t *testing.T) {
