@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/chunked"
+	"github.com/recallhq/recall/internal/lifecycle"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/natstest"
@@ -41,6 +42,9 @@ type env struct {
 	mem    jetstream.KeyValue
 	status jetstream.KeyValue
 	n      int // events published, for unique ids
+	// stopRun cancels Run and returns its error (once; later calls return
+	// the same).
+	stopRun func() error
 }
 
 type envOptions struct {
@@ -77,15 +81,22 @@ func startEnv(t *testing.T, o envOptions) *env {
 	rctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- Run(rctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
-	t.Cleanup(func() {
-		stop()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run returned %v", err)
+	var once sync.Once
+	var runErr error
+	e.stopRun = func() error {
+		once.Do(func() {
+			stop()
+			select {
+			case runErr = <-done:
+			case <-time.After(20 * time.Second):
+				runErr = errors.New("Run did not return 20 s after cancel")
 			}
-		case <-time.After(20 * time.Second):
-			t.Error("Run did not return after cancel")
+		})
+		return runErr
+	}
+	t.Cleanup(func() {
+		if err := e.stopRun(); err != nil {
+			t.Errorf("Run returned %v", err)
 		}
 	})
 	deadline := time.Now().Add(10 * time.Second)
@@ -95,6 +106,7 @@ func startEnv(t *testing.T, o envOptions) *env {
 		}
 		select {
 		case err := <-done:
+			done <- err // for stopRun
 			t.Fatalf("Run: %v", err)
 		default:
 		}
@@ -680,5 +692,56 @@ func TestPanicAnsweredAs500(t *testing.T) {
 	e.putMemory("s1", events.MemoryRecord{Notes: notes("n"), LastSummarizedID: uuids[7]})
 	if r := e.compact("s1", nil); r.Outcome != memory.OutcomeSessionMemory {
 		t.Fatalf("after the panic: outcome %q", r.Outcome)
+	}
+}
+
+// hungProvider never answers until its context ends.
+type hungProvider struct{ started chan struct{} }
+
+func (p *hungProvider) Name() string  { return "hung" }
+func (p *hungProvider) Model() string { return "hung-1" }
+func (p *hungProvider) Complete(ctx context.Context, _ llm.Request) (*llm.Response, error) {
+	close(p.started)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A full compaction waiting on a hung model does not hold shutdown: after
+// inflightGrace it is cancelled and answered with an error, and Run returns.
+func TestShutdownBoundedWithHungModel(t *testing.T) {
+	defer func(g time.Duration) { inflightGrace = g }(inflightGrace)
+	inflightGrace = 300 * time.Millisecond
+	p := &hungProvider{started: make(chan struct{})}
+	e := startEnv(t, envOptions{config: func(c *Config) { c.FullCompact, c.Provider = true, p }})
+	e.publish("s1", conversation(3, 200)...)
+	type answer struct {
+		r   *events.CompactReply
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		r, err := e.tryCompact("s1", nil)
+		answered <- answer{r, err}
+	}()
+	select {
+	case <-p.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the full compaction never reached the model")
+	}
+	start := time.Now()
+	if err := e.stopRun(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if took := time.Since(start); took > inflightGrace+lifecycle.DrainTimeout+time.Second {
+		t.Fatalf("shutdown took %v with a hung model", took)
+	}
+	select {
+	case a := <-answered:
+		if a.err != nil || a.r.Served {
+			t.Fatalf("the cancelled compaction was answered %+v, %v; want a reply that says it was not served", a.r, a.err)
+		}
+		t.Logf("answered %q: %s", a.r.Outcome, a.r.Reason)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the cancelled compaction was never answered")
 	}
 }

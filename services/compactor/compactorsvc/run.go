@@ -9,8 +9,10 @@
 // larger than the server's max payload are sent with internal/chunked.
 //
 // Shutdown, when the context given to Run is done: the micro service stops
-// taking requests, in-flight compactions finish and are answered, then the
-// connection drains. A clean stop returns nil.
+// taking requests, in-flight compactions finish and are answered (after 10 s
+// what still runs — a full compaction waiting on its model — is cancelled
+// and answered as not served), then internal/lifecycle stops the
+// operational endpoints and drains the connection. A clean stop returns nil.
 package compactorsvc
 
 import (
@@ -27,9 +29,8 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/recallhq/recall/internal/chunked"
+	"github.com/recallhq/recall/internal/lifecycle"
 	"github.com/recallhq/recall/internal/llm"
-	"github.com/recallhq/recall/internal/ops"
-	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/replyspace"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/pkg/events"
@@ -45,95 +46,102 @@ const ServiceName = "recall-compactor"
 // tens of messages. The bytes are standard JSON either way.
 var replyJSON = jsoniter.ConfigCompatibleWithStandardLibrary
 
+// inflightGrace bounds the wait for in-flight compactions at shutdown; what
+// is still running then (a full compaction waiting on its model) is
+// cancelled and answered with an error.
+var inflightGrace = 10 * time.Second
+
 // Run serves until ctx is done.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	cfg = cfg.withDefaults()
-	nc, js, err := provision.Open(ctx, cfg.NATS, cfg.Config, ServiceName, log)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
+	life, err := lifecycle.Start(ctx, lifecycle.Config{Name: ServiceName, NATS: cfg.NATS, Provision: cfg.Config, OpsAddr: cfg.OpsAddr}, log)
+	if errors.Is(err, lifecycle.ErrStopped) {
+		return nil
 	}
-	defer nc.Close()
-	var provider llm.Provider
-	if cfg.FullCompact {
-		provider = cfg.Provider
-		if provider == nil {
-			if provider, err = llm.New(cfg.LLMConfig, log); err != nil {
-				return fmt.Errorf("full compaction (RECALL_FULL_COMPACT=false disables it): %w", err)
-			}
-		}
-	}
-	// The watcher must outlive the request goroutines that read it.
-	wctx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWatch()
-	tenants, err := tenantcfg.Watch(wctx, js, log)
 	if err != nil {
 		return err
 	}
-	c, err := New(ctx, nc, js, cfg, tenants, provider, log)
+	defer life.Stop()
+	provider, err := fullCompactProvider(cfg, log)
 	if err != nil {
 		return err
 	}
+	// The watcher and the requests outlive ctx: in-flight compactions are
+	// answered after ctx ends (bounded by inflightGrace).
+	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelBase()
+	tenants, err := tenantcfg.Watch(base, life.JS, log)
+	if err != nil {
+		return err
+	}
+	c, err := New(ctx, life.NC, life.JS, cfg, tenants, provider, log)
+	if err != nil {
+		return err
+	}
+	h := &handler{c: c, nc: life.NC, log: log, sem: make(chan struct{}, cfg.Concurrency), base: base}
+	svc, err := h.service()
+	if err != nil {
+		return err
+	}
+	life.SetReady(func() error { return nil })
+	log.InfoContext(ctx, "serving compactions", "subject", events.APISubject(events.VerbCompact, "*", "*"), "full_compact", provider != nil)
+	<-ctx.Done()
+	if err := svc.Stop(); err != nil {
+		log.Warn("stopping micro service", "err", err)
+	}
+	h.finish(cancelBase)
+	return nil
+}
 
-	svc, err := micro.AddService(nc, micro.Config{
+// fullCompactProvider is the LLM provider of full compactions, nil when they
+// are off.
+func fullCompactProvider(cfg Config, log *slog.Logger) (llm.Provider, error) {
+	if !cfg.FullCompact {
+		return nil, nil
+	}
+	if cfg.Provider != nil {
+		return cfg.Provider, nil
+	}
+	p, err := llm.New(cfg.LLMConfig, log)
+	if err != nil {
+		return nil, fmt.Errorf("full compaction (RECALL_FULL_COMPACT=false disables it): %w", err)
+	}
+	return p, nil
+}
+
+// service registers the micro service with the compact and edit endpoints.
+func (h *handler) service() (micro.Service, error) {
+	svc, err := micro.AddService(h.nc, micro.Config{
 		Name:        ServiceName,
 		Version:     "1.0.0",
 		Description: "Recall compaction from session memory",
 	})
 	if err != nil {
-		return fmt.Errorf("adding micro service: %w", err)
+		return nil, fmt.Errorf("adding micro service: %w", err)
 	}
-	h := &handler{c: c, nc: nc, log: log, sem: make(chan struct{}, cfg.Concurrency), base: context.WithoutCancel(ctx)}
-	g := svc.AddGroup(events.SubjectAPIRoot + "." + events.VerbCompact)
-	if err := g.AddEndpoint(events.VerbCompact, replyspace.Guard(log, micro.HandlerFunc(h.serve)), micro.WithEndpointSubject("*.*")); err != nil {
-		_ = svc.Stop()
-		return fmt.Errorf("adding compact endpoint: %w", err)
-	}
-	eg := svc.AddGroup(events.SubjectAPIRoot + "." + events.VerbEdit)
-	if err := eg.AddEndpoint(events.VerbEdit, replyspace.Guard(log, micro.HandlerFunc(h.serveEdit)), micro.WithEndpointSubject("*.*")); err != nil {
-		_ = svc.Stop()
-		return fmt.Errorf("adding edit endpoint: %w", err)
-	}
-	log.InfoContext(ctx, "serving compactions", "subject", events.APISubject(events.VerbCompact, "*", "*"), "full_compact", provider != nil)
-
-	opsErr := make(chan error, 1)
-	octx, stopOps := context.WithCancel(ctx)
-	defer stopOps()
-	go func() {
-		opsErr <- ops.Serve(octx, cfg.OpsAddr, ops.Handler(func() error {
-			if !nc.IsConnected() {
-				return errors.New("not connected to NATS")
-			}
-			return nil
-		}), log)
-	}()
-
-	select {
-	case <-ctx.Done():
-	case err := <-opsErr:
-		if err != nil {
+	for verb, serve := range map[string]micro.HandlerFunc{events.VerbCompact: h.serve, events.VerbEdit: h.serveEdit} {
+		g := svc.AddGroup(events.SubjectAPIRoot + "." + verb)
+		if err := g.AddEndpoint(verb, replyspace.Guard(h.log, serve), micro.WithEndpointSubject("*.*")); err != nil {
 			_ = svc.Stop()
-			h.wg.Wait()
-			return fmt.Errorf("serving operational endpoints: %w", err)
-		}
-		<-ctx.Done()
-	}
-	if err := svc.Stop(); err != nil {
-		log.Warn("stopping micro service", "err", err)
-	}
-	h.wg.Wait()
-	stopWatch()
-	closed := make(chan struct{})
-	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
-	if err := nc.Drain(); err == nil {
-		select {
-		case <-closed:
-		case <-time.After(30 * time.Second):
+			return nil, fmt.Errorf("adding %s endpoint: %w", verb, err)
 		}
 	}
-	return nil
+	return svc, nil
+}
+
+// finish waits for the in-flight requests, at most inflightGrace, then
+// cancels what still runs and waits for it to answer.
+func (h *handler) finish(cancel context.CancelFunc) {
+	done := make(chan struct{})
+	go func() { h.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return
+	case <-time.After(inflightGrace):
+	}
+	h.log.Warn("cancelling compactions still running at shutdown", "grace", inflightGrace)
+	cancel()
+	<-done
 }
 
 // fail answers reply with a micro service error.
