@@ -14,8 +14,8 @@
 // Shutdown, when the context given to Run is done: the workers stop
 // fetching, in-flight extractions finish for up to DrainTimeout, partitions
 // are unpinned and the membership key deleted (others take over at once),
-// the memory endpoint stops, then the connection drains. A clean stop
-// returns nil.
+// then internal/lifecycle stops the memory endpoint and the operational
+// endpoints and drains the connection (bounded). A clean stop returns nil.
 package extractorsvc
 
 import (
@@ -23,13 +23,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/lifecycle"
 	"github.com/recallhq/recall/internal/llm"
-	"github.com/recallhq/recall/internal/ops"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/pkg/events"
 )
@@ -47,64 +45,37 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		provider = p
 	}
-	nc, js, err := provision.Open(ctx, cfg.NATS, cfg.Config, "recall-extractor-"+cfg.WorkerID, log)
+	life, err := lifecycle.Start(ctx, lifecycle.Config{Name: "recall-extractor-" + cfg.WorkerID, NATS: cfg.NATS, Provision: cfg.Config, OpsAddr: cfg.OpsAddr}, log)
+	if errors.Is(err, lifecycle.ErrStopped) {
+		return nil
+	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
 		return err
 	}
-	defer nc.Close()
-	w, err := NewWorker(nc, cfg, provider, log)
+	defer life.Stop()
+	w, err := NewWorker(life.NC, cfg, provider, log)
 	if err != nil {
 		return err
 	}
 	var kv jetstream.KeyValue
 	err = provision.Retry(ctx, log, "opening "+events.BucketMemory, func(ctx context.Context) (err error) {
-		kv, err = js.KeyValue(ctx, events.BucketMemory)
+		kv, err = life.JS.KeyValue(ctx, events.BucketMemory)
 		return err
 	})
 	if err != nil {
 		return nil // ctx is done: stopped while starting
 	}
-	svc, err := serveMemoryAPI(nc, kv, log)
+	svc, err := serveMemoryAPI(life.NC, kv, log)
 	if err != nil {
 		return fmt.Errorf("starting the memory endpoint: %w", err)
 	}
-
-	var running atomic.Bool // false once stopping
-	running.Store(true)
-	opsDone := make(chan error, 1)
-	octx, ocancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer ocancel()
-	go func() {
-		opsDone <- ops.Serve(octx, cfg.OpsAddr, ops.Handler(func() error {
-			if !nc.IsConnected() {
-				return errors.New("NATS is not connected")
-			}
-			if !running.Load() {
-				return errors.New("not serving")
-			}
-			return w.Ready()
-		}), log)
-	}()
+	life.Adopt(svc)
+	life.SetReady(w.Ready)
 	log.InfoContext(ctx, "extractor started", "worker", w.ID(), "provider", provider.Name(), "model", provider.Model(),
 		"partitions", cfg.Partitions, "concurrency", cfg.Concurrency)
 	runErr := w.Run(ctx)
 	if ctx.Err() != nil && errors.Is(runErr, ctx.Err()) {
 		runErr = nil // stopped while joining: a clean stop
-	}
-	running.Store(false)
-	_ = svc.Stop()
-	ocancel()
-	if err := <-opsDone; err != nil {
-		log.Warn("operational endpoints", "err", err)
-	}
-	if err := nc.Drain(); err != nil {
-		log.Warn("draining NATS connection", "err", err)
-	}
-	for deadline := time.Now().Add(30 * time.Second); !nc.IsClosed() && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
 	}
 	return runErr
 }
