@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/demo"
+	"github.com/recallhq/recall/internal/store"
 	"github.com/recallhq/recall/internal/svcmain"
 	"github.com/recallhq/recall/internal/telemetry"
 	"github.com/recallhq/recall/pkg/client"
@@ -177,17 +178,13 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("opening %s: %w", events.BucketMemory, err)
 	}
-	entry, err := kv.Get(ctx, events.MemoryKey(demoTenant, demoSession))
+	mrec, rev, err := store.NewMemory(kv).Get(ctx, demoTenant, demoSession)
 	if err != nil {
-		return fmt.Errorf("reading the session memory: %w", err)
-	}
-	var mrec events.MemoryRecord
-	if err := json.Unmarshal(entry.Value(), &mrec); err != nil {
-		return fmt.Errorf("decoding the session memory: %w", err)
+		return err
 	}
 	out.Memory = mrec.Notes
 	out.Provider = strings.Trim(mrec.Provider+"/"+mrec.Model, "/")
-	out.MemoryInfo = demoMemory{Revision: entry.Revision(), LastSummarizedID: mrec.LastSummarizedID, LastSummarizedSeq: mrec.LastSummarizedSeq,
+	out.MemoryInfo = demoMemory{Revision: rev, LastSummarizedID: mrec.LastSummarizedID, LastSummarizedSeq: mrec.LastSummarizedSeq,
 		CoveredSeq: mrec.CoveredSeq, Extractions: mrec.Extractions, Tokens: memory.DocumentTokens(mrec.Notes)}
 
 	say("compacting the session from its memory (recall.api.compact.%s.%s, keep window ≥ %s tokens and 5 text messages)…", demoTenant, demoSession, thousands(*keepMin))

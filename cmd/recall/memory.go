@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/store"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -121,9 +122,9 @@ func memoryHistory(ctx context.Context, kv jetstream.KeyValue, key string, stdou
 			prev = ""
 			continue
 		}
-		var r events.MemoryRecord
-		if err := json.Unmarshal(e.Value(), &r); err != nil {
-			return fmt.Errorf("decoding revision %d: %w", e.Revision(), err)
+		r, err := store.DecodeMemory(key, e.Revision(), e.Value())
+		if err != nil {
+			return err
 		}
 		h.Record = &r
 		h.Diff = unifiedDiff(prev, r.Notes, fmt.Sprintf("%s@%d", key, prevRev(out)), fmt.Sprintf("%s@%d", key, e.Revision()), 3)

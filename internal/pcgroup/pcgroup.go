@@ -57,6 +57,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/store"
 )
 
 // Errors.
@@ -317,11 +319,10 @@ func (g *Group) Run(ctx context.Context) error {
 		return fmt.Errorf("opening stream %s: %w", g.cfg.Stream, err)
 	}
 	info, _ := json.Marshal(memberInfo{Member: g.cfg.Member, Since: time.Now().UTC(), Partitions: g.cfg.Partitions})
-	hbSubject := "$KV." + g.cfg.Bucket + "." + g.cfg.Member
 	beat := func() error {
 		bctx, cancel := context.WithTimeout(ctx, g.cfg.HeartbeatTTL/2)
 		defer cancel()
-		_, err := g.js.Publish(bctx, hbSubject, info, jetstream.WithMsgTTL(g.cfg.HeartbeatTTL))
+		_, err := store.PutTTL(bctx, g.js, g.cfg.Bucket, g.cfg.Member, info, g.cfg.HeartbeatTTL, 0)
 		return err
 	}
 	if err := beat(); err != nil {

@@ -2,8 +2,6 @@ package compactorsvc
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -22,6 +20,7 @@ import (
 	"github.com/recallhq/recall/internal/eventpub"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/store"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
@@ -170,7 +169,7 @@ func (c *Compactor) compact(ctx context.Context, tenant, session string, s setti
 	key := events.MemoryKey(tenant, session)
 	reply.WaitedMS = c.waitForExtraction(ctx, key, s.wait, s.stale).Milliseconds()
 
-	rec, rev, err := c.readMemory(ctx, key)
+	rec, rev, err := c.readMemory(ctx, tenant, session)
 	if err != nil {
 		return errorReply(reply, err)
 	}
@@ -260,19 +259,12 @@ func orDefault(template string) string {
 
 // readMemory returns the session's memory record and revision; nil when
 // there is none.
-func (c *Compactor) readMemory(ctx context.Context, key string) (*events.MemoryRecord, uint64, error) {
-	e, err := c.memory.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return nil, 0, nil
+func (c *Compactor) readMemory(ctx context.Context, tenant, session string) (*events.MemoryRecord, uint64, error) {
+	rec, rev, err := store.NewMemory(c.memory).Get(ctx, tenant, session)
+	if err != nil || rev == 0 {
+		return nil, 0, err
 	}
-	if err != nil {
-		return nil, 0, fmt.Errorf("reading session memory: %w", err)
-	}
-	var rec events.MemoryRecord
-	if err := json.Unmarshal(e.Value(), &rec); err != nil {
-		return nil, 0, fmt.Errorf("decoding session memory revision %d: %w", e.Revision(), err)
-	}
-	return &rec, e.Revision(), nil
+	return &rec, rev, nil
 }
 
 // Announce publishes compaction.served on RECALL_EVENTS (errors are logged:

@@ -130,7 +130,7 @@ func (c *Compactor) fullReply(s settings, prev *events.CompactReply, h *history,
 // currentNotes returns the session's notes when they hold more than the
 // empty template ("" otherwise).
 func (c *Compactor) currentNotes(ctx context.Context, tenant, session string) (string, error) {
-	rec, _, err := c.readMemory(ctx, events.MemoryKey(tenant, session))
+	rec, _, err := c.readMemory(ctx, tenant, session)
 	if err != nil || rec == nil {
 		return "", err
 	}

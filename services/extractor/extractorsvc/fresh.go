@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/recallhq/recall/internal/store"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -134,9 +135,9 @@ func readLeader(ctx context.Context, nc *nats.Conn, key string) (leaderEntry, er
 			return leaderEntry{stored: resp.Msg.Time}, nil // deleted or purged
 		}
 	}
-	var rec events.MemoryRecord
-	if err := json.Unmarshal(resp.Msg.Data, &rec); err != nil {
-		return leaderEntry{}, fmt.Errorf("decoding memory %s revision %d: %w", key, resp.Msg.Seq, err)
+	rec, err := store.DecodeMemory(key, resp.Msg.Seq, resp.Msg.Data)
+	if err != nil {
+		return leaderEntry{}, err
 	}
 	return leaderEntry{record: rec, revision: resp.Msg.Seq, stored: resp.Msg.Time}, nil
 }

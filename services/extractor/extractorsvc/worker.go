@@ -22,6 +22,7 @@ import (
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/pcgroup"
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/store"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
@@ -463,42 +464,22 @@ func (w *Worker) readMemory(ctx context.Context, tenant, session string) (events
 // ReadMemory returns a session's memory record and its KV revision; a
 // session without memory yields a zero record and revision 0.
 func ReadMemory(ctx context.Context, kv jetstream.KeyValue, tenant, session string) (events.MemoryRecord, uint64, error) {
-	e, err := kv.Get(ctx, events.MemoryKey(tenant, session))
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return events.MemoryRecord{}, 0, nil
-	}
-	if err != nil {
-		return events.MemoryRecord{}, 0, fmt.Errorf("reading memory: %w", err)
-	}
-	var rec events.MemoryRecord
-	if err := json.Unmarshal(e.Value(), &rec); err != nil {
-		return events.MemoryRecord{}, 0, fmt.Errorf("decoding memory %s revision %d: %w", e.Key(), e.Revision(), err)
-	}
-	return rec, e.Revision(), nil
+	return store.NewMemory(kv).Get(ctx, tenant, session)
 }
 
 // commit writes rec if the memory is still at revision rev (0: absent). It
 // returns errConflict when another writer got there first.
 func (w *Worker) commit(ctx context.Context, tenant, session string, rec events.MemoryRecord, rev uint64) (uint64, error) {
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return 0, fmt.Errorf("encoding memory: %w", err)
-	}
 	key := events.MemoryKey(tenant, session)
 	ctx, span := tracer.Start(ctx, "memory.commit", trace.WithAttributes(attribute.String("recall.key", key),
 		attribute.Int64("recall.revision", int64(rev))))
 	defer span.End()
-	var n uint64
-	if rev == 0 {
-		n, err = w.memory.Create(ctx, key, b)
-	} else {
-		n, err = w.memory.Update(ctx, key, b, rev)
-	}
-	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return 0, fmt.Errorf("committing memory at revision %d: %w", rev, errConflict)
+	n, err := store.NewMemory(w.memory).Commit(ctx, tenant, session, rec, rev)
+	if errors.Is(err, store.ErrConflict) {
+		return 0, fmt.Errorf("%w: %w", errConflict, err)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("committing memory: %w", err)
+		return 0, err
 	}
 	w.known.note(key, n)
 	return n, nil
@@ -527,18 +508,12 @@ func (w *Worker) newestPending(ctx context.Context, m *pcgroup.Msg) (uint64, boo
 // and renews it while the extraction runs; the returned stop removes it (if
 // it is still ours) and must be called on every exit path.
 func (w *Worker) markRunning(ctx context.Context, key string, st events.StatusRecord) (stop func()) {
-	subject := "$KV." + events.BucketStatus + "." + key
 	body, _ := json.Marshal(st)
 	ttl := w.cfg.StaleThreshold
-	put := func(ctx context.Context, opts ...jetstream.PublishOpt) (uint64, error) {
-		// kv.Update would drop the per-key TTL: publish with Nats-TTL.
-		pa, err := w.js.Publish(ctx, subject, body, append(opts, jetstream.WithMsgTTL(ttl))...)
-		if err != nil {
-			return 0, err
-		}
-		return pa.Sequence, nil
+	put := func(ctx context.Context, expect uint64) (uint64, error) {
+		return store.PutTTL(ctx, w.js, events.BucketStatus, key, body, ttl, expect)
 	}
-	rev, err := put(ctx)
+	rev, err := put(ctx, 0)
 	if err != nil {
 		w.log.WarnContext(ctx, "writing extraction status", "key", key, "err", err)
 	}
@@ -556,10 +531,9 @@ func (w *Worker) markRunning(ctx context.Context, key string, st events.StatusRe
 				if rev == 0 {
 					continue
 				}
-				n, err := put(ctx, jetstream.WithExpectLastSequencePerSubject(rev))
+				n, err := put(ctx, rev)
 				if err != nil {
-					var apiErr *jetstream.APIError
-					if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+					if errors.Is(err, store.ErrConflict) {
 						rev = 0 // another worker owns the status now
 					}
 					continue

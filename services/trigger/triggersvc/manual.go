@@ -3,14 +3,13 @@ package triggersvc
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/recallhq/recall/internal/replyspace"
+	"github.com/recallhq/recall/internal/store"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
 )
@@ -207,16 +206,10 @@ func (t *Trigger) covered(ctx context.Context, tenant, session string, seq uint6
 	if err != nil {
 		return 0, false
 	}
-	e, err := kv.Get(ctx, events.MemoryKey(tenant, session))
+	rec, rev, err := store.NewMemory(kv).Get(ctx, tenant, session)
 	if err != nil {
-		if !errors.Is(err, jetstream.ErrKeyNotFound) {
-			t.log.Debug("reading memory record", "err", err)
-		}
+		t.log.Debug("reading memory record", "err", err)
 		return 0, false
 	}
-	var rec events.MemoryRecord
-	if json.Unmarshal(e.Value(), &rec) != nil {
-		return 0, false
-	}
-	return e.Revision(), rec.CoveredSeq >= seq
+	return rev, rev > 0 && rec.CoveredSeq >= seq
 }
