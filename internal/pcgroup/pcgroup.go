@@ -102,6 +102,15 @@ type Config struct {
 	RetryDelay time.Duration
 	// Concurrency bounds the handlers running at once (default Partitions).
 	Concurrency int
+	// KeyOf, when set, lets one partition handle several messages at once:
+	// messages whose subjects have different keys run concurrently (up to
+	// InFlight per partition, Concurrency in all), messages with the same
+	// key strictly one after the other, in stream order. Without it a
+	// partition handles one message at a time.
+	KeyOf func(subject string) string
+	// InFlight is a partition's MaxAckPending with KeyOf (default
+	// Concurrency); without KeyOf it is 1.
+	InFlight int
 
 	// Consumer, when set, gives partition p's consumer configuration
 	// instead of the one-message-in-flight default (see consumerConfig). It
@@ -158,6 +167,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = c.Partitions
+	}
+	if c.KeyOf == nil || c.InFlight <= 0 {
+		c.InFlight = c.Concurrency
+	}
+	if c.KeyOf == nil {
+		c.InFlight = 1
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -293,7 +308,15 @@ func (g *Group) setView(members []string, owned []int) {
 type runner struct {
 	p    int
 	stop chan struct{} // closed: stop fetching, drain
-	done chan struct{} // closed when the loop and its handler returned
+	done chan struct{} // closed when the loop and its handlers returned
+
+	// Keyed mode (Config.KeyOf): slots bounds the messages held, last is
+	// the done channel of each key's newest message, handlers counts the
+	// running handler goroutines.
+	slots    chan struct{}
+	mu       sync.Mutex
+	last     map[string]chan struct{}
+	handlers sync.WaitGroup
 }
 
 func (r *runner) stopping() bool {
@@ -374,7 +397,7 @@ func (g *Group) Run(ctx context.Context) error {
 			if _, ok := runners[p]; ok {
 				continue // running, or stopping: restarted when done
 			}
-			r := &runner{p: p, stop: make(chan struct{}), done: make(chan struct{})}
+			r := &runner{p: p, stop: make(chan struct{}), done: make(chan struct{}), slots: make(chan struct{}, g.cfg.InFlight), last: map[string]chan struct{}{}}
 			runners[p] = r
 			g.log.InfoContext(ctx, "acquiring partition", "member", g.cfg.Member, "partition", p)
 			go func() {
@@ -464,7 +487,7 @@ func (g *Group) consumerConfig(p int) jetstream.ConsumerConfig {
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        g.cfg.AckWait,
-		MaxAckPending:  1,
+		MaxAckPending:  g.cfg.InFlight,
 		MaxDeliver:     -1,
 		PriorityPolicy: jetstream.PriorityPolicyPinned,
 		PriorityGroups: []string{g.cfg.PriorityGroup},
@@ -529,8 +552,12 @@ func (g *Group) runPartition(hctx context.Context, stream jetstream.Stream, r *r
 			}
 			cons = c
 		}
+		if !g.takeSlot(r) {
+			break
+		}
 		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(g.cfg.FetchWait), jetstream.FetchPriorityGroup(g.cfg.PriorityGroup))
 		if err != nil {
+			g.releaseSlot(r)
 			if isGone(err) {
 				cons = nil
 			}
@@ -540,14 +567,20 @@ func (g *Group) runPartition(hctx context.Context, stream jetstream.Stream, r *r
 			}
 			continue
 		}
+		got := false
 		for m := range batch.Messages() {
+			got = true
 			if r.stopping() {
 				// Lost the partition while the pull was open: hand the
 				// message back at once for the next owner.
 				_ = m.Nak()
+				g.releaseSlot(r)
 				continue
 			}
-			g.handle(hctx, r, m, log)
+			g.dispatch(hctx, r, m, log)
+		}
+		if !got {
+			g.releaseSlot(r)
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
 			if isGone(err) {
@@ -563,6 +596,9 @@ func (g *Group) runPartition(hctx context.Context, stream jetstream.Stream, r *r
 		}
 		backoff = 100 * time.Millisecond
 	}
+	// Every message this member holds is settled before the next owner can
+	// be pinned, so a key's messages never run on two members at once.
+	r.handlers.Wait()
 	// Unpin so the next owner is pinned now, not after PinnedTTL.
 	uctx, ucancel := context.WithTimeout(context.WithoutCancel(hctx), 2*time.Second)
 	defer ucancel()
@@ -637,7 +673,7 @@ func isGone(err error) bool {
 
 // handle runs the handler on m with in-progress acks, a concurrency slot and
 // panic recovery, and settles m if the handler did not.
-func (g *Group) handle(ctx context.Context, r *runner, jm jetstream.Msg, log *slog.Logger) {
+func (g *Group) handle(ctx context.Context, r *runner, jm jetstream.Msg, log *slog.Logger, prev <-chan struct{}) {
 	m := &Msg{msg: jm, Partition: r.p}
 	// Keep the message ours while waiting for a slot and while working.
 	progressDone := make(chan struct{})
@@ -665,6 +701,12 @@ func (g *Group) handle(ctx context.Context, r *runner, jm jetstream.Msg, log *sl
 		close(progressDone)
 		progressWG.Wait()
 	}()
+	// The key's previous message settles first, even when stopping: its
+	// successor is handed back only after it, so the next owner sees them
+	// in order. (Its handler is bounded by DrainTimeout.)
+	if prev != nil {
+		<-prev
+	}
 	select {
 	case g.sem <- struct{}{}:
 	case <-r.stop:
@@ -689,6 +731,56 @@ func (g *Group) handle(ctx context.Context, r *runner, jm jetstream.Msg, log *sl
 	if err := m.Ack(actx); err != nil {
 		log.WarnContext(ctx, "acking", "err", err)
 	}
+}
+
+// takeSlot waits for a free message slot of r in keyed mode (always true
+// otherwise); false when r stops first.
+func (g *Group) takeSlot(r *runner) bool {
+	if g.cfg.KeyOf == nil {
+		return true
+	}
+	select {
+	case r.slots <- struct{}{}:
+		return true
+	case <-r.stop:
+		return false
+	}
+}
+
+// releaseSlot frees a slot taken by takeSlot.
+func (g *Group) releaseSlot(r *runner) {
+	if g.cfg.KeyOf != nil {
+		<-r.slots
+	}
+}
+
+// dispatch handles jm: inline without KeyOf; in keyed mode on its own
+// goroutine, after the previous message of its key.
+func (g *Group) dispatch(ctx context.Context, r *runner, jm jetstream.Msg, log *slog.Logger) {
+	if g.cfg.KeyOf == nil {
+		g.handle(ctx, r, jm, log, nil)
+		return
+	}
+	key := g.cfg.KeyOf(jm.Subject())
+	done := make(chan struct{})
+	r.mu.Lock()
+	prev := r.last[key]
+	r.last[key] = done
+	r.mu.Unlock()
+	r.handlers.Add(1)
+	go func() {
+		defer r.handlers.Done()
+		defer g.releaseSlot(r)
+		defer func() {
+			r.mu.Lock()
+			if r.last[key] == done {
+				delete(r.last, key)
+			}
+			r.mu.Unlock()
+			close(done)
+		}()
+		g.handle(ctx, r, jm, log, prev)
+	}()
 }
 
 func (g *Group) call(ctx context.Context, m *Msg) (err error) {

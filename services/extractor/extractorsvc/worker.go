@@ -112,12 +112,26 @@ func NewWorker(nc *nats.Conn, cfg Config, p llm.Provider, log *slog.Logger) (*Wo
 		FetchWait:     cfg.FetchWait,
 		DrainTimeout:  cfg.DrainTimeout,
 		Concurrency:   cfg.Concurrency,
-		Log:           w.log,
+		// Several sessions of one partition at once, one request of a
+		// session at a time and in order.
+		KeyOf:    sessionKey,
+		InFlight: cfg.Concurrency,
+		Log:      w.log,
 	}, w.handle)
 	if err != nil {
 		return nil, err
 	}
 	return w, nil
+}
+
+// sessionKey is the session part (<tenant>.<session>) of a partitioned
+// request subject recall.extractp.<p>.<tenant>.<session>.
+func sessionKey(subject string) string {
+	rest := strings.TrimPrefix(subject, events.SubjectExtractPartitioned+".")
+	if i := strings.IndexByte(rest, '.'); i >= 0 {
+		return rest[i+1:]
+	}
+	return subject
 }
 
 // ID is the worker's member id.
