@@ -109,6 +109,7 @@ type sizes struct {
 	extractSessions   int
 	extractWorkers    []int
 	extractLatency    time.Duration
+	extractPerWorker  int // extractions one worker runs at once
 	pipelineDuration  time.Duration
 	pipelineSessions  int
 }
@@ -120,7 +121,7 @@ func sizesFor(quick bool) sizes {
 			ingestEvents: 5000, ingestSessions: 100,
 			triggerSessions: 2000, triggerPerSession: 4,
 			compactSessions: 200, compactSizes: []int{100, 1000, 3000}, compactRequests: 30,
-			extractSessions: 16, extractWorkers: []int{1, 2, 4, 8}, extractLatency: 50 * time.Millisecond,
+			extractSessions: 64, extractWorkers: []int{1, 2, 4, 8}, extractLatency: 50 * time.Millisecond, extractPerWorker: 4,
 			pipelineDuration: 3 * time.Second, pipelineSessions: 50,
 		}
 	}
@@ -129,7 +130,7 @@ func sizesFor(quick bool) sizes {
 		ingestEvents: 100000, ingestSessions: 1000,
 		triggerSessions: 100000, triggerPerSession: 4,
 		compactSessions: 10000, compactSizes: []int{1000, 10000, 100000}, compactRequests: 300,
-		extractSessions: 64, extractWorkers: []int{1, 2, 4, 8}, extractLatency: 200 * time.Millisecond,
+		extractSessions: 1024, extractWorkers: []int{1, 2, 4, 8}, extractLatency: 200 * time.Millisecond, extractPerWorker: 16,
 		pipelineDuration: 15 * time.Second, pipelineSessions: 500,
 	}
 }

@@ -111,6 +111,7 @@ func runExtraction(ctx context.Context, e *env) error {
 	r := &e.res.Extraction
 	r.LLMLatencyMS = int(e.sizes.extractLatency / time.Millisecond)
 	r.Sessions = e.sizes.extractSessions
+	r.PerWorker = e.sizes.extractPerWorker
 	fake := newFakeModel(e.sizes.extractLatency)
 	defer fake.close()
 	provider := llm.NewAnthropic(llm.ClientOptions{APIKey: "bench", BaseURL: fake.srv.BaseURL(), Model: "bench-model"})
@@ -139,8 +140,8 @@ func runExtraction(ctx context.Context, e *env) error {
 	for i := range r.Scaling {
 		s := &r.Scaling[i]
 		s.Efficiency = round3(s.ExtractionsPerS / (float64(s.Workers) * base))
-		e.progress("   %d workers: %.1f extractions/s, efficiency %.3f (partition balance bounds it to %.3f: busiest worker owns %d of %d sessions)",
-			s.Workers, s.ExtractionsPerS, s.Efficiency, s.EfficiencyBound, s.BusiestWorkerSessions, r.Sessions)
+		e.progress("   %d workers: %.1f extractions/s (%.0f%% of their capacity %.0f/s), efficiency %.3f (session balance bounds it to %.3f: busiest worker owns %d of %d sessions)",
+			s.Workers, s.ExtractionsPerS, 100*s.Utilization, s.CapacityPerS, s.Efficiency, s.EfficiencyBound, s.BusiestWorkerSessions, r.Sessions)
 	}
 	r.OrderingViolations = ptrInt(total)
 	if len(examples) > 5 {
@@ -193,7 +194,7 @@ func extractionStep(ctx context.Context, e *env, provider llm.Provider, workers 
 	}()
 	for w := 0; w < workers; w++ {
 		cfg := extractorsvc.Config{NATS: natsconn.Config{URL: e.url}, Config: e.provisionConfig(), Provider: provider,
-			WorkerID: fmt.Sprintf("bench-%d-%d", workers, w), Concurrency: 1, FetchWait: time.Second}
+			WorkerID: fmt.Sprintf("bench-%d-%d", workers, w), Concurrency: e.sizes.extractPerWorker, FetchWait: time.Second}
 		svc, err := startService(ctx, "extractor", func(ctx context.Context) error {
 			return extractorsvc.Run(ctx, cfg, e.log.With("service", "extractor", "worker", cfg.WorkerID))
 		}, nil)
@@ -260,7 +261,7 @@ func extractionStep(ctx context.Context, e *env, provider llm.Provider, workers 
 		return step, nil, err
 	}
 
-	limit := 30*time.Second + time.Duration(4*len(sessions)/workers)*e.sizes.extractLatency
+	limit := 30*time.Second + time.Duration(4*len(sessions)/workers/e.sizes.extractPerWorker+4)*e.sizes.extractLatency
 	start := time.Now()
 	// Two requests per session, back to back: the first (whole transcript)
 	// costs one model call; the second names an older point (a request
@@ -315,8 +316,12 @@ func extractionStep(ctx context.Context, e *env, provider llm.Provider, workers 
 	sort.Strings(problems)
 	step.OrderingProblems = len(problems)
 	step.BusiestWorkerSessions = busiestWorker(sessions, workers, e.provisionConfig().Partitions)
-	step.EfficiencyBound = round3(float64(len(sessions)) / float64(workers) / float64(step.BusiestWorkerSessions))
+	per := e.sizes.extractPerWorker
+	waves := func(n int) float64 { return float64((n + per - 1) / per) }
+	step.EfficiencyBound = round3(waves(len(sessions)) / float64(workers) / waves(step.BusiestWorkerSessions))
 	step.ExtractionsPerS = round3(rate(step.Extractions, last.Sub(start)))
+	step.CapacityPerS = round3(float64(workers*per) / e.sizes.extractLatency.Seconds())
+	step.Utilization = round3(step.ExtractionsPerS / step.CapacityPerS)
 	e.progress("   %d workers: %d extractions (%d outcomes) in %s", workers, step.Extractions, len(outs), last.Sub(start).Round(time.Millisecond))
 	return step, problems, nil
 }

@@ -112,7 +112,7 @@ func PrintTable(w io.Writer, r *Result) error {
 	row("compaction.flatness", r.Compaction.Flatness, "", "p99 largest / p99 smallest")
 	skip("extraction", r.Extraction.Skipped)
 	for _, s := range r.Extraction.Scaling {
-		fmt.Fprintf(tw, "extraction[%d workers]\t%.1f /s\tefficiency %.3f (partition balance bound %.3f), %d extractions\n", s.Workers, s.ExtractionsPerS, s.Efficiency, s.EfficiencyBound, s.Extractions)
+		fmt.Fprintf(tw, "extraction[%d workers]\t%.1f /s\tefficiency %.3f (session balance bound %.3f), %.0f%% of capacity, %d extractions\n", s.Workers, s.ExtractionsPerS, s.Efficiency, s.EfficiencyBound, 100*s.Utilization, s.Extractions)
 	}
 	if r.Extraction.OrderingViolations != nil {
 		fmt.Fprintf(tw, "extraction.ordering_violations\t%d\t\n", *r.Extraction.OrderingViolations)

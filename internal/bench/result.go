@@ -130,12 +130,17 @@ type ExtractionStep struct {
 	Efficiency       float64 `json:"efficiency"`
 	OrderingProblems int     `json:"ordering_violations"`
 	// BusiestWorkerSessions is the number of sessions whose partitions the
-	// busiest worker owns (pcgroup.Assign over the session hashes); with
-	// one extraction at a time per worker, the run cannot take less than
-	// that many model latencies, so EfficiencyBound =
-	// (sessions / workers) / BusiestWorkerSessions bounds Efficiency.
+	// busiest worker owns (pcgroup.Assign over the session hashes). With
+	// PerWorker extractions at once, the run cannot take less than
+	// ceil(BusiestWorkerSessions / PerWorker) model latencies, which bounds
+	// Efficiency (EfficiencyBound).
 	BusiestWorkerSessions int     `json:"busiest_worker_sessions"`
 	EfficiencyBound       float64 `json:"efficiency_bound"`
+	// CapacityPerS is what the workers could do if every slot always had a
+	// model call in flight: workers × PerWorker / latency; Utilization is
+	// ExtractionsPerS / CapacityPerS.
+	CapacityPerS float64 `json:"capacity_per_s"`
+	Utilization  float64 `json:"utilization"`
 }
 
 // ExtractionResult measures extraction scaling against a fake LLM with a
@@ -144,6 +149,7 @@ type ExtractionResult struct {
 	Skipped            string           `json:"skipped,omitempty"`
 	LLMLatencyMS       int              `json:"llm_latency_ms"`
 	Sessions           int              `json:"sessions"`
+	PerWorker          int              `json:"extractions_per_worker"`
 	Scaling            []ExtractionStep `json:"scaling"`
 	OrderingViolations *int             `json:"ordering_violations"`
 	ViolationExamples  []string         `json:"violation_examples,omitempty"`

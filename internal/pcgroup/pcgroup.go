@@ -1,9 +1,10 @@
 // Package pcgroup is a partitioned consumer group on JetStream: a stream's
 // messages are split into P static partitions (by a subject transform at
-// ingest), each partition has one durable pull consumer with one message in
-// flight, and the live members of the group share the partitions between
-// them, so that the messages of one partition are handled one at a time, in
-// order, by one member — while members join, leave, crash or pause.
+// ingest), each partition has one durable pull consumer, and the live
+// members of the group share the partitions between them, so that the
+// messages of one partition are handled in order by one member — one at a
+// time, or, in keyed mode (Config.KeyOf), one at a time per key with
+// different keys at once — while members join, leave, crash or pause.
 //
 // # Moving parts
 //
@@ -17,7 +18,8 @@
 //     assigned to it. A member whose own heartbeat has not succeeded for a
 //     whole TTL assumes it was declared dead and gives up every partition.
 //   - Consumers: partition p has the durable Config.Durable(p) filtered on
-//     Config.Filter(p), AckExplicit, MaxAckPending 1, AckWait, no
+//     Config.Filter(p), AckExplicit, MaxAckPending 1 (Config.InFlight in
+//     keyed mode), AckWait, no
 //     InactiveThreshold (a durable deleted mid-processing would replay), and
 //     a pinned priority group, so that during a hand-off only one member at
 //     a time receives messages.
@@ -35,6 +37,13 @@
 //     trigger does) until its context is cancelled on hand-off or stop.
 //
 // # What is not guaranteed
+//
+// In keyed mode, after a member crashes the server redelivers the messages
+// it held only when their AckWait expires, so a later message of a key may
+// be handled before an earlier one; handlers must tolerate that (the
+// extractor answers an already covered request without work). Clean
+// hand-offs keep each key's order: a member settles every message it holds
+// before it unpins.
 //
 // The pin is not a lock. A member that pauses (GC, network partition) for
 // longer than AckWait while holding a message lets the server redeliver that

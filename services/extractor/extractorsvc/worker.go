@@ -115,7 +115,7 @@ func NewWorker(nc *nats.Conn, cfg Config, p llm.Provider, log *slog.Logger) (*Wo
 		// Several sessions of one partition at once, one request of a
 		// session at a time and in order.
 		KeyOf:    sessionKey,
-		InFlight: cfg.Concurrency,
+		InFlight: 2 * cfg.Concurrency, // the next requests are fetched while the slots are busy
 		Log:      w.log,
 	}, w.handle)
 	if err != nil {
