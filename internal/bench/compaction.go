@@ -1,17 +1,22 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/bench/benchgen"
 	"github.com/recallhq/recall/internal/chunked"
 	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
 	"github.com/recallhq/recall/services/compactor/compactorsvc"
@@ -116,7 +121,13 @@ func runCompaction(ctx context.Context, e *env) error {
 	}
 	defer svc.stop()
 
+	fl, err := newFloor(e.nc, kv)
+	if err != nil {
+		return err
+	}
+	defer fl.close()
 	lat := make([]latencies, len(measured))
+	flat := make([]latencies, len(measured))
 	kept := make([]int, len(measured))
 	warm := e.sizes.compactRequests / 10
 	t0 = time.Now()
@@ -124,10 +135,10 @@ func runCompaction(ctx context.Context, e *env) error {
 		if i == warm {
 			e.progress("   %d warm-up rounds took %s", warm, time.Since(t0).Round(time.Millisecond))
 		}
-		for j, s := range measured { // round-robin: noise hits every size alike
-			t0 := time.Now()
-			rep, err := compactOnce(ctx, e.nc, s)
-			d := time.Since(t0)
+		for k := range measured { // round-robin from a rotating start: noise and order hit every size alike
+			j := (k + i) % len(measured)
+			s := measured[j]
+			rep, size, d, err := compactOnceSized(ctx, e.nc, s)
 			if err != nil {
 				return fmt.Errorf("compacting %s: %w", s, err)
 			}
@@ -135,16 +146,32 @@ func runCompaction(ctx context.Context, e *env) error {
 				return fmt.Errorf("compacting %s: not served: outcome %s: %s", s, rep.Outcome, rep.Reason)
 			}
 			kept[j] = rep.KeptCount
+			fd, err := fl.once(ctx, s, rep.FirstKeptSeq, rep.LastSeq, size)
+			if err != nil {
+				return err
+			}
 			if i >= warm {
 				lat[j] = append(lat[j], d)
+				flat[j] = append(flat[j], fd)
 			}
 		}
 	}
 	for j, n := range e.sizes.compactSizes {
-		r.BySize = append(r.BySize, CompactionSize{TranscriptMessages: n, Requests: len(lat[j]),
-			P50US: round1(lat[j].percentile(50)), P99US: round1(lat[j].percentile(99)), KeptMessages: kept[j]})
-		e.progress("   compaction of a %d-message transcript: p50 %.0f us, p99 %.0f us, %d kept", n, lat[j].percentile(50), lat[j].percentile(99), kept[j])
+		sz := CompactionSize{TranscriptMessages: n, Requests: len(lat[j]),
+			P50US: round1(lat[j].percentile(50)), P99US: round1(lat[j].percentile(99)), KeptMessages: kept[j],
+			FloorP50US: round1(flat[j].percentile(50)), FloorP99US: round1(flat[j].percentile(99))}
+		sz.RatioP50VsFloor = round3(sz.P50US / sz.FloorP50US)
+		sz.RatioP99VsFloor = round3(sz.P99US / sz.FloorP99US)
+		r.BySize = append(r.BySize, sz)
+		e.progress("   compaction of a %d-message transcript: p50 %.0f us, p99 %.0f us, %d kept; floor p50 %.0f us, p99 %.0f us (%.2f× / %.2f×)",
+			n, sz.P50US, sz.P99US, kept[j], sz.FloorP50US, sz.FloorP99US, sz.RatioP50VsFloor, sz.RatioP99VsFloor)
 	}
+	for _, sz := range r.BySize { // the worst size decides
+		r.RatioP50VsFloor = f64(max(deref(r.RatioP50VsFloor), sz.RatioP50VsFloor))
+		r.RatioP99VsFloor = f64(max(deref(r.RatioP99VsFloor), sz.RatioP99VsFloor))
+	}
+	e.res.Raw.CompactionFloorP50US = f64(r.BySize[len(r.BySize)-1].FloorP50US)
+	e.res.Raw.CompactionFloorP99US = f64(r.BySize[len(r.BySize)-1].FloorP99US)
 	largest := r.BySize[len(r.BySize)-1].P99US
 	if raw := e.res.Raw; raw.RequestReplyP99US != nil && raw.KVGetP99US != nil {
 		r.RatioP99VsRaw = f64(round3(largest / (*raw.RequestReplyP99US + *raw.KVGetP99US)))
@@ -156,20 +183,88 @@ func runCompaction(ctx context.Context, e *env) error {
 // compactOnce asks the compactor to compact session, as a platform would
 // when its context is full, and decodes the reply.
 func compactOnce(ctx context.Context, nc *nats.Conn, session string) (*events.CompactReply, error) {
+	rep, _, _, err := compactOnceSized(ctx, nc, session)
+	return rep, err
+}
+
+// compactOnceSized is compactOnce that also returns the reply's size in
+// bytes (reassembled) and the round trip: from the request to the reply's
+// last byte, before the caller decodes it (the floor does not decode its
+// reply either).
+func compactOnceSized(ctx context.Context, nc *nats.Conn, session string) (*events.CompactReply, int, time.Duration, error) {
 	wait := int64(0)
 	body, _ := json.Marshal(events.CompactRequest{ContextTokens: compactContextTokens, WaitTimeoutMS: &wait})
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	t0 := time.Now()
 	m, err := chunked.Request(rctx, nc, events.APISubject(events.VerbCompact, benchTenant, session), nil, body)
+	d := time.Since(t0)
 	if err != nil {
-		return nil, err
+		return nil, 0, d, err
 	}
 	if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
-		return nil, fmt.Errorf("compactor error %s: %s", code, m.Header.Get("Nats-Service-Error"))
+		return nil, 0, d, fmt.Errorf("compactor error %s: %s", code, m.Header.Get("Nats-Service-Error"))
 	}
 	var rep events.CompactReply
 	if err := json.Unmarshal(m.Data, &rep); err != nil {
-		return nil, fmt.Errorf("decoding the compact reply: %w", err)
+		return nil, 0, d, fmt.Errorf("decoding the compact reply: %w", err)
 	}
-	return &rep, nil
+	return &rep, len(m.Data), d, nil
+}
+
+// floor is the raw I/O a compaction cannot avoid, measured on the same
+// server: one KV get of the session's memory, one batch Direct Get of the
+// records the compaction kept, and a request whose reply has the
+// compaction reply's size (answered by a plain subscriber).
+type floor struct {
+	nc      *nats.Conn
+	kv      jetstream.KeyValue
+	echo    *nats.Subscription
+	replies map[int][]byte
+}
+
+const floorSubject = "bench.floor.reply"
+
+func newFloor(nc *nats.Conn, kv jetstream.KeyValue) (*floor, error) {
+	f := &floor{nc: nc, kv: kv, replies: map[int][]byte{}}
+	var mu sync.Mutex
+	sub, err := nc.Subscribe(floorSubject, func(m *nats.Msg) {
+		n, _ := strconv.Atoi(string(m.Data))
+		mu.Lock()
+		b, ok := f.replies[n]
+		if !ok {
+			b = bytes.Repeat([]byte("x"), n)
+			f.replies[n] = b
+		}
+		mu.Unlock()
+		_ = m.Respond(b)
+	})
+	if err != nil {
+		return nil, err
+	}
+	f.echo = sub
+	return f, nc.Flush()
+}
+
+func (f *floor) close() { _ = f.echo.Unsubscribe() }
+
+// once measures the floor of a compaction of session whose reply kept
+// records first..last and was size bytes long.
+func (f *floor) once(ctx context.Context, session string, first, last uint64, size int) (time.Duration, error) {
+	t0 := time.Now()
+	if _, err := f.kv.Get(ctx, events.MemoryKey(benchTenant, session)); err != nil {
+		return 0, fmt.Errorf("floor: reading memory: %w", err)
+	}
+	n := 0
+	err := transcript.ScanRaw(ctx, f.nc, events.StreamTranscript, events.TranscriptSubject(benchTenant, session), first, last, int(last-first+1), func(transcript.Raw) bool {
+		n++
+		return true
+	})
+	if err != nil {
+		return 0, fmt.Errorf("floor: reading records: %w", err)
+	}
+	if _, err := f.nc.RequestWithContext(ctx, floorSubject, []byte(strconv.Itoa(size))); err != nil {
+		return 0, fmt.Errorf("floor: reply of %d bytes: %w", size, err)
+	}
+	return time.Since(t0), nil
 }

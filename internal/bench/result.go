@@ -54,6 +54,11 @@ type RawResult struct {
 	RequestReplyP99US *float64 `json:"request_reply_p99_us"`
 	KVGetP50US        *float64 `json:"kv_get_p50_us"`
 	KVGetP99US        *float64 `json:"kv_get_p99_us"`
+	// CompactionFloorP50US and _P99US are the compaction floor of the
+	// largest transcript (see CompactionSize), measured by the compaction
+	// scenario.
+	CompactionFloorP50US *float64 `json:"compaction_floor_p50_us"`
+	CompactionFloorP99US *float64 `json:"compaction_floor_p99_us"`
 }
 
 // IngestResult measures Recall's ingest paths against raw publish.
@@ -111,6 +116,13 @@ type CompactionSize struct {
 	P50US              float64 `json:"p50_us"`
 	P99US              float64 `json:"p99_us"`
 	KeptMessages       int     `json:"kept_messages"`
+	// FloorP50US and FloorP99US are the raw I/O of the same compaction on
+	// the same server (KV get + batch Direct Get of the kept records + a
+	// reply of the same bytes), measured right after each compaction.
+	FloorP50US      float64 `json:"floor_p50_us"`
+	FloorP99US      float64 `json:"floor_p99_us"`
+	RatioP50VsFloor float64 `json:"ratio_p50_vs_floor"`
+	RatioP99VsFloor float64 `json:"ratio_p99_vs_floor"`
 }
 
 // CompactionResult measures compaction latency by transcript length.
@@ -119,7 +131,11 @@ type CompactionResult struct {
 	Sessions      int              `json:"sessions"`
 	BySize        []CompactionSize `json:"by_size"`
 	RatioP99VsRaw *float64         `json:"ratio_p99_vs_raw"`
-	Flatness      *float64         `json:"flatness"`
+	// RatioP50VsFloor and RatioP99VsFloor are the worst size's compaction
+	// latency over its floor.
+	RatioP50VsFloor *float64 `json:"ratio_p50_vs_floor"`
+	RatioP99VsFloor *float64 `json:"ratio_p99_vs_floor"`
+	Flatness        *float64 `json:"flatness"`
 }
 
 // ExtractionStep is extraction throughput with one worker count.
