@@ -140,7 +140,11 @@ func batchGet(ctx context.Context, nc *nats.Conn, stream, subject string, from, 
 	}
 	req, _ := json.Marshal(directGetRequest{Seq: from, NextFor: subject, Batch: batch})
 	inbox := nc.NewRespInbox()
-	sub, err := nc.SubscribeSync(inbox)
+	// A channel sized for one batch and its end-of-batch status: a
+	// synchronous subscription would allocate the connection's default
+	// 64k-slot channel for every batch.
+	ch := make(chan *nats.Msg, batch+4)
+	sub, err := nc.ChanSubscribe(inbox, ch)
 	if err != nil {
 		return 0, 0, false, fmt.Errorf("reading transcript: %w", err)
 	}
@@ -155,12 +159,14 @@ func batchGet(ctx context.Context, nc *nats.Conn, stream, subject string, from, 
 	}
 	stopped := false
 	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) && n == 0 {
+		var m *nats.Msg
+		select {
+		case m = <-ch:
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) && n == 0 {
 				return 0, 0, false, fmt.Errorf("reading transcript of %s: %w", what, ErrNoResponders)
 			}
-			return n, last, false, fmt.Errorf("reading transcript of %s: %w", what, err)
+			return n, last, false, fmt.Errorf("reading transcript of %s: %w", what, ctx.Err())
 		}
 		if len(m.Data) == 0 && m.Header != nil && m.Header.Get("Status") != "" {
 			switch m.Header.Get("Status") {
