@@ -54,6 +54,7 @@ type Compactor struct {
 	tenants  *tenantcfg.Store
 	provider llm.Provider
 	breaker  *breaker
+	tails    *tailCache
 	log      *slog.Logger
 }
 
@@ -81,7 +82,7 @@ func New(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg Config,
 		provider = nil
 	}
 	return &Compactor{cfg: cfg, js: js, events: eventpub.New(js, Component), reader: transcript.NewReader(nc), memory: mem, status: st, tenants: tenants,
-		provider: provider, breaker: newBreaker(cfg.BreakerFailures), log: log}, nil
+		provider: provider, breaker: newBreaker(cfg.BreakerFailures), tails: newTailCache(cfg.TailCacheBytes), log: log}, nil
 }
 
 // settings are one request's effective parameters.

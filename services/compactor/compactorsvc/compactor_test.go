@@ -25,6 +25,7 @@ import (
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/tenantcfg"
+	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/client"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
@@ -743,5 +744,81 @@ func TestShutdownBoundedWithHungModel(t *testing.T) {
 		t.Logf("answered %q: %s", a.r.Outcome, a.r.Reason)
 	case <-time.After(5 * time.Second):
 		t.Fatal("the cancelled compaction was never answered")
+	}
+}
+
+// The tail cache changes nothing but the reads: a compactor with it and one
+// without answer the same compactions of a session that keeps growing, with
+// other sessions interleaved, the window growing back and the notes moving.
+func TestTailCacheAnswersAlike(t *testing.T) {
+	hitsBefore := TailCacheHits()
+	cached := startEnv(t, envOptions{config: func(c *Config) { c.TailCacheBytes = 1 << 20 }})
+	plain := startEnv(t, envOptions{config: func(c *Config) { c.TailCacheBytes = -1 }})
+	type step struct {
+		turns, size int
+		summarize   int // index of the record the notes cover, -1: unchanged
+	}
+	steps := []step{{6, 3000, 15}, {1, 100, -1}, {2, 2000, -1}, {3, 500, 27}, {0, 0, -1}}
+	var uuids [2][]string
+	var seqs [2][]uint64
+	for n, st := range steps {
+		recs := conversation(st.turns, st.size)
+		var replies [2]*events.CompactReply
+		for i, e := range []*env{cached, plain} {
+			e.publish("other", conversation(1, 50)...)
+			if len(recs) > 0 {
+				u, s := e.publish("s1", recs...)
+				uuids[i], seqs[i] = append(uuids[i], u...), append(seqs[i], s...)
+			}
+			if st.summarize >= 0 {
+				at := st.summarize
+				e.putMemory("s1", events.MemoryRecord{Notes: notes(fmt.Sprint("step ", n)), LastSummarizedID: uuids[i][at], LastSummarizedSeq: seqs[i][at], CoveredSeq: seqs[i][at]})
+			}
+			replies[i] = e.compact("s1", events.CompactRequest{Trigger: events.TriggerManual})
+		}
+		a, b := replies[0], replies[1]
+		if a.Outcome != b.Outcome || a.TokensAfter != b.TokensAfter || a.KeptCount != b.KeptCount || fmt.Sprint(keptUUIDs(t, a)) != fmt.Sprint(keptUUIDs(t, b)) {
+			t.Fatalf("step %d: with the cache %s kept %d (%d tokens), without %s kept %d (%d tokens)", n, a.Outcome, a.KeptCount, a.TokensAfter, b.Outcome, b.KeptCount, b.TokensAfter)
+		}
+		if last := uuids[0][len(uuids[0])-1]; keptUUIDs(t, a)[a.KeptCount-1] != last {
+			t.Fatalf("step %d: the newest record %s is not kept", n, last)
+		}
+	}
+	// Every compaction after the first of each notes position read its
+	// tail from the cache (steps 1, 2 and 4).
+	if hits := TailCacheHits() - hitsBefore; hits < 3 {
+		t.Fatalf("%d compactions read their tail from the cache, want at least 3", hits)
+	}
+}
+
+func TestTailCacheEvictsByBytes(t *testing.T) {
+	c := newTailCache(3000) // room for about two one-record entries
+	rec := func(seq uint64) []transcript.Record {
+		e := event.New()
+		_ = e.SetData(event.ApplicationJSON, []byte(`{"text":"`+strings.Repeat("x", 400)+`"}`))
+		return []transcript.Record{{Seq: seq, Event: e}}
+	}
+	c.put("a", 1, rec(1))
+	c.put("b", 2, rec(2))
+	if _, ok := c.get("a"); !ok { // a is now the most recent
+		t.Fatal("a evicted too early")
+	}
+	c.put("c", 3, rec(3))
+	if _, ok := c.get("b"); ok {
+		t.Fatal("b, the least recently used, should have been evicted")
+	}
+	if _, ok := c.get("a"); !ok {
+		t.Fatal("a was evicted")
+	}
+	c.put("a", 5, rec(5)) // extends a, keeping its older record
+	e, _ := c.get("a")
+	if e.lowest != 1 || len(e.recs) != 2 || e.next() != 6 {
+		t.Fatalf("merged entry lowest %d, %d records, next %d", e.lowest, len(e.recs), e.next())
+	}
+	if recs, ok := e.between(2, 5); !ok || len(recs) != 1 || recs[0].Seq != 5 {
+		t.Fatalf("between 2 and 5: %v %v", recs, ok)
+	}
+	if _, ok := e.from(0); ok {
+		t.Fatal("an entry must not claim records below its lowest sequence")
 	}
 }

@@ -34,15 +34,40 @@ type history struct {
 	complete bool
 	span     uint64
 	earlier  int // records read backwards, bounded by MaxReadRecords
+	// cached is the session's tail cache entry when the compaction started
+	// (ok false: none); reads it covers are not sent to the server.
+	cached   tailEntry
+	cachedOK bool
 }
 
-// readTail reads every record from seq from on (from >= 1).
+// readTail reads every record from seq from on (from >= 1): from the tail
+// cache as far as it reaches, then from the server.
 func (c *Compactor) readTail(ctx context.Context, tenant, session string, from uint64) (*history, error) {
-	recs, err := c.reader.Read(ctx, tenant, session, from, 0, 0)
-	if err != nil {
-		return nil, fmt.Errorf("reading the transcript from seq %d: %w", from, err)
+	h := &history{c: c, tenant: tenant, session: session, lowest: from, complete: from <= 1, span: firstSpan}
+	h.cached, h.cachedOK = c.tails.get(events.MemoryKey(tenant, session))
+	start := from
+	if h.cachedOK {
+		if recs, ok := h.cached.from(from); ok {
+			h.recs = recs
+			start = max(from, h.cached.next())
+			tailHits.Add(1)
+		}
 	}
-	return &history{c: c, tenant: tenant, session: session, recs: recs, lowest: from, complete: from <= 1, span: firstSpan}, nil
+	recs, err := c.reader.Read(ctx, tenant, session, start, 0, 0)
+	if err != nil {
+		return nil, fmt.Errorf("reading the transcript from seq %d: %w", start, err)
+	}
+	if len(h.recs) == 0 {
+		h.recs = recs
+	} else if len(recs) > 0 {
+		h.recs = append(append(make([]transcript.Record, 0, len(h.recs)+len(recs)), h.recs...), recs...)
+	}
+	return h, nil
+}
+
+// remember puts what h read into the tail cache.
+func (h *history) remember() {
+	h.c.tails.put(events.MemoryKey(h.tenant, h.session), h.lowest, h.recs)
 }
 
 // readEnd starts a history at the session's newest record with nothing read
@@ -72,11 +97,14 @@ func (h *history) earlierRecords(ctx context.Context) error {
 		lo = hi - h.span + 1
 	}
 	h.span *= spanGrowth
-	recs, err := h.c.reader.Read(ctx, h.tenant, h.session, lo, hi, 0)
-	if err != nil {
-		return fmt.Errorf("reading the transcript between seq %d and %d: %w", lo, hi, err)
+	recs, ok := h.cached.between(lo, hi)
+	if !h.cachedOK || !ok {
+		var err error
+		if recs, err = h.c.reader.Read(ctx, h.tenant, h.session, lo, hi, 0); err != nil {
+			return fmt.Errorf("reading the transcript between seq %d and %d: %w", lo, hi, err)
+		}
 	}
-	h.recs = append(recs, h.recs...)
+	h.recs = append(append(make([]transcript.Record, 0, len(recs)+len(h.recs)), recs...), h.recs...)
 	h.lowest = lo
 	h.earlier += len(recs)
 	if lo <= 1 || h.earlier >= h.c.cfg.MaxReadRecords {
@@ -139,6 +167,7 @@ func (c *Compactor) planWithTranscript(ctx context.Context, tenant, session stri
 		in.Entries, in.Complete = h.entries(), h.complete
 		p := memory.PlanCompaction(in)
 		if !p.NeedEarlier || h.complete {
+			h.remember()
 			return p, h.recs, nil
 		}
 		if err := h.earlierRecords(ctx); err != nil {
