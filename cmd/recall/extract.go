@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 	"time"
 
@@ -65,7 +66,17 @@ func runExtract(ctx context.Context, args []string, stdout io.Writer) error {
 		if tenantSet || *session != "" {
 			f.Tenant = *tenant
 		}
+		var bar *progress
+		f.Progress = func(done, total int) {
+			if bar == nil {
+				bar = newProgress(os.Stderr, total, "parked requests")
+			}
+			bar.set(done)
+		}
 		n, err := extractorsvc.ReplayParked(ctx, js, f)
+		if bar != nil {
+			bar.done()
+		}
 		if err != nil {
 			return err
 		}

@@ -130,7 +130,7 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	}
 
-	bar := newProgress(os.Stderr, len(res.Events))
+	bar := newProgress(os.Stderr, len(res.Events), "events")
 	rp := &replayer{send: send, batch: *batchSize, retryFor: *retryFor, progress: bar.set,
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	st, err := rp.run(ctx, res.Events)
@@ -293,35 +293,3 @@ func formatCounts(m map[string]int) string {
 	return strings.Join(parts, ", ")
 }
 
-// progress draws a one-line "\r" progress bar on a terminal, and nothing
-// elsewhere.
-type progress struct {
-	w     io.Writer
-	total int
-	on    bool
-}
-
-func newProgress(f *os.File, total int) *progress {
-	p := &progress{w: f, total: total}
-	if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 && total > 0 {
-		p.on = true
-		p.set(0)
-	}
-	return p
-}
-
-func (p *progress) set(n int) {
-	if !p.on {
-		return
-	}
-	const width = 30
-	filled := width * n / p.total
-	fmt.Fprintf(p.w, "\r[%s%s] %d/%d events", strings.Repeat("#", filled), strings.Repeat(".", width-filled), n, p.total)
-}
-
-func (p *progress) done() {
-	if p.on {
-		fmt.Fprintln(p.w)
-		p.on = false
-	}
-}

@@ -193,6 +193,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 
 	start := time.Now()
 	selected := func(name string) bool { return len(o.Only) == 0 || slices.Contains(o.Only, name) }
+	// typicalS is how long each scenario took in a full and a quick run on
+	// a 2-core machine (docs/benchmarks.md): the ETA printed before each
+	// scenario is the sum of what is left, scaled by how this run compares.
+	typicalS := map[string][2]float64{ScenarioRaw: {10, 2}, ScenarioIngest: {12, 2}, ScenarioTrigger: {60, 6},
+		ScenarioCompaction: {13, 3}, ScenarioExtraction: {32, 4}, ScenarioPipeline: {36, 6}}
 	steps := []struct {
 		name string
 		run  func(context.Context, *env) error
@@ -205,13 +210,20 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		{ScenarioExtraction, runExtraction, func(r string) { e.res.Extraction.Skipped = r }},
 		{ScenarioPipeline, runPipeline, func(r string) { e.res.Pipeline.Skipped = r }},
 	}
+	var todo []string
+	for _, st := range steps {
+		if selected(st.name) {
+			todo = append(todo, st.name)
+		}
+	}
+	eta := newETA(todo, typicalS, o.Quick)
 	for _, st := range steps {
 		if !selected(st.name) {
 			st.skip("not selected (--only)")
 			continue
 		}
 		e.res.Meta.Scenarios = append(e.res.Meta.Scenarios, st.name)
-		e.progress("== %s", st.name)
+		e.progress("== %s (%s)", st.name, eta.before(st.name, time.Since(start)))
 		t0 := time.Now()
 		err := e.reset(ctx)
 		if err == nil {
@@ -230,6 +242,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			st.skip("failed: " + err.Error())
 		}
 		e.progress("   %s took %s", st.name, time.Since(t0).Round(time.Millisecond))
+		eta.finished(st.name, time.Since(t0))
 	}
 	if err := e.cleanup(ctx); err != nil {
 		e.progress("cleanup: %v", err)
@@ -316,4 +329,46 @@ func cpuModel() string {
 		}
 	}
 	return ""
+}
+
+// eta estimates the time left of a run from typical scenario durations,
+// scaled by how the finished scenarios compared with theirs.
+type eta struct {
+	todo     []string
+	typical  map[string]float64
+	typSpent float64 // typical seconds of the finished scenarios
+	spent    float64 // their measured seconds
+	done     int
+}
+
+func newETA(todo []string, typical map[string][2]float64, quick bool) *eta {
+	e := &eta{todo: todo, typical: map[string]float64{}}
+	for name, t := range typical {
+		if quick {
+			e.typical[name] = t[1]
+		} else {
+			e.typical[name] = t[0]
+		}
+	}
+	return e
+}
+
+// before describes the position of scenario name: its number, the time
+// spent and about how much is left.
+func (e *eta) before(name string, elapsed time.Duration) string {
+	left := 0.0
+	for _, n := range e.todo[e.done:] {
+		left += e.typical[n]
+	}
+	if e.typSpent > 0 {
+		left *= e.spent / e.typSpent
+	}
+	return fmt.Sprintf("%d/%d, %s elapsed, about %s left", e.done+1, len(e.todo),
+		elapsed.Round(time.Second), (time.Duration(left) * time.Second).Round(time.Second))
+}
+
+func (e *eta) finished(name string, took time.Duration) {
+	e.done++
+	e.typSpent += e.typical[name]
+	e.spent += took.Seconds()
 }

@@ -95,6 +95,9 @@ func ListParked(ctx context.Context, js jetstream.JetStream) ([]Parked, error) {
 type ParkedFilter struct {
 	Tenant  string
 	Session string
+	// Progress, when set, is called with how many of the matching requests
+	// were replayed so far, and how many match.
+	Progress func(done, total int)
 }
 
 func (f ParkedFilter) match(p Parked) bool {
@@ -116,11 +119,17 @@ func ReplayParked(ctx context.Context, js jetstream.JetStream, filter ParkedFilt
 	if err != nil {
 		return 0, fmt.Errorf("opening %s: %w", events.BucketParked, err)
 	}
-	n := 0
+	var todo []Parked
 	for _, p := range parked {
+		if filter.match(p) && events.ValidateID(p.Request.Tenant) == nil && events.ValidateID(p.Request.Session) == nil {
+			todo = append(todo, p)
+		}
+	}
+	n := 0
+	for _, p := range todo {
 		r := p.Request
-		if !filter.match(p) || events.ValidateID(r.Tenant) != nil || events.ValidateID(r.Session) != nil {
-			continue
+		if filter.Progress != nil {
+			filter.Progress(n, len(todo))
 		}
 		r.Reason = ReasonReplay
 		e, err := eventpub.Build(Component, eventpub.Event{Type: events.TypeExtractionRequested, Tenant: r.Tenant,
@@ -135,6 +144,9 @@ func ReplayParked(ctx context.Context, js jetstream.JetStream, filter ParkedFilt
 			return n, fmt.Errorf("unparking %s (it was replayed; delete it by hand): %w", p.Key, err)
 		}
 		n++
+	}
+	if filter.Progress != nil {
+		filter.Progress(n, len(todo))
 	}
 	return n, nil
 }
