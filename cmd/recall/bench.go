@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/recallhq/recall/internal/bench"
+	"github.com/recallhq/recall/cmd/recall/internal/bench"
 )
 
 func init() {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/recallhq/recall/internal/bench/benchgen"
+	"github.com/recallhq/recall/internal/benchgen"
 	"github.com/recallhq/recall/pkg/client"
 )
 

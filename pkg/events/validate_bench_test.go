@@ -5,7 +5,7 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
-	"github.com/recallhq/recall/internal/bench/benchgen"
+	"github.com/recallhq/recall/internal/benchgen"
 	"github.com/recallhq/recall/pkg/events"
 )
 

@@ -3,7 +3,7 @@ package natsce_test
 import (
 	"testing"
 
-	"github.com/recallhq/recall/internal/bench/benchgen"
+	"github.com/recallhq/recall/internal/benchgen"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
 )

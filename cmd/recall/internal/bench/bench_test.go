@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/recallhq/recall/internal/bench"
+	"github.com/recallhq/recall/cmd/recall/internal/bench"
 )
 
 // issueKeys are the keys issue #7 requires, as paths into the JSON object.

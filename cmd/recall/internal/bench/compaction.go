@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/recallhq/recall/internal/bench/benchgen"
+	"github.com/recallhq/recall/internal/benchgen"
 	"github.com/recallhq/recall/internal/chunked"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/transcript"

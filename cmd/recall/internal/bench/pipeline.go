@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/recallhq/recall/internal/bench/benchgen"
+	"github.com/recallhq/recall/internal/benchgen"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/pkg/client"
