@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/recallhq/recall/internal/chunked"
+	"github.com/recallhq/recall/pkg/chunked"
 	"github.com/recallhq/recall/pkg/events"
 )
 

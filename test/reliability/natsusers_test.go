@@ -11,9 +11,9 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
-	"github.com/recallhq/recall/internal/chunked"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/testpoll"
+	"github.com/recallhq/recall/pkg/chunked"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/trigger/triggersvc"
 )

@@ -14,9 +14,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/benchgen"
-	"github.com/recallhq/recall/internal/chunked"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/transcript"
+	"github.com/recallhq/recall/pkg/chunked"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
 	"github.com/recallhq/recall/services/compactor/compactorsvc"
