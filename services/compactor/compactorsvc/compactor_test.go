@@ -822,3 +822,23 @@ func TestTailCacheEvictsByBytes(t *testing.T) {
 		t.Fatal("an entry must not claim records below its lowest sequence")
 	}
 }
+
+// A short session whose notes cover everything, the latest request
+// included: session memory cannot reduce it, and the full-compaction
+// fallback must answer (it once sliced past the latest request and
+// panicked, answering 500).
+func TestFullCompactWhenNotesCoverTheLatestRequest(t *testing.T) {
+	p := &fakeProvider{}
+	e := startEnv(t, envOptions{config: func(c *Config) { c.FullCompact, c.Provider = true, p }})
+	uuids, seqs := e.publish("short", conversation(1, 10)...)
+	last := len(uuids) - 1
+	e.putMemory("short", events.MemoryRecord{Notes: notes("Retries with jitter."), LastSummarizedID: uuids[last], LastSummarizedSeq: seqs[last], CoveredSeq: seqs[last]})
+	r, err := e.tryCompact("short", events.CompactRequest{Trigger: events.TriggerManual})
+	if err != nil {
+		t.Fatalf("compaction failed: %v", err)
+	}
+	if r.Outcome == "" || r.Reason == "" && !r.Served {
+		t.Fatalf("reply %+v", r)
+	}
+	t.Logf("outcome %s (from %s): %s", r.Outcome, r.FallbackFrom, r.Reason)
+}

@@ -68,6 +68,10 @@ func (c *Compactor) fullCompact(ctx context.Context, tenant, session string, s s
 	}
 	es := h.entries()
 	w := keepFromRequest(es, s.window.MaxTokens)
+	// The notes may cover the latest request and what follows it (a short
+	// session, or one summarized to its end): those records are kept
+	// verbatim anyway, and only the notes are summarized.
+	from = min(from, w.Start)
 	conv := renderConversation(es[from:w.Start], notes, c.cfg.FullCompactMaxChars)
 	if conv == "" {
 		return nil, fmt.Errorf("nothing to summarize before the latest request")
