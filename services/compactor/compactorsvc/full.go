@@ -44,6 +44,12 @@ func (c *Compactor) fallback(ctx context.Context, tenant, session string, s sett
 		return reply
 	}
 	c.breaker.succeed(key)
+	if full.TokensBefore > 0 && full.TokensAfter >= full.TokensBefore {
+		// A summary as long as the context it replaces helps no one: the
+		// platform keeps its context.
+		reply.Reason += fmt.Sprintf("; a full compaction would not reduce it either (%d tokens, no fewer than %d)", full.TokensAfter, full.TokensBefore)
+		return reply
+	}
 	return full
 }
 
