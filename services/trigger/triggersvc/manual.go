@@ -42,16 +42,19 @@ func (t *Trigger) ServeManual(ctx context.Context) (micro.Service, error) {
 	}
 	err = svc.AddEndpoint(events.VerbExtract, replyspace.Guard(t.log, micro.HandlerFunc(func(req micro.Request) {
 		// Handlers are serial per endpoint and an extraction takes seconds:
-		// a request that can be refused at once is answered here (micro
-		// counts the error); one that waits answers through its
-		// micro.Request from a goroutine, so other sessions are not held.
+		// a request that can be refused at once is answered here, through
+		// micro (which counts the error); one that waits is answered from a
+		// goroutine on the connection. (Answering through the micro.Request
+		// after the handler returned races with micro reading its error
+		// state: micro cannot count those outcomes; recall_trigger_manual
+		// does.)
 		in, code, msg := t.parseManual(req)
 		if code != "" {
 			t.m.manual.Add(ctx, 1, reasonAttr("error_"+code))
 			_ = req.Error(code, msg, nil)
 			return
 		}
-		go t.manual(ctx, req, in)
+		go t.manual(ctx, req.Reply(), in)
 	})), micro.WithEndpointSubject(events.SubjectAPIRoot+"."+events.VerbExtract+".*.*"))
 	if err != nil {
 		_ = svc.Stop()
@@ -87,12 +90,18 @@ func (t *Trigger) parseManual(req micro.Request) (in manualRequest, code, msg st
 	return in, "", ""
 }
 
-// manual runs one manual extraction and answers req.
-func (t *Trigger) manual(ctx context.Context, req micro.Request, in manualRequest) {
+// manual runs one manual extraction and answers on reply.
+func (t *Trigger) manual(ctx context.Context, reply string, in manualRequest) {
 	res, code, msg := t.extract(ctx, in)
+	if reply == "" {
+		return
+	}
 	if code != "" {
 		t.m.manual.Add(ctx, 1, reasonAttr("error_"+code))
-		_ = req.Error(code, msg, nil)
+		_ = t.nc.PublishMsg(&nats.Msg{Subject: reply, Header: nats.Header{
+			micro.ErrorCodeHeader: []string{code},
+			micro.ErrorHeader:     []string{msg},
+		}})
 		return
 	}
 	outcome := "success"
@@ -100,7 +109,8 @@ func (t *Trigger) manual(ctx context.Context, req micro.Request, in manualReques
 		outcome = "failure"
 	}
 	t.m.manual.Add(ctx, 1, reasonAttr(outcome))
-	_ = req.RespondJSON(res)
+	body, _ := json.Marshal(res)
+	_ = t.nc.PublishMsg(&nats.Msg{Subject: reply, Data: body})
 }
 
 // extract runs one manual extraction; code is a micro error code when the
