@@ -11,6 +11,7 @@ import (
 	"errors"
 
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/memory"
 )
 
 // Tool is a tool offered to the model.
@@ -42,7 +43,22 @@ type Request struct {
 	// offline provider uses them to derive its edits.
 	Notes     string
 	NotesPath string
+	// Task says what the call is for: TaskExtract (empty), TaskIndex or
+	// TaskQuery. Real providers ignore it; the offline provider answers by
+	// it.
+	Task string
+	// Passages and Question describe a TaskQuery call for the offline
+	// provider (real providers read the prompt).
+	Passages []memory.Passage
+	Question string
 }
+
+// Tasks of a model call.
+const (
+	TaskExtract = ""
+	TaskIndex   = "index"
+	TaskQuery   = "query"
+)
 
 // ToolCall is a tool invocation in a response.
 type ToolCall struct {

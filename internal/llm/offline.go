@@ -64,6 +64,14 @@ func (p *OfflineProvider) Complete(ctx context.Context, req Request) (*Response,
 		resp.Usage.InputTokens += memory.EstimateMessage(&req.Messages[i])
 	}
 	resp.Usage.InputTokens += memory.EstimateText(req.System)
+	switch req.Task {
+	case TaskIndex:
+		return offlineIndex(resp, req), nil
+	case TaskQuery:
+		resp.Text, _ = memory.ExtractiveAnswer(req.Question, req.Passages, 3)
+		resp.Usage.OutputTokens = memory.EstimateText(resp.Text)
+		return resp, nil
+	}
 	n := len(req.Messages)
 	if n == 0 {
 		resp.Text = "Nothing to summarize."
@@ -437,4 +445,17 @@ func mergeLines(body string, entries []string, key func(string) string, max int)
 		out = out[len(out)-max:]
 	}
 	return strings.Join(out, "\n")
+}
+
+// offlineIndex answers an indexing call with metadata derived from the
+// serialized conversation (the last user message of the request).
+func offlineIndex(resp *Response, req Request) *Response {
+	input := ""
+	if n := len(req.Messages); n > 0 {
+		input = memory.RequestText(&req.Messages[n-1])
+	}
+	b, _ := json.Marshal(memory.OfflineIndex(input))
+	resp.Text = string(b)
+	resp.Usage.OutputTokens = memory.EstimateText(resp.Text)
+	return resp
 }

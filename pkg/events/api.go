@@ -30,3 +30,7 @@ type MemoryReply struct {
 	Revision uint64       `json:"revision"`
 	Record   MemoryRecord `json:"record"`
 }
+
+// ProblemTypeBase prefixes every RFC 9457 problem "type" Recall answers
+// with; the fragment names the section of docs/api.md that explains it.
+const ProblemTypeBase = "https://github.com/recallhq/recall/blob/main/docs/api.md#"

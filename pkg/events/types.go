@@ -436,6 +436,12 @@ type TenantConfig struct {
 	MinimumTokensBetweenUpdate int64 `json:"minimum_tokens_between_update,omitempty"`
 	ToolCallsBetweenUpdates    int   `json:"tool_calls_between_updates,omitempty"`
 
+	// SessionIndex gates the session index (default on); MinNewUserMessages
+	// is how many user requests after the last indexing make a turn end
+	// index the session again (0: the default, 5).
+	SessionIndex       *bool `json:"session_index,omitempty"`
+	MinNewUserMessages int   `json:"min_new_user_messages,omitempty"`
+
 	// Template and Prompt replace the default memory template and extraction
 	// prompt ({{currentNotes}} and {{notesPath}} are substituted).
 	Template string `json:"template,omitempty"`
@@ -456,7 +462,7 @@ func DecodeTenantConfig(b []byte) (TenantConfig, error) {
 	if err := dec.Decode(&c); err != nil {
 		return TenantConfig{}, fmt.Errorf("decoding tenant config: %w", err)
 	}
-	if c.MinimumMessageTokensToInit < 0 || c.MinimumTokensBetweenUpdate < 0 || c.ToolCallsBetweenUpdates < 0 {
+	if c.MinimumMessageTokensToInit < 0 || c.MinimumTokensBetweenUpdate < 0 || c.ToolCallsBetweenUpdates < 0 || c.MinNewUserMessages < 0 {
 		return TenantConfig{}, errors.New("decoding tenant config: thresholds must not be negative")
 	}
 	if c.ContextManagement != nil {

@@ -230,7 +230,7 @@ func summaryFor(in CompactInput, w Window) (string, bool) {
 // kept) follow verbatim in a marked block (QuoteBlock).
 func SummaryText(notes string, truncated bool, notesRef, transcriptRef string, quoted []*events.Message) string {
 	var b strings.Builder
-	b.WriteString("Recall compacted this conversation to free context. The session notes below were kept current in the background while the conversation ran; they cover everything before the messages that follow this one, and those messages are kept exactly as they were. Continue the work from where it stands without repeating finished steps.\n\n")
+	b.WriteString(compactionPreface + " to free context. The session notes below were kept current in the background while the conversation ran; they cover everything before the messages that follow this one, and those messages are kept exactly as they were. Continue the work from where it stands without repeating finished steps.\n\n")
 	b.WriteString(strings.TrimRight(notes, "\n"))
 	b.WriteString("\n")
 	if truncated {
@@ -251,7 +251,7 @@ func SummaryText(notes string, truncated bool, notesRef, transcriptRef string, q
 // model's summary, and the user messages in quoted verbatim (QuoteBlock).
 func FullCompactText(summary, transcriptRef string, quoted []*events.Message) string {
 	var b strings.Builder
-	b.WriteString("Recall compacted this conversation to free context. The summary below was written from the conversation so far; the messages that follow it, if any, are kept exactly as they were.\n\n")
+	b.WriteString(compactionPreface + " to free context. The summary below was written from the conversation so far; the messages that follow it, if any, are kept exactly as they were.\n\n")
 	b.WriteString(strings.TrimSpace(summary))
 	b.WriteString("\n")
 	if transcriptRef != "" {

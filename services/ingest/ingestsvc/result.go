@@ -14,7 +14,7 @@ const MediaProblem = "application/problem+json"
 
 // ProblemTypeBase prefixes every problem "type"; the fragment names the
 // section of docs/api.md that explains it.
-const ProblemTypeBase = "https://github.com/recallhq/recall/blob/main/docs/api.md#"
+const ProblemTypeBase = events.ProblemTypeBase
 
 // EventResult is the outcome of one submitted event.
 type EventResult struct {

@@ -1,0 +1,329 @@
+package indexersvc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/recallhq/recall/internal/replyspace"
+	"github.com/recallhq/recall/pkg/chunked"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/events/natsce"
+)
+
+// ServiceName is the indexer's micro service.
+const ServiceName = "recall-indexer"
+
+// apiError is an answer other than success: a micro error code (an HTTP
+// status) and, for some, a problem document.
+type apiError struct {
+	code    int
+	msg     string
+	problem any
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func fail(code int, format string, args ...any) *apiError {
+	return &apiError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// serve adds the micro service with the index endpoints.
+func (x *Indexer) serve(log *slog.Logger) (micro.Service, error) {
+	svc, err := micro.AddService(x.nc, micro.Config{
+		Name:        ServiceName,
+		Version:     "1.0.0",
+		Description: "Recall indexer: session index, references and questions to past sessions",
+	})
+	if err != nil {
+		return nil, err
+	}
+	type endpoint struct {
+		verb string
+		// quick endpoints answer in the handler (micro counts their
+		// errors); slow ones answer from a goroutine.
+		quick bool
+		fn    func(ctx context.Context, tenant, session string, body []byte) (any, *apiError)
+	}
+	for _, e := range []endpoint{
+		{events.VerbIndex, true, x.apiIndex},
+		{events.VerbSessions, true, x.apiSessions},
+		{events.VerbReindex, false, x.apiReindex},
+		{events.VerbResolve, false, x.apiResolve},
+		{events.VerbQuery, false, x.apiQuery},
+	} {
+		h := micro.HandlerFunc(func(req micro.Request) {
+			tenant, session, ok := events.SplitSessionSubject(req.Subject())
+			if !ok {
+				_ = req.Error("400", "subject must be "+events.APISubject(e.verb, "<tenant>", "<session>"), nil)
+				return
+			}
+			ctx := natsce.Extract(context.Background(), nats.Header(req.Headers()))
+			if e.quick {
+				res, aerr := e.fn(ctx, tenant, session, req.Data())
+				x.answer(req.Reply(), res, aerr, req)
+				return
+			}
+			reply, data := req.Reply(), req.Data()
+			go func() {
+				res, aerr := e.fn(ctx, tenant, session, data)
+				x.answer(reply, res, aerr, nil)
+			}()
+		})
+		if err := svc.AddEndpoint(e.verb, replyspace.Guard(log, h), micro.WithEndpointSubject(events.APISubject(e.verb, "*", "*"))); err != nil {
+			_ = svc.Stop()
+			return nil, err
+		}
+	}
+	return svc, nil
+}
+
+// answer replies with res or aerr; req, when set, answers errors through
+// micro so its stats count them (only from the handler itself).
+func (x *Indexer) answer(reply string, res any, aerr *apiError, req micro.Request) {
+	if reply == "" {
+		return
+	}
+	if aerr != nil {
+		hdr := nats.Header{}
+		var body []byte
+		if aerr.problem != nil {
+			body, _ = json.Marshal(aerr.problem)
+			hdr.Set("Content-Type", "application/problem+json")
+		}
+		if req != nil {
+			_ = req.Error(strconv.Itoa(aerr.code), aerr.msg, body, micro.WithHeaders(micro.Headers(hdr)))
+			return
+		}
+		hdr.Set(micro.ErrorCodeHeader, strconv.Itoa(aerr.code))
+		hdr.Set(micro.ErrorHeader, aerr.msg)
+		_ = x.nc.PublishMsg(&nats.Msg{Subject: reply, Header: hdr, Data: body})
+		return
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		x.answer(reply, nil, fail(500, "encoding the reply: %v", err), req)
+		return
+	}
+	if err := chunked.Respond(x.nc, reply, nats.Header{"Content-Type": []string{"application/json"}}, b); err != nil {
+		x.log.Warn("answering failed", "err", err)
+	}
+}
+
+// decodeBody decodes an optional JSON body strictly.
+func decodeBody(body []byte, v any) *apiError {
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fail(400, "decoding the request: %v", err)
+	}
+	return nil
+}
+
+func (x *Indexer) apiIndex(ctx context.Context, tenant, session string, _ []byte) (any, *apiError) {
+	idx, rev, err := x.entries.get(ctx, tenant, session)
+	if errors.Is(err, errNotFound) {
+		return nil, fail(404, "session %s has no index entry yet", session)
+	}
+	if err != nil {
+		return nil, fail(503, "%v", err)
+	}
+	return events.IndexReply{Index: idx, Revision: rev}, nil
+}
+
+func (x *Indexer) apiReindex(ctx context.Context, tenant, session string, body []byte) (any, *apiError) {
+	var none struct{}
+	if aerr := decodeBody(body, &none); aerr != nil {
+		return nil, aerr
+	}
+	ctx, cancel := context.WithTimeout(ctx, x.cfg.ReindexWait+x.cfg.Timeout)
+	defer cancel()
+	out, err := x.maybeIndex(ctx, indexJob{tenant: tenant, session: session, reason: events.IndexReasonForced})
+	switch {
+	case errors.Is(err, errDisabled):
+		return nil, fail(503, "%v", err)
+	case errors.Is(err, errEphemeral):
+		return nil, fail(409, "session %s: %v", session, err)
+	case errors.Is(err, errNothingNew):
+		return nil, fail(404, "session %s has no transcript records", session)
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, fail(504, "indexing %s did not finish in time (a running indexing of it may still be going)", session)
+	case err != nil:
+		return nil, fail(503, "%v", err)
+	}
+	idx, rev, err := x.entries.get(ctx, tenant, session)
+	if err != nil && !errors.Is(err, errNotFound) {
+		return nil, fail(503, "%v", err)
+	}
+	return events.IndexReply{Index: idx, Revision: rev, Outcome: out}, nil
+}
+
+// maxPage caps SessionsRequest.Limit.
+const maxPage = 500
+
+func (x *Indexer) apiSessions(ctx context.Context, tenant, session string, body []byte) (any, *apiError) {
+	if session != events.TenantScope {
+		return nil, fail(400, "%s addresses a tenant: its session token must be %q", events.VerbSessions, events.TenantScope)
+	}
+	var req events.SessionsRequest
+	if aerr := decodeBody(body, &req); aerr != nil {
+		return nil, aerr
+	}
+	if req.Limit <= 0 {
+		req.Limit = 50
+	}
+	if req.Limit > maxPage {
+		return nil, fail(400, "limit %d: at most %d", req.Limit, maxPage)
+	}
+	offset := 0
+	if req.Cursor != "" {
+		n, err := strconv.Atoi(req.Cursor)
+		if err != nil || n < 0 {
+			return nil, fail(400, "cursor %q is not one this service returned", req.Cursor)
+		}
+		offset = n
+	}
+	all, err := x.entries.list(ctx, tenant)
+	if err != nil {
+		return nil, fail(503, "%v", err)
+	}
+	words := strings.Fields(strings.ToLower(req.Q))
+	tag := strings.ToLower(strings.TrimSpace(req.Tag))
+	kept := all[:0]
+	for _, s := range all {
+		if matches(s, words, tag) {
+			kept = append(kept, s)
+		}
+	}
+	sort.SliceStable(kept, func(i, j int) bool {
+		if !kept[i].UpdatedAt.Equal(kept[j].UpdatedAt) {
+			return kept[i].UpdatedAt.After(kept[j].UpdatedAt)
+		}
+		return kept[i].Session < kept[j].Session
+	})
+	reply := events.SessionsReply{Sessions: []events.SessionIndex{}}
+	if offset < len(kept) {
+		end := min(offset+req.Limit, len(kept))
+		reply.Sessions = kept[offset:end]
+		if end < len(kept) {
+			reply.Next = strconv.Itoa(end)
+		}
+	}
+	return reply, nil
+}
+
+// matches reports whether s has tag (when set) and every word.
+func matches(s events.SessionIndex, words []string, tag string) bool {
+	if tag != "" {
+		found := false
+		for _, t := range s.Tags {
+			if t == tag {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	if len(words) == 0 {
+		return true
+	}
+	hay := strings.ToLower(strings.Join(append([]string{s.Session, s.Name, s.Description, s.Summary}, s.Tags...), "\n"))
+	for _, w := range words {
+		if !strings.Contains(hay, w) {
+			return false
+		}
+	}
+	return true
+}
+
+func (x *Indexer) apiResolve(ctx context.Context, tenant, session string, body []byte) (any, *apiError) {
+	if session != events.TenantScope {
+		return nil, fail(400, "%s addresses a tenant: its session token must be %q", events.VerbResolve, events.TenantScope)
+	}
+	var req events.ResolveRequest
+	if aerr := decodeBody(body, &req); aerr != nil {
+		return nil, aerr
+	}
+	if (req.Ref == "") == (req.Text == "") {
+		return nil, fail(400, "give exactly one of ref (a session id or name) and text (a message with @@references)")
+	}
+	ctx, cancel := context.WithTimeout(ctx, x.cfg.Timeout)
+	defer cancel()
+	if req.Ref != "" {
+		r, aerr := x.resolve(ctx, tenant, strings.TrimPrefix(req.Ref, "@@"))
+		if aerr != nil {
+			return nil, aerr
+		}
+		return events.ResolveReply{Resolved: []events.Resolution{r}}, nil
+	}
+	return x.references(ctx, tenant, req.Text, req.Answer)
+}
+
+func (x *Indexer) apiQuery(ctx context.Context, tenant, session string, body []byte) (any, *apiError) {
+	var req events.QueryRequest
+	if aerr := decodeBody(body, &req); aerr != nil {
+		return nil, aerr
+	}
+	if strings.TrimSpace(req.Question) == "" {
+		return nil, fail(400, "question is required")
+	}
+	if req.BudgetTokens < 0 {
+		return nil, fail(400, "budget_tokens must not be negative")
+	}
+	ctx, cancel := context.WithTimeout(ctx, x.cfg.Timeout)
+	defer cancel()
+	began := time.Now()
+	r, aerr := x.resolve(ctx, tenant, session)
+	if aerr != nil {
+		x.m.queried(ctx, "error", 0)
+		return nil, aerr
+	}
+	reply, aerr := x.query(ctx, tenant, r.Session.Session, req, began)
+	if aerr != nil {
+		x.m.queried(ctx, "error", 0)
+		return nil, aerr
+	}
+	return reply, nil
+}
+
+// ambiguity is the problem document of an ambiguous reference.
+type ambiguity struct {
+	Type       string      `json:"type"`
+	Title      string      `json:"title"`
+	Status     int         `json:"status"`
+	Detail     string      `json:"detail"`
+	Candidates []candidate `json:"candidates"`
+	Ref        string      `json:"ref"`
+}
+
+type candidate struct {
+	Session     string `json:"session"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+}
+
+func ambiguous(ref string, matches []events.SessionIndex) *apiError {
+	p := ambiguity{Type: events.ProblemTypeBase + "ambiguous-reference", Title: http.StatusText(http.StatusConflict), Status: http.StatusConflict, Ref: ref}
+	names := make([]string, len(matches))
+	for i, m := range matches {
+		p.Candidates = append(p.Candidates, candidate{Session: m.Session, Name: m.Name, Description: m.Description})
+		names[i] = m.Name + " (" + m.Session + ")"
+	}
+	p.Detail = fmt.Sprintf("reference %q matches %d sessions: %s; use a session id or an exact name", ref, len(matches), strings.Join(names, ", "))
+	return &apiError{code: http.StatusConflict, msg: p.Detail, problem: p}
+}

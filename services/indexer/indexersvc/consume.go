@@ -1,0 +1,164 @@
+package indexersvc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/transcript"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/memory"
+)
+
+// PriorityGroup is the pinned priority group of the indexer's consumer:
+// one replica consumes, the others stand by and take over within PinnedTTL.
+const PriorityGroup = "recall"
+
+// consumerConfig is the indexer's durable consumer on RECALL_TRANSCRIPT.
+// Records are acknowledged one by one, a record that causes an indexing
+// only once the indexing's outcome is stored (AckWait covers the longest).
+func (c Config) consumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:        events.DurableIndexer,
+		Description:    "Recall indexer: session index",
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        c.Timeout + c.ReindexWait + time.Minute,
+		MaxAckPending:  4096,
+		MaxDeliver:     -1,
+		PriorityPolicy: jetstream.PriorityPolicyPinned,
+		PriorityGroups: []string{PriorityGroup},
+		PinnedTTL:      30 * time.Second,
+	}
+}
+
+// consumer follows the transcript and starts indexings.
+type consumer struct {
+	x         *Indexer
+	js        jetstream.JetStream
+	jobs      sync.WaitGroup
+	consuming atomic.Bool
+}
+
+// run consumes until ctx is done, then waits (bounded) for running
+// indexings, whose records are then acknowledged or left for redelivery.
+func (c *consumer) run(ctx context.Context) error {
+	defer c.wait(10 * time.Second)
+	for ctx.Err() == nil {
+		var cons jetstream.Consumer
+		err := provision.Retry(ctx, c.x.log, "creating consumer "+events.DurableIndexer, func(ctx context.Context) (err error) {
+			cons, err = c.js.CreateOrUpdateConsumer(ctx, events.StreamTranscript, c.x.cfg.consumerConfig())
+			return err
+		})
+		if err != nil {
+			return nil // ctx done
+		}
+		err = c.consume(ctx, cons)
+		if ctx.Err() != nil {
+			return nil
+		}
+		c.x.log.Warn("indexer consumer stopped; restarting", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+	return nil
+}
+
+func (c *consumer) wait(limit time.Duration) {
+	done := make(chan struct{})
+	go func() { c.jobs.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		c.x.log.Warn("indexings still running at shutdown; their records will be redelivered")
+	}
+}
+
+func (c *consumer) consume(ctx context.Context, cons jetstream.Consumer) error {
+	it, err := cons.Messages(jetstream.PullMaxMessages(256), jetstream.PullPriorityGroup(PriorityGroup))
+	if err != nil {
+		return fmt.Errorf("consuming %s: %w", events.DurableIndexer, err)
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	defer it.Stop()
+	c.consuming.Store(true)
+	defer c.consuming.Store(false)
+	for {
+		m, err := it.Next()
+		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			return errors.New("the message iterator closed")
+		}
+		if err != nil {
+			c.x.log.Debug("consume", "err", err)
+			continue
+		}
+		c.handle(ctx, m)
+	}
+}
+
+// handle looks at one transcript record: start facts are stored before the
+// ack; a user request is counted; a turn end or a session end starts an
+// indexing that acknowledges the record when its outcome is stored.
+func (c *consumer) handle(ctx context.Context, m jetstream.Msg) {
+	tenant, session, ok := events.SplitSessionSubject(m.Subject())
+	meta, err := m.Metadata()
+	if !ok || err != nil {
+		_ = m.Ack()
+		return
+	}
+	rec, err := transcript.Decode(m.Headers(), m.Data())
+	if err != nil {
+		c.x.log.Warn("undecodable transcript record skipped", "subject", m.Subject(), "seq", meta.Sequence.Stream, "err", err)
+		_ = m.Ack()
+		return
+	}
+	seq := meta.Sequence.Stream
+	key := events.MemoryKey(tenant, session)
+	switch {
+	case rec.Started != nil:
+		if err := c.x.noteStarted(ctx, tenant, session, rec.Started, meta.Timestamp); err != nil {
+			c.x.log.Warn("storing session start facts failed; will retry", "session", session, "err", err)
+			_ = m.NakWithDelay(2 * time.Second)
+			return
+		}
+	case rec.Ended != nil:
+		c.start(ctx, m, indexJob{tenant: tenant, session: session, reason: events.IndexReasonSessionEnded, seq: seq})
+		return
+	case rec.Message != nil:
+		if memory.CountsAsIndexRequest(rec.Message) {
+			c.x.observe(key, seq)
+		}
+		if memory.IsTurnEnd(rec.Message) {
+			c.start(ctx, m, indexJob{tenant: tenant, session: session, reason: events.IndexReasonTurnEnd, seq: seq})
+			return
+		}
+	}
+	_ = m.Ack()
+}
+
+// start runs job in the background and settles m by its result.
+func (c *consumer) start(ctx context.Context, m jetstream.Msg, job indexJob) {
+	c.jobs.Add(1)
+	go func() {
+		defer c.jobs.Done()
+		_, err := c.x.maybeIndex(ctx, job)
+		switch {
+		case err == nil, errors.Is(err, errNothingNew), errors.Is(err, errDisabled), errors.Is(err, errEphemeral):
+			_ = m.Ack()
+		case ctx.Err() != nil:
+			// Stopping: the record is redelivered to whoever runs next.
+		default:
+			c.x.log.Warn("indexing could not run; will retry", "session", job.session, "reason", job.reason, "err", err)
+			_ = m.NakWithDelay(5 * time.Second)
+		}
+	}()
+}

@@ -1,0 +1,438 @@
+package indexersvc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/eventpub"
+	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/store"
+	"github.com/recallhq/recall/internal/tenantcfg"
+	"github.com/recallhq/recall/internal/transcript"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/memory"
+)
+
+// Indexer keeps the session index: it indexes sessions when their
+// thresholds are met, and serves reads, forced indexings, references and
+// questions. It is safe for concurrent use.
+type Indexer struct {
+	nc      *nats.Conn
+	entries *entries
+	mem     *store.Memory
+	reader  *transcript.Reader
+	tenants *tenantcfg.Store
+	pub     *eventpub.Publisher
+	cfg     Config
+	log     *slog.Logger
+	m       *metrics
+
+	// provider is nil when indexing is disabled (disabled says why).
+	provider llm.Provider
+	disabled string
+	prices   map[string]price
+
+	locks keyLocks
+	slots chan struct{}
+
+	mu       sync.Mutex
+	sessions map[string]*counter // by MemoryKey
+}
+
+// counter counts a session's user requests after its last indexing.
+type counter struct {
+	known      bool   // count is valid (else recounted from the transcript)
+	count      int    // user requests with seq > indexedSeq
+	indexedSeq uint64 // the last indexing's LastIndexedSeq
+}
+
+// maxCounters bounds the counters kept; beyond it one is dropped (and
+// recounted from the transcript if it comes back).
+const maxCounters = 100000
+
+// observe updates the counter of key with a user request at seq.
+func (x *Indexer) observe(key string, seq uint64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	c := x.sessions[key]
+	if c == nil {
+		if len(x.sessions) >= maxCounters {
+			for k := range x.sessions {
+				delete(x.sessions, k)
+				break
+			}
+		}
+		c = &counter{}
+		x.sessions[key] = c
+	}
+	if c.known && seq > c.indexedSeq {
+		c.count++
+	}
+}
+
+// pending returns the counter of key (known false when unknown).
+func (x *Indexer) pending(key string) counter {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if c := x.sessions[key]; c != nil {
+		return *c
+	}
+	return counter{}
+}
+
+// setCounted records that count user requests follow indexedSeq.
+func (x *Indexer) setCounted(key string, indexedSeq uint64, count int) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.sessions[key] = &counter{known: true, count: count, indexedSeq: indexedSeq}
+}
+
+// errDisabled means indexing is off (configuration or missing model).
+var errDisabled = errors.New("indexing is disabled")
+
+// errEphemeral refuses to index an ephemeral session.
+var errEphemeral = errors.New("the session is ephemeral; ephemeral sessions are never indexed")
+
+// errNothingNew means the index already covers every record.
+var errNothingNew = errors.New("nothing new since the last indexing")
+
+// indexJob is one indexing to consider.
+type indexJob struct {
+	tenant, session string
+	reason          string
+	// seq is the record that caused it (0 when forced).
+	seq uint64
+}
+
+// maybeIndex runs job if its threshold still holds once the session's
+// lock is held; it returns the outcome (nil when nothing ran).
+func (x *Indexer) maybeIndex(ctx context.Context, job indexJob) (*events.SessionIndexed, error) {
+	key := events.MemoryKey(job.tenant, job.session)
+	unlock, err := x.locks.lock(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	select {
+	case x.slots <- struct{}{}:
+		defer func() { <-x.slots }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	idx, _, err := x.entries.get(ctx, job.tenant, job.session)
+	if err != nil && !errors.Is(err, errNotFound) {
+		return nil, err
+	}
+	if idx.Ephemeral {
+		if job.reason == events.IndexReasonForced {
+			return nil, errEphemeral
+		}
+		return nil, nil
+	}
+	if !tenantcfg.Bool(x.tenants.Get(job.tenant).SessionIndex, true) && job.reason != events.IndexReasonForced {
+		return nil, nil
+	}
+	if job.seq > 0 && job.seq <= idx.LastIndexedSeq {
+		return nil, nil // a redelivery, or covered by a later indexing
+	}
+	if job.reason == events.IndexReasonTurnEnd {
+		ok, err := x.thresholdMet(ctx, key, job, idx)
+		if err != nil || !ok {
+			return nil, err
+		}
+	}
+	if x.provider == nil {
+		return nil, fmt.Errorf("%w: %s", errDisabled, x.disabled)
+	}
+	return x.index(ctx, job, idx)
+}
+
+// thresholdMet reports whether enough user requests follow the last
+// indexing, recounting from the transcript when the counter is unknown.
+func (x *Indexer) thresholdMet(ctx context.Context, key string, job indexJob, idx events.SessionIndex) (bool, error) {
+	min := x.cfg.MinNewUserMessages
+	if n := x.tenants.Get(job.tenant).MinNewUserMessages; n > 0 {
+		min = n
+	}
+	c := x.pending(key)
+	if !c.known || c.indexedSeq != idx.LastIndexedSeq {
+		n := 0
+		err := x.reader.Scan(ctx, job.tenant, job.session, idx.LastIndexedSeq+1, job.seq, func(r transcript.Record) bool {
+			if r.Message != nil && memory.CountsAsIndexRequest(r.Message) {
+				n++
+			}
+			return true
+		})
+		if err != nil {
+			return false, fmt.Errorf("counting user requests of %s: %w", job.session, err)
+		}
+		x.setCounted(key, idx.LastIndexedSeq, n)
+		c.count = n
+	}
+	return c.count >= min, nil
+}
+
+// sessionText is what a transcript read yields for indexing.
+type sessionText struct {
+	msgs     []*events.Message
+	bytes    int
+	lastSeq  uint64
+	lastID   string
+	first    time.Time
+	last     time.Time
+	model    string
+	started  *events.SessionStarted
+	ended    bool
+	requests int
+}
+
+// readSession reads the session's transcript, keeping the user and
+// assistant text messages within about maxBytes from the end.
+func (x *Indexer) readSession(ctx context.Context, tenant, session string) (sessionText, error) {
+	var st sessionText
+	err := x.reader.Scan(ctx, tenant, session, 1, 0, func(r transcript.Record) bool {
+		if st.first.IsZero() {
+			st.first = r.Time
+		}
+		st.last, st.lastSeq, st.lastID = r.Time, r.Seq, r.Event.ID()
+		switch {
+		case r.Started != nil:
+			st.started = r.Started
+		case r.Ended != nil:
+			st.ended = true
+		case r.Message != nil:
+			m := r.Message
+			if m.Role == events.RoleAssistant && m.Model != "" {
+				st.model = m.Model
+			}
+			if memory.CountsAsIndexRequest(m) {
+				st.requests++
+			}
+			if t := memory.RequestText(m); t != "" && (m.Role == events.RoleUser || m.Role == events.RoleAssistant) {
+				st.msgs = append(st.msgs, m)
+				st.bytes += len(t)
+				for st.bytes > 2*x.cfg.MaxInputBytes && len(st.msgs) > 1 {
+					st.bytes -= len(memory.RequestText(st.msgs[0]))
+					st.msgs = st.msgs[1:]
+				}
+			}
+		}
+		return true
+	})
+	return st, err
+}
+
+// index runs one indexing of the session and stores and announces its
+// outcome. The caller holds the session's lock.
+func (x *Indexer) index(ctx context.Context, job indexJob, idx events.SessionIndex) (*events.SessionIndexed, error) {
+	ctx, cancel := context.WithTimeout(ctx, x.cfg.Timeout)
+	defer cancel()
+	began := time.Now()
+	out := &events.SessionIndexed{Session: job.session, Reason: job.reason, Model: x.provider.Model()}
+	st, err := x.readSession(ctx, job.tenant, job.session)
+	if err != nil {
+		return nil, fmt.Errorf("reading the transcript of %s: %w", job.session, err)
+	}
+	if st.lastSeq == 0 || (st.lastSeq <= idx.LastIndexedSeq && job.reason != events.IndexReasonForced) {
+		return nil, errNothingNew
+	}
+	if st.started != nil && st.started.Ephemeral {
+		_, _, _ = x.entries.update(ctx, job.tenant, job.session, func(e *events.SessionIndex) bool { applyFacts(e, st); return true })
+		if job.reason == events.IndexReasonForced {
+			return nil, errEphemeral
+		}
+		return nil, nil
+	}
+	md, err := x.generate(ctx, memory.IndexInput(st.msgs, x.cfg.MaxInputBytes), out)
+	// Storing and announcing get their own time once the model answered.
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer scancel()
+	if err == nil {
+		err = x.store(sctx, job, md, st, out)
+	}
+	out.DurationMS = time.Since(began).Milliseconds()
+	out.CostUSD = cost(x.prices, out.Model, out.Usage.InputTokens+out.Usage.CacheCreationTokens+out.Usage.CacheReadTokens, out.Usage.OutputTokens)
+	if err != nil {
+		out.Error = err.Error()
+	} else {
+		out.Success = true
+	}
+	x.announce(sctx, job.tenant, out)
+	x.m.indexed(sctx, out)
+	if err != nil {
+		return out, nil // the failure is the outcome, announced
+	}
+	x.setCounted(events.MemoryKey(job.tenant, job.session), out.LastIndexedSeq, 0)
+	return out, nil
+}
+
+// maxIndexAttempts bounds model calls per indexing: malformed output is
+// retried twice.
+const maxIndexAttempts = 3
+
+// generate asks the model for metadata, retrying malformed answers (with
+// the error shown to the model); transport and provider errors end it.
+func (x *Indexer) generate(ctx context.Context, input string, out *events.SessionIndexed) (memory.IndexMetadata, error) {
+	msgs := []events.Message{{Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: "<conversation>\n" + input + "\n</conversation>"}}}}
+	var lastErr error
+	for out.Attempts < maxIndexAttempts {
+		out.Attempts++
+		resp, err := x.provider.Complete(ctx, llm.Request{System: memory.IndexSystemPrompt, Messages: msgs, MaxTokens: 2048, CacheAfter: -1, Task: llm.TaskIndex})
+		if err != nil {
+			return memory.IndexMetadata{}, fmt.Errorf("calling %s: %w", x.provider.Name(), err)
+		}
+		out.Usage = out.Usage.Add(resp.Usage)
+		if resp.Model != "" {
+			out.Model = resp.Model
+		}
+		md, err := memory.ParseIndexOutput(resp.Text)
+		if err == nil {
+			return md, nil
+		}
+		lastErr = err
+		x.log.Warn("malformed index metadata", "attempt", out.Attempts, "err", err)
+		msgs = append(msgs,
+			events.Message{Role: events.RoleAssistant, Content: events.Content{{Type: events.BlockText, Text: orSpace(resp.Text)}}},
+			events.Message{Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: "That answer is invalid: " + err.Error() + ". Answer again with only the JSON object."}}})
+	}
+	return memory.IndexMetadata{}, fmt.Errorf("%d answers were not valid metadata, the last: %w", out.Attempts, lastErr)
+}
+
+func orSpace(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "(empty)"
+	}
+	return s
+}
+
+// store writes the metadata with compare-and-set, claiming a unique name.
+func (x *Indexer) store(ctx context.Context, job indexJob, md memory.IndexMetadata, st sessionText, out *events.SessionIndexed) error {
+	var oldName string
+	idx, _, err := x.entries.get(ctx, job.tenant, job.session)
+	if err == nil {
+		oldName = idx.Name
+	}
+	name := oldName
+	if oldName == "" || !sameStem(oldName, md.Name) {
+		name, err = x.entries.claimName(ctx, job.tenant, job.session, md.Name, nil)
+		if err != nil {
+			return err
+		}
+	}
+	_, _, err = x.entries.update(ctx, job.tenant, job.session, func(e *events.SessionIndex) bool {
+		applyFacts(e, st)
+		e.Name, e.Description, e.Summary, e.Tags = name, md.Description, md.Summary, md.Tags
+		e.LastIndexedSeq, e.LastIndexedID = st.lastSeq, st.lastID
+		e.IndexedAt, e.IndexModel = time.Now().UTC(), out.Model
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if name != oldName {
+		x.entries.releaseName(ctx, job.tenant, job.session, oldName)
+	}
+	out.Name, out.LastIndexedSeq = name, st.lastSeq
+	return nil
+}
+
+// sameStem reports whether held (possibly "x-2") is a claim of slug.
+func sameStem(held, slug string) bool {
+	if held == slug {
+		return true
+	}
+	rest, ok := strings.CutPrefix(held, trimTo(slug, 60)+"-")
+	return ok && rest != "" && strings.Trim(rest, "0123456789") == ""
+}
+
+// applyFacts copies the transcript's facts into e.
+func applyFacts(e *events.SessionIndex, st sessionText) {
+	if s := st.started; s != nil {
+		e.ParentSession, e.CWD, e.Ephemeral = s.ParentSession, s.CWD, s.Ephemeral
+		e.UserID, e.AgentID = s.UserID, s.AgentID
+		if s.Model != "" {
+			e.Model = s.Model
+		}
+	}
+	if st.model != "" {
+		e.Model = st.model
+	}
+	if !st.first.IsZero() && (e.CreatedAt.IsZero() || st.first.Before(e.CreatedAt)) {
+		e.CreatedAt = st.first.UTC()
+	}
+	if st.last.After(e.UpdatedAt) {
+		e.UpdatedAt = st.last.UTC()
+	}
+	e.Ended = e.Ended || st.ended
+}
+
+// announce publishes the outcome on the events stream (logged, not
+// fatal: the index entry is stored already).
+func (x *Indexer) announce(ctx context.Context, tenant string, out *events.SessionIndexed) {
+	typ, kind := events.TypeSessionIndexed, events.KindSessionIndexed
+	if !out.Success {
+		typ, kind = events.TypeSessionIndexFailed, events.KindSessionIndexFailed
+	}
+	err := x.pub.Publish(ctx, events.EventsSubject(kind, tenant, out.Session), eventpub.Event{Type: typ, Tenant: tenant, Session: out.Session, Data: out})
+	if err != nil {
+		x.log.Warn("announcing an indexing failed", "session", out.Session, "err", err)
+	}
+}
+
+// noteStarted stores a session's start facts (parent, cwd, ephemeral,
+// user, agent, model) as they arrive, so they are listed before the first
+// indexing.
+func (x *Indexer) noteStarted(ctx context.Context, tenant, session string, s *events.SessionStarted, at time.Time) error {
+	_, _, err := x.entries.update(ctx, tenant, session, func(e *events.SessionIndex) bool {
+		applyFacts(e, sessionText{started: s, first: at, last: at})
+		return true
+	})
+	return err
+}
+
+// keyLocks is one lock per key, taken with a context.
+type keyLocks struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
+}
+
+// lock takes key's lock, waiting until ctx ends; unlock releases it.
+func (k *keyLocks) lock(ctx context.Context, key string) (unlock func(), err error) {
+	for {
+		k.mu.Lock()
+		if k.m == nil {
+			k.m = map[string]chan struct{}{}
+		}
+		held, busy := k.m[key]
+		if !busy {
+			ch := make(chan struct{})
+			k.m[key] = ch
+			k.mu.Unlock()
+			return func() {
+				k.mu.Lock()
+				delete(k.m, key)
+				k.mu.Unlock()
+				close(ch)
+			}, nil
+		}
+		k.mu.Unlock()
+		select {
+		case <-held:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// kvBucket opens the index bucket.
+func kvBucket(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
+	return js.KeyValue(ctx, events.BucketIndex)
+}

@@ -1,0 +1,107 @@
+// Package indexersvc is Recall's session index: a name, description,
+// summary and tags for every session (indexed by a cheap model at turn ends
+// and session ends), references to past sessions by id or name, and
+// questions to a past session. See docs/sessions.md.
+//
+// One replica consumes the transcript at a time (a pinned priority group;
+// the others stand by); every replica serves the API.
+package indexersvc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/eventpub"
+	"github.com/recallhq/recall/internal/lifecycle"
+	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/store"
+	"github.com/recallhq/recall/internal/tenantcfg"
+	"github.com/recallhq/recall/internal/transcript"
+	"github.com/recallhq/recall/pkg/events"
+)
+
+// Run serves until ctx is done.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	cfg = cfg.withDefaults()
+	prices, err := parsePrices(cfg.Prices)
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	life, err := lifecycle.Start(ctx, lifecycle.Config{Name: ServiceName, NATS: cfg.NATS, Provision: cfg.Config, OpsAddr: cfg.OpsAddr}, log)
+	if errors.Is(err, lifecycle.ErrStopped) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer life.Stop()
+	x, err := open(ctx, life.NC, life.JS, cfg, prices, log)
+	if err != nil {
+		return nil // ctx is done: stopped while starting
+	}
+	svc, err := x.serve(log)
+	if err != nil {
+		return fmt.Errorf("adding the micro service: %w", err)
+	}
+	life.Adopt(svc)
+	c := &consumer{x: x, js: life.JS}
+	life.SetReady(func() error {
+		if !c.consuming.Load() {
+			return errors.New("not consuming the transcript (standby, or starting)")
+		}
+		return nil
+	})
+	return c.run(ctx)
+}
+
+// open builds the indexer over the provisioned buckets. A provider that
+// cannot be built disables indexing with a warning; the rest serves.
+func open(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg Config, prices map[string]price, log *slog.Logger) (*Indexer, error) {
+	var kv, mkv jetstream.KeyValue
+	err := provision.Retry(ctx, log, "opening "+events.BucketIndex, func(ctx context.Context) (err error) {
+		if kv, err = js.KeyValue(ctx, events.BucketIndex); err != nil {
+			return err
+		}
+		mkv, err = js.KeyValue(ctx, events.BucketMemory)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	tenants, err := tenantcfg.Watch(ctx, js, log)
+	if err != nil {
+		return nil, err
+	}
+	x := &Indexer{
+		nc: nc, entries: &entries{kv: kv, log: log}, mem: store.NewMemory(mkv), reader: transcript.NewReader(nc),
+		tenants: tenants, pub: eventpub.New(js, "indexer"), cfg: cfg, log: log, m: newMetrics(), prices: prices,
+		slots: make(chan struct{}, cfg.Concurrency), sessions: map[string]*counter{},
+	}
+	x.provider, x.disabled = indexProvider(cfg, log)
+	return x, nil
+}
+
+// indexProvider builds the indexing model, or returns why indexing is off.
+func indexProvider(cfg Config, log *slog.Logger) (llm.Provider, string) {
+	if cfg.Provider != nil {
+		return cfg.Provider, ""
+	}
+	lc := cfg.LLMConfig
+	if cfg.IndexModel != "" {
+		lc.Model = cfg.IndexModel
+	}
+	p, err := llm.New(lc, log)
+	if err != nil {
+		reason := strings.TrimPrefix(err.Error(), "creating llm provider: ")
+		log.Warn("session indexing is disabled: the indexing model cannot be configured; the rest of Recall keeps running", "err", err)
+		return nil, reason
+	}
+	return p, ""
+}

@@ -1,0 +1,184 @@
+package indexersvc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/pkg/events"
+)
+
+// entries is the session index bucket. A session's entry is under
+// events.MemoryKey(tenant, session) (two tokens); a name claim under
+// nameKey(tenant, slug) (three tokens) holds the session id, so names are
+// unique within a tenant by KV create.
+type entries struct {
+	kv  jetstream.KeyValue
+	log *slog.Logger
+}
+
+func nameKey(tenant, slug string) string { return "names." + tenant + "." + slug }
+
+// errNotFound means a session has no index entry.
+var errNotFound = errors.New("no index entry")
+
+// get returns a session's entry and revision. A value that does not decode
+// is reported as a warning and treated as missing, with its revision, so
+// the next success overwrites it.
+func (s *entries) get(ctx context.Context, tenant, session string) (events.SessionIndex, uint64, error) {
+	e, err := s.kv.Get(ctx, events.MemoryKey(tenant, session))
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return events.SessionIndex{Tenant: tenant, Session: session}, 0, errNotFound
+	}
+	if err != nil {
+		return events.SessionIndex{}, 0, fmt.Errorf("reading the index entry of %s: %w", session, err)
+	}
+	var idx events.SessionIndex
+	if err := json.Unmarshal(e.Value(), &idx); err != nil || idx.Session != session || idx.Tenant != tenant {
+		s.log.Warn("index entry does not decode; treated as missing until the next indexing rewrites it",
+			"tenant", tenant, "session", session, "revision", e.Revision(), "err", err)
+		return events.SessionIndex{Tenant: tenant, Session: session}, e.Revision(), errNotFound
+	}
+	return idx, e.Revision(), nil
+}
+
+// put stores idx with compare-and-set on rev (0: must not exist).
+func (s *entries) put(ctx context.Context, idx events.SessionIndex, rev uint64) (uint64, error) {
+	b, err := json.Marshal(idx)
+	if err != nil {
+		return 0, err
+	}
+	key := events.MemoryKey(idx.Tenant, idx.Session)
+	if rev == 0 {
+		return s.kv.Create(ctx, key, b)
+	}
+	return s.kv.Update(ctx, key, b, rev)
+}
+
+// update applies fn to the session's entry with compare-and-set, retrying
+// on conflict; fn returns false to write nothing.
+func (s *entries) update(ctx context.Context, tenant, session string, fn func(*events.SessionIndex) bool) (events.SessionIndex, uint64, error) {
+	for attempt := 0; ; attempt++ {
+		idx, rev, err := s.get(ctx, tenant, session)
+		if err != nil && !errors.Is(err, errNotFound) {
+			return idx, 0, err
+		}
+		if !fn(&idx) {
+			return idx, rev, nil
+		}
+		nrev, err := s.put(ctx, idx, rev)
+		if err == nil {
+			return idx, nrev, nil
+		}
+		if !isConflict(err) || attempt >= 20 {
+			return idx, 0, fmt.Errorf("writing the index entry of %s: %w", session, err)
+		}
+	}
+}
+
+func isConflict(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, jetstream.ErrKeyExists) ||
+		(errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence)
+}
+
+// claimName claims slug (or slug-2, slug-3, ...) for session and returns
+// the name it got; a name the session already holds is kept.
+func (s *entries) claimName(ctx context.Context, tenant, session, slug string, taken func(string) bool) (string, error) {
+	for i := 1; i <= 1000; i++ {
+		name := slug
+		if i > 1 {
+			name = fmt.Sprintf("%s-%d", trimTo(slug, 60), i)
+		}
+		if taken != nil && taken(name) {
+			continue
+		}
+		_, err := s.kv.Create(ctx, nameKey(tenant, name), []byte(session))
+		if err == nil {
+			return name, nil
+		}
+		if !isConflict(err) {
+			return "", fmt.Errorf("claiming the name %s: %w", name, err)
+		}
+		holder, err := s.kv.Get(ctx, nameKey(tenant, name))
+		if err == nil && string(holder.Value()) == session {
+			return name, nil
+		}
+	}
+	return "", fmt.Errorf("claiming a name for %s: 1000 variants of %q are taken", session, slug)
+}
+
+// releaseName drops session's claim of name (if it still holds it).
+func (s *entries) releaseName(ctx context.Context, tenant, session, name string) {
+	if name == "" {
+		return
+	}
+	e, err := s.kv.Get(ctx, nameKey(tenant, name))
+	if err != nil || string(e.Value()) != session {
+		return
+	}
+	_ = s.kv.Delete(ctx, nameKey(tenant, name), jetstream.LastRevision(e.Revision()))
+}
+
+// byName returns the session holding name in tenant ("" when none).
+func (s *entries) byName(ctx context.Context, tenant, slug string) (string, error) {
+	if slug == "" {
+		return "", nil
+	}
+	e, err := s.kv.Get(ctx, nameKey(tenant, slug))
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return string(e.Value()), nil
+}
+
+// list returns every decodable entry of tenant.
+func (s *entries) list(ctx context.Context, tenant string) ([]events.SessionIndex, error) {
+	lister, err := s.kv.ListKeysFiltered(ctx, tenant+".*")
+	if err != nil {
+		return nil, fmt.Errorf("listing sessions: %w", err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	out := make([]events.SessionIndex, 0, len(keys))
+	for _, k := range keys {
+		_, session, ok := cutKey(k)
+		if !ok {
+			continue
+		}
+		idx, _, err := s.get(ctx, tenant, session)
+		if errors.Is(err, errNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, idx)
+	}
+	return out, nil
+}
+
+func cutKey(k string) (tenant, session string, ok bool) {
+	for i := 0; i < len(k); i++ {
+		if k[i] == '.' {
+			return k[:i], k[i+1:], true
+		}
+	}
+	return "", "", false
+}
+
+func trimTo(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
