@@ -12,6 +12,7 @@ import (
 	"github.com/recallhq/recall/internal/telemetry"
 	"github.com/recallhq/recall/services/compactor/compactorsvc"
 	"github.com/recallhq/recall/services/extractor/extractorsvc"
+	"github.com/recallhq/recall/services/indexer/indexersvc"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 	"github.com/recallhq/recall/services/trigger/triggersvc"
 )
@@ -36,6 +37,7 @@ func runConfig(_ context.Context, args []string, stdout io.Writer) error {
 		{"trigger", &triggersvc.Config{}},
 		{"extractor", &extractorsvc.Config{}},
 		{"compactor", &compactorsvc.Config{}},
+		{"indexer", &indexersvc.Config{}},
 	}
 	for _, s := range specs {
 		fmt.Fprintf(stdout, "# %s\n", s.name)

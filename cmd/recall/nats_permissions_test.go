@@ -37,7 +37,7 @@ func TestNATSPermissionsCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	var us []natsperm.User
-	if err := json.Unmarshal(out.Bytes(), &us); err != nil || len(us) != 4 {
+	if err := json.Unmarshal(out.Bytes(), &us); err != nil || len(us) != len(natsperm.Services) {
 		t.Fatalf("services: %v %d", err, len(us))
 	}
 

@@ -9,6 +9,7 @@ import (
 	"github.com/recallhq/recall/internal/svcmain"
 	"github.com/recallhq/recall/services/compactor/compactorsvc"
 	"github.com/recallhq/recall/services/extractor/extractorsvc"
+	"github.com/recallhq/recall/services/indexer/indexersvc"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 	"github.com/recallhq/recall/services/trigger/triggersvc"
 )
@@ -19,6 +20,7 @@ func init() {
 	register(serviceCommand("trigger", "run the trigger service", triggersvc.Run))
 	register(serviceCommand("extractor", "run an extractor worker", extractorsvc.Run))
 	register(serviceCommand("compactor", "run the compactor service", compactorsvc.Run))
+	register(serviceCommand("indexer", "run the session index service", indexersvc.Run))
 }
 
 // serviceCommand runs one service from its RECALL_* environment. It takes

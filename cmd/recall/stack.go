@@ -21,6 +21,7 @@ import (
 	"github.com/recallhq/recall/internal/svcmain"
 	"github.com/recallhq/recall/services/compactor/compactorsvc"
 	"github.com/recallhq/recall/services/extractor/extractorsvc"
+	"github.com/recallhq/recall/services/indexer/indexersvc"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 	"github.com/recallhq/recall/services/trigger/triggersvc"
 )
@@ -62,11 +63,12 @@ type stackConfig struct {
 	trigger   triggersvc.Config
 	extractor extractorsvc.Config
 	compactor compactorsvc.Config
+	indexer   indexersvc.Config
 }
 
 func loadStackConfig() (stackConfig, error) {
 	var c stackConfig
-	for _, v := range []any{&c.prov, &c.ingest, &c.trigger, &c.extractor, &c.compactor} {
+	for _, v := range []any{&c.prov, &c.ingest, &c.trigger, &c.extractor, &c.compactor, &c.indexer} {
 		if err := envconfig.Process(svcmain.EnvPrefix, v); err != nil {
 			return c, fmt.Errorf("configuration: %w", err)
 		}
@@ -105,17 +107,19 @@ func startStack(ctx context.Context, o stackOptions) (*stack, error) {
 		c.URL = s.NATSURL
 		return s.Auth.conn(c, user)
 	}
-	ic, tc, ec, cc := cfg.ingest, cfg.trigger, cfg.extractor, cfg.compactor
+	ic, tc, ec, cc, xc := cfg.ingest, cfg.trigger, cfg.extractor, cfg.compactor, cfg.indexer
 	ic.NATS, tc.NATS = natsCfg("recall-ingest"), natsCfg("recall-trigger")
 	ec.NATS, cc.NATS = natsCfg("recall-extractor"), natsCfg("recall-compactor")
+	xc.NATS = natsCfg("recall-indexer")
 	ic.HTTPAddr = o.HTTPAddr
 	if o.Provider != nil {
-		ec.Provider, cc.Provider = o.Provider, o.Provider
+		ec.Provider, cc.Provider, xc.Provider = o.Provider, o.Provider, o.Provider
 	}
 	s.goRun(sctx, "ingest", func(ctx context.Context) error { return ingestsvc.Run(ctx, ic, o.Log.With("service", "ingest")) })
 	s.goRun(sctx, "trigger", func(ctx context.Context) error { return triggersvc.Run(ctx, tc, o.Log.With("service", "trigger")) })
 	s.goRun(sctx, "extractor", func(ctx context.Context) error { return extractorsvc.Run(ctx, ec, o.Log.With("service", "extractor")) })
 	s.goRun(sctx, "compactor", func(ctx context.Context) error { return compactorsvc.Run(ctx, cc, o.Log.With("service", "compactor")) })
+	s.goRun(sctx, "indexer", func(ctx context.Context) error { return indexersvc.Run(ctx, xc, o.Log.With("service", "indexer")) })
 	go func() { s.wg.Wait(); close(s.done) }()
 	if err := s.waitHTTP(ctx); err != nil {
 		s.Close()

@@ -454,6 +454,7 @@ func offlineIndex(resp *Response, req Request) *Response {
 	if n := len(req.Messages); n > 0 {
 		input = memory.RequestText(&req.Messages[n-1])
 	}
+	input = strings.TrimSuffix(strings.TrimPrefix(input, "<conversation>\n"), "\n</conversation>")
 	b, _ := json.Marshal(memory.OfflineIndex(input))
 	resp.Text = string(b)
 	resp.Usage.OutputTokens = memory.EstimateText(resp.Text)

@@ -89,7 +89,7 @@ type User struct {
 const TenantReplies = events.InboxRoot + ".*.>"
 
 // Services are the service names Service knows, in pipeline order.
-var Services = []string{"ingest", "trigger", "extractor", "compactor"}
+var Services = []string{"ingest", "trigger", "extractor", "compactor", "indexer"}
 
 // InboxPrefix is the inbox prefix of tenant's clients: "_INBOX_<tenant>".
 // Tenant ids cannot contain '.', so no tenant's prefix covers another's.
@@ -187,6 +187,13 @@ func Service(name string) (User, error) {
 		// announces compactions.
 		pub = []string{notify}
 		sub = []string{apiAll(events.VerbCompact), apiAll(events.VerbEdit)}
+	case "indexer":
+		// Follows the transcript, writes the session index (entries and
+		// name claims), reads memory notes, announces indexings, and
+		// serves the index, reference and question endpoints.
+		pub = append([]string{notify}, kv(events.BucketIndex)...)
+		sub = []string{apiAll(events.VerbIndex), apiAll(events.VerbReindex), apiAll(events.VerbSessions),
+			apiAll(events.VerbResolve), apiAll(events.VerbQuery)}
 	default:
 		return User{}, fmt.Errorf("%w %q (known: %s)", ErrUnknownService, name, strings.Join(Services, ", "))
 	}

@@ -204,7 +204,7 @@ func (x *Indexer) apiSessions(ctx context.Context, tenant, session string, body 
 	tag := strings.ToLower(strings.TrimSpace(req.Tag))
 	kept := all[:0]
 	for _, s := range all {
-		if matches(s, words, tag) {
+		if !s.Ephemeral && matches(s, words, tag) {
 			kept = append(kept, s)
 		}
 	}

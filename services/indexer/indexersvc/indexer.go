@@ -47,18 +47,40 @@ type Indexer struct {
 	sessions map[string]*counter // by MemoryKey
 }
 
-// counter counts a session's user requests after its last indexing.
+// counter holds the sequences of a session's user requests after its last
+// indexing, as far as this process knows: those the consumer saw and, once
+// known, those a transcript count found.
 type counter struct {
-	known      bool   // count is valid (else recounted from the transcript)
-	count      int    // user requests with seq > indexedSeq
-	indexedSeq uint64 // the last indexing's LastIndexedSeq
+	known      bool     // a transcript count since indexedSeq was merged in
+	indexedSeq uint64   // the last indexing's LastIndexedSeq
+	seqs       []uint64 // user requests > indexedSeq (sorted, distinct, capped)
 }
 
 // maxCounters bounds the counters kept; beyond it one is dropped (and
 // recounted from the transcript if it comes back).
 const maxCounters = 100000
 
-// observe updates the counter of key with a user request at seq.
+// maxCounted caps the sequences a counter keeps (thresholds are small).
+const maxCounted = 1000
+
+// add inserts seq if it is after indexedSeq and new.
+func (c *counter) add(seq uint64) {
+	if seq <= c.indexedSeq || len(c.seqs) >= maxCounted {
+		return
+	}
+	i := len(c.seqs)
+	for i > 0 && c.seqs[i-1] >= seq {
+		if c.seqs[i-1] == seq {
+			return
+		}
+		i--
+	}
+	c.seqs = append(c.seqs, 0)
+	copy(c.seqs[i+1:], c.seqs[i:])
+	c.seqs[i] = seq
+}
+
+// observe records a user request of key at seq.
 func (x *Indexer) observe(key string, seq uint64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -73,26 +95,38 @@ func (x *Indexer) observe(key string, seq uint64) {
 		c = &counter{}
 		x.sessions[key] = c
 	}
-	if c.known && seq > c.indexedSeq {
-		c.count++
-	}
+	c.add(seq)
 }
 
-// pending returns the counter of key (known false when unknown).
-func (x *Indexer) pending(key string) counter {
+// pending returns how many user requests of key follow indexedSeq, and
+// whether that is known (else the transcript must be counted).
+func (x *Indexer) pending(key string, indexedSeq uint64) (int, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if c := x.sessions[key]; c != nil {
-		return *c
+	c := x.sessions[key]
+	if c == nil || !c.known || c.indexedSeq != indexedSeq {
+		return 0, false
 	}
-	return counter{}
+	return len(c.seqs), true
 }
 
-// setCounted records that count user requests follow indexedSeq.
-func (x *Indexer) setCounted(key string, indexedSeq uint64, count int) {
+// setCounted records an indexing up to indexedSeq (or a transcript
+// count after it) and the user requests found after it; requests the
+// consumer saw after indexedSeq are kept.
+func (x *Indexer) setCounted(key string, indexedSeq uint64, found []uint64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.sessions[key] = &counter{known: true, count: count, indexedSeq: indexedSeq}
+	old := x.sessions[key]
+	c := &counter{known: true, indexedSeq: indexedSeq}
+	for _, s := range found {
+		c.add(s)
+	}
+	if old != nil {
+		for _, s := range old.seqs {
+			c.add(s)
+		}
+	}
+	x.sessions[key] = c
 }
 
 // errDisabled means indexing is off (configuration or missing model).
@@ -162,22 +196,22 @@ func (x *Indexer) thresholdMet(ctx context.Context, key string, job indexJob, id
 	if n := x.tenants.Get(job.tenant).MinNewUserMessages; n > 0 {
 		min = n
 	}
-	c := x.pending(key)
-	if !c.known || c.indexedSeq != idx.LastIndexedSeq {
-		n := 0
+	n, known := x.pending(key, idx.LastIndexedSeq)
+	if !known {
+		var found []uint64
 		err := x.reader.Scan(ctx, job.tenant, job.session, idx.LastIndexedSeq+1, job.seq, func(r transcript.Record) bool {
 			if r.Message != nil && memory.CountsAsIndexRequest(r.Message) {
-				n++
+				found = append(found, r.Seq)
 			}
 			return true
 		})
 		if err != nil {
 			return false, fmt.Errorf("counting user requests of %s: %w", job.session, err)
 		}
-		x.setCounted(key, idx.LastIndexedSeq, n)
-		c.count = n
+		x.setCounted(key, idx.LastIndexedSeq, found)
+		n, _ = x.pending(key, idx.LastIndexedSeq)
 	}
-	return c.count >= min, nil
+	return n >= min, nil
 }
 
 // sessionText is what a transcript read yields for indexing.
@@ -270,7 +304,7 @@ func (x *Indexer) index(ctx context.Context, job indexJob, idx events.SessionInd
 	if err != nil {
 		return out, nil // the failure is the outcome, announced
 	}
-	x.setCounted(events.MemoryKey(job.tenant, job.session), out.LastIndexedSeq, 0)
+	x.setCounted(events.MemoryKey(job.tenant, job.session), out.LastIndexedSeq, nil)
 	return out, nil
 }
 

@@ -49,7 +49,7 @@ func (x *Indexer) resolve(ctx context.Context, tenant, ref string) (events.Resol
 		}
 		var found []events.SessionIndex
 		for _, s := range all {
-			if s.Name != "" && memory.FuzzyMatch(r.Target, s.Name) {
+			if s.Name != "" && !s.Ephemeral && memory.FuzzyMatch(r.Target, s.Name) {
 				found = append(found, s)
 			}
 		}

@@ -50,17 +50,90 @@ func (a *SessionAPI) Register(mux *http.ServeMux) {
 	mux.Handle("POST /v1/sessions/{session}/compact", a.handler(events.VerbCompact))
 	mux.Handle("POST /v1/sessions/{session}/edit", a.handler(events.VerbEdit))
 	mux.Handle("GET /v1/sessions/{session}/memory", a.handler(events.VerbMemory))
+	// The session index (services/indexer).
+	mux.Handle("GET /v1/sessions/{session}/index", a.handler(events.VerbIndex))
+	mux.Handle("POST /v1/sessions/{session}/index", a.handler(events.VerbReindex))
+	mux.Handle("POST /v1/sessions/{session}/query", a.handler(events.VerbQuery))
+	mux.Handle("GET /v1/sessions", a.tenantHandler(events.VerbSessions, "/v1/sessions", sessionsQuery))
+	mux.Handle("GET /v1/resolve", a.tenantHandler(events.VerbResolve, "/v1/resolve", resolveQuery))
+	mux.Handle("POST /v1/resolve", a.tenantHandler(events.VerbResolve, "/v1/resolve", nil))
+}
+
+// sessionsQuery turns GET /v1/sessions?q=&tag=&limit=&cursor= into a
+// SessionsRequest body.
+func sessionsQuery(r *http.Request) ([]byte, *Problem) {
+	q := r.URL.Query()
+	req := events.SessionsRequest{Q: q.Get("q"), Tag: q.Get("tag"), Cursor: q.Get("cursor")}
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 {
+			return nil, newProblem(ProblemInvalidBody, http.StatusBadRequest, "limit must be a positive integer")
+		}
+		req.Limit = n
+	}
+	b, _ := json.Marshal(req)
+	return b, nil
+}
+
+// resolveQuery turns GET /v1/resolve?ref= into a ResolveRequest body.
+func resolveQuery(r *http.Request) ([]byte, *Problem) {
+	ref := r.URL.Query().Get("ref")
+	if ref == "" {
+		return nil, newProblem(ProblemInvalidBody, http.StatusBadRequest, "ref is required (a session id or name, optionally with ~N)")
+	}
+	b, _ := json.Marshal(events.ResolveRequest{Ref: ref})
+	return b, nil
+}
+
+// tenantHandler forwards a tenant-wide verb (session token
+// events.TenantScope); fromQuery, when set, builds the body from the URL
+// (GET), else the request body is forwarded.
+func (a *SessionAPI) tenantHandler(verb, route string, fromQuery func(*http.Request) ([]byte, *Problem)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, span, tenant, ok := a.begin(w, r, r.Method+" "+route)
+		defer span.End()
+		if !ok {
+			return
+		}
+		var body []byte
+		if fromQuery != nil {
+			var p *Problem
+			if body, p = fromQuery(r); p != nil {
+				writeProblem(w, p)
+				return
+			}
+		} else if body, ok = a.readBody(w, r); !ok {
+			return
+		}
+		reply, p := a.forward(ctx, verb, tenant, events.TenantScope, body)
+		if p != nil {
+			writeProblem(w, p)
+			return
+		}
+		writeReply(w, reply)
+	})
+}
+
+// begin starts the span of an API request and authenticates it; when it
+// cannot, it has answered and ok is false.
+func (a *SessionAPI) begin(w http.ResponseWriter, r *http.Request, name string) (context.Context, trace.Span, string, bool) {
+	ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	ctx, span := a.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer))
+	tenant, err := a.auth.Authenticate(r)
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="recall"`)
+		writeProblem(w, newProblem(ProblemUnauthenticated, http.StatusUnauthorized, err.Error()))
+		return ctx, span, "", false
+	}
+	span.SetAttributes(attribute.String("recall.tenant", tenant))
+	return ctx, span, tenant, true
 }
 
 func (a *SessionAPI) handler(verb string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		ctx, span := a.tracer.Start(ctx, r.Method+" /v1/sessions/{session}/"+verb, trace.WithSpanKind(trace.SpanKindServer))
+		ctx, span, tenant, ok := a.begin(w, r, r.Method+" /v1/sessions/{session}/"+verb)
 		defer span.End()
-		tenant, err := a.auth.Authenticate(r)
-		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="recall"`)
-			writeProblem(w, newProblem(ProblemUnauthenticated, http.StatusUnauthorized, err.Error()))
+		if !ok {
 			return
 		}
 		session := r.PathValue("session")
@@ -68,7 +141,7 @@ func (a *SessionAPI) handler(verb string) http.Handler {
 			writeProblem(w, newProblem(ProblemInvalidBody, http.StatusBadRequest, "session: "+err.Error()))
 			return
 		}
-		span.SetAttributes(attribute.String("recall.tenant", tenant), attribute.String("recall.session", session))
+		span.SetAttributes(attribute.String("recall.session", session))
 		body, ok := a.readBody(w, r)
 		if !ok {
 			return
