@@ -94,8 +94,8 @@ func IndexInput(msgs []*events.Message, maxBytes int) string {
 	return tailBytes(strings.TrimSpace(b.String()), maxBytes)
 }
 
-// tailBytes keeps the last max bytes of s, starting at a line when one
-// starts within them, never inside a UTF-8 sequence.
+// tailBytes keeps the last max bytes of s, starting at a paragraph (else a
+// line) when one starts within them, never inside a UTF-8 sequence.
 func tailBytes(s string, max int) string {
 	if max <= 0 || len(s) <= max {
 		return s
@@ -104,7 +104,9 @@ func tailBytes(s string, max int) string {
 	for cut < len(s) && !utf8.RuneStart(s[cut]) {
 		cut++
 	}
-	if nl := strings.IndexByte(s[cut:], '\n'); nl >= 0 && nl < len(s)-cut-1 {
+	if p := strings.Index(s[cut:], "\n\n"); p >= 0 && p < len(s)-cut-2 {
+		cut += p + 2 // at a paragraph (a whole message)
+	} else if nl := strings.IndexByte(s[cut:], '\n'); nl >= 0 && nl < len(s)-cut-1 {
 		cut += nl + 1
 	}
 	return s[cut:]
