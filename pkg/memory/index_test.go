@@ -73,9 +73,9 @@ func TestParseIndexOutput(t *testing.T) {
 
 func TestSlugAndUniqueName(t *testing.T) {
 	for in, want := range map[string]string{
-		"Confirm Button Refactor": "confirm-button-refactor",
-		"  fix: the  API (v2)  ":  "fix-the-api-v2",
-		"Café crème":              "caf-cr-me",
+		"Confirm Button Refactor":   "confirm-button-refactor",
+		"  fix: the  API (v2)  ":    "fix-the-api-v2",
+		"Café crème":                "caf-cr-me",
 		strings.Repeat("word ", 30): strings.TrimSuffix(strings.Repeat("word-", 12), "-") + "-word",
 	} {
 		if got := Slug(in); got != want || len(got) > IndexNameMax {
