@@ -22,6 +22,9 @@ type ServiceError struct {
 	Subject     string
 	Code        string
 	Description string
+	// Problem is the RFC 9457 problem document some refusals carry (an
+	// ambiguous reference lists its candidates); nil otherwise.
+	Problem json.RawMessage
 }
 
 func (e *ServiceError) Error() string {
@@ -98,7 +101,11 @@ func (c *Client) request(ctx context.Context, verb, session string, body, out an
 		return fmt.Errorf("requesting %s: %w", subject, err)
 	}
 	if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
-		return &ServiceError{Subject: subject, Code: code, Description: m.Header.Get("Nats-Service-Error")}
+		se := &ServiceError{Subject: subject, Code: code, Description: m.Header.Get("Nats-Service-Error")}
+		if len(m.Data) > 0 && json.Valid(m.Data) {
+			se.Problem = json.RawMessage(m.Data)
+		}
+		return se
 	}
 	if err := json.Unmarshal(m.Data, out); err != nil {
 		return fmt.Errorf("decoding the %s reply: %w", verb, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,6 +25,7 @@ import (
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/telemetry"
 	"github.com/recallhq/recall/internal/testpoll"
+	"github.com/recallhq/recall/pkg/client"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/indexer/indexersvc"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
@@ -333,4 +335,59 @@ func TestIndexMalformedOutputRetriedThenFailed(t *testing.T) {
 	if fake.Calls() != 5 {
 		t.Fatalf("model calls: %d, want 5", fake.Calls())
 	}
+}
+
+// TestGoClientSessionIndex drives the session index through pkg/client
+// over NATS: reindex, index, sessions, resolve (with the ambiguity's
+// problem document), references and query.
+func TestGoClientSessionIndex(t *testing.T) {
+	s := startIndexStack(t, llm.NewOffline())
+	s.post(t, conversation("gc-a", events.SessionStarted{}, "Refactor the payment webhook retries."))
+	s.post(t, conversation("gc-b", events.SessionStarted{}, "Refactor the payment receipt emails."))
+	c, err := client.New(s.js, ingestsvc.DefaultTenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Before indexing: nothing (404) or only the start facts.
+	if r, err := c.Index(ctx, "gc-a"); !isCode(err, "404") && (err != nil || r.Index.Indexed()) {
+		t.Fatalf("index before indexing: %+v %v", r, err)
+	}
+	for _, id := range []string{"gc-a", "gc-b"} {
+		r, err := c.Reindex(ctx, id)
+		if err != nil || !r.Outcome.Success || r.Index.Name == "" {
+			t.Fatalf("reindex %s: %+v %v", id, r, err)
+		}
+	}
+	got, err := c.Index(ctx, "gc-a")
+	if err != nil || !strings.Contains(got.Index.Name, "webhook") {
+		t.Fatalf("index: %+v %v", got, err)
+	}
+	list, err := c.Sessions(ctx, events.SessionsRequest{Q: "receipt"})
+	if err != nil || len(list.Sessions) != 1 || list.Sessions[0].Session != "gc-b" {
+		t.Fatalf("sessions: %+v %v", list, err)
+	}
+	_, err = c.Resolve(ctx, "payment")
+	var se *client.ServiceError
+	if !errors.As(err, &se) || se.Code != "409" || !strings.Contains(string(se.Problem), `"candidates"`) {
+		t.Fatalf("ambiguous resolve: %v", err)
+	}
+	res, err := c.Resolve(ctx, "webhook")
+	if err != nil || res.Session.Session != "gc-a" || res.By != "fuzzy" {
+		t.Fatalf("resolve: %+v %v", res, err)
+	}
+	refs, err := c.References(ctx, "As in @@"+got.Index.Name+", please.", false)
+	if err != nil || refs.Context == nil || len(refs.Resolved) != 1 {
+		t.Fatalf("references: %+v %v", refs, err)
+	}
+	q, err := c.Query(ctx, got.Index.Name, events.QueryRequest{Question: "What about the webhook retries?"})
+	if err != nil || len(q.Sources) == 0 {
+		t.Fatalf("query: %+v %v", q, err)
+	}
+}
+
+func isCode(err error, code string) bool {
+	var se *client.ServiceError
+	return errors.As(err, &se) && se.Code == code
 }
