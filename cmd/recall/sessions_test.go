@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/pkg/events"
+)
+
+// TestSessionIndexCommands runs recall index, sessions ls|show, resolve
+// and query against recall up's in-process stack.
+func TestSessionIndexCommands(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	st, err := startStack(ctx, stackOptions{DataDir: t.TempDir(), HTTPAddr: addr, Log: log, Provider: llm.NewOffline()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var evs []map[string]any
+	for i, text := range []string{"Migrate the orders table to Postgres 17.", "Use logical replication for the cutover."} {
+		for _, m := range []events.Message{
+			{UUID: "u" + string(rune('0'+i)), Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: text}}},
+			{UUID: "a" + string(rune('0'+i)), Role: events.RoleAssistant, StopReason: "end_turn", Content: events.Content{{Type: events.BlockText, Text: "Done."}}},
+		} {
+			evs = append(evs, map[string]any{"specversion": "1.0", "id": "cli-" + m.UUID, "source": "/test", "type": events.TypeMessage,
+				"subject": "cli-pg", "datacontenttype": "application/json", "data": m})
+		}
+	}
+	body, _ := json.Marshal(evs)
+	resp, err := http.Post("http://"+st.HTTPAddr+"/v1/events", "application/cloudevents-batch+json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("ingest: %d", resp.StatusCode)
+	}
+	cli := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		// --nats-url goes before a positional argument (resolve REF).
+		if args[0] == "resolve" {
+			args = []string{"resolve", "--nats-url", st.NATSURL, args[1]}
+		} else {
+			args = append(args, "--nats-url", st.NATSURL)
+		}
+		if err := run(ctx, args, &out); err != nil {
+			t.Fatalf("recall %s: %v", strings.Join(args, " "), err)
+		}
+		return out.String()
+	}
+	if out := cli("index", "--session", "cli-pg"); !strings.Contains(out, `indexed cli-pg as "migrate-orders-table-postgres"`) {
+		t.Fatalf("index:\n%s", out)
+	}
+	if out := cli("sessions", "ls", "--q", "postgres"); !strings.Contains(out, "cli-pg") || !strings.Contains(out, "migrate-orders-table-postgres") {
+		t.Fatalf("sessions ls:\n%s", out)
+	}
+	if out := cli("sessions", "show", "--session", "cli-pg"); !strings.Contains(out, "Migrate the orders table") {
+		t.Fatalf("sessions show:\n%s", out)
+	}
+	if out := cli("resolve", "@@orders"); !strings.Contains(out, "orders → cli-pg (migrate-orders-table-postgres, matched by fuzzy)") {
+		t.Fatalf("resolve:\n%s", out)
+	}
+	if out := cli("query", "--session", "migrate-orders-table-postgres", "--question", "How is the cutover done?"); !strings.Contains(out, "logical replication") || !strings.Contains(out, "source seq") {
+		t.Fatalf("query:\n%s", out)
+	}
+	var out bytes.Buffer
+	if err := run(ctx, []string{"resolve", "--nats-url", st.NATSURL, "nothing-here"}, &out); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("unknown reference: %v", err)
+	}
+}
