@@ -54,7 +54,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	c := &consumer{x: x, js: life.JS}
 	life.SetReady(func() error {
 		if !c.consuming.Load() {
-			return errors.New("not consuming the transcript (standby, or starting)")
+			return errors.New("not consuming the transcript yet")
 		}
 		return nil
 	})
