@@ -147,16 +147,17 @@ func TestReplayUnderLeaderLoss(t *testing.T) {
 	f, _ := os.Open(file)
 	res, err := importer.ClaudeCode(f, importer.Options{})
 	f.Close()
-	if err != nil || len(res.Events) != n {
+	// The importer adds a session.started event before the n records.
+	if err != nil || len(res.Events) != n+1 {
 		t.Fatalf("import: %d events, %v", len(res.Events), err)
 	}
-	want := make([]string, n)
+	want := make([]string, n+1)
 	for i, e := range res.Events {
 		want[i] = e.ID()
 	}
 	got := storedIDs(t, js, "acme", "long")
-	if len(got) != n {
-		t.Fatalf("%d events stored, want %d", len(got), n)
+	if len(got) != n+1 {
+		t.Fatalf("%d events stored, want %d", len(got), n+1)
 	}
 	for i := range want {
 		if got[i] != want[i] {

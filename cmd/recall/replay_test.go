@@ -41,7 +41,7 @@ func TestReplayAgainstIngest(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	for _, want := range []string{"as session demo", "events:    144 (published 144, duplicates 0, rejected 0)", "skipped:   file-history-snapshot 6, meta 1, summary 1"} {
+	for _, want := range []string{"as session demo", "events:    145 (published 145, duplicates 0, rejected 0)", "skipped:   file-history-snapshot 6, meta 1, summary 1"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
@@ -51,8 +51,8 @@ func TestReplayAgainstIngest(t *testing.T) {
 		t.Fatal(err)
 	}
 	info, _ := st.Info(ctx)
-	if info.State.Msgs != 144 {
-		t.Fatalf("%d events stored, want 144", info.State.Msgs)
+	if info.State.Msgs != 145 {
+		t.Fatalf("%d events stored, want 145", info.State.Msgs)
 	}
 	if _, err := st.GetLastMsgForSubject(ctx, events.TranscriptSubject("acme", "demo")); err != nil {
 		t.Fatalf("nothing on the acme/demo subject: %v", err)
@@ -63,12 +63,12 @@ func TestReplayAgainstIngest(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	if !strings.Contains(out.String(), "(published 0, duplicates 144, rejected 0)") {
+	if !strings.Contains(out.String(), "(published 0, duplicates 145, rejected 0)") {
 		t.Errorf("second replay:\n%s", out.String())
 	}
 	info, _ = st.Info(ctx)
-	if info.State.Msgs != 144 {
-		t.Fatalf("%d events stored after the replay, want still 144", info.State.Msgs)
+	if info.State.Msgs != 145 {
+		t.Fatalf("%d events stored after the replay, want still 145", info.State.Msgs)
 	}
 
 	// A wrong token fails with the edge's message.

@@ -180,7 +180,7 @@ func TestReplayRetries503InOrder(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	if !strings.Contains(out.String(), "(published 144, duplicates 0, rejected 0)") || !strings.Contains(out.String(), "retried:   1 times") {
+	if !strings.Contains(out.String(), "(published 145, duplicates 0, rejected 0)") || !strings.Contains(out.String(), "retried:   1 times") {
 		t.Errorf("summary:\n%s", out.String())
 	}
 	if got := storedIDs(t, js, "acme", "demo"); strings.Join(got, ",") != strings.Join(want, ",") {
@@ -195,7 +195,7 @@ func TestReplayRetries503InOrder(t *testing.T) {
 	out.Reset()
 	err = runReplay(ctx, []string{demoFixture, "--http", srv2.URL, "--token", "tok", "--session", "other", "--batch", "25", "--retry-for", "1s"}, &out)
 	var ns *notStoredError
-	if !errors.As(err, &ns) || ns.Next != 60 || !strings.Contains(err.Error(), "could not store event 61 of 144") {
+	if !errors.As(err, &ns) || ns.Next != 60 || !strings.Contains(err.Error(), "could not store event 61 of 145") {
 		t.Fatalf("err = %v, want event 61 not stored\n%s", err, out.String())
 	}
 	want = fixtureIDs(t, "other")

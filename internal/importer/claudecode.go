@@ -57,7 +57,8 @@ type Result struct {
 	Events []event.Event
 	// Records is the number of lines read (blank lines excluded).
 	Records int
-	// Counts counts what was imported: records by kind ("user",
+	// Counts counts what was imported: records by kind ("started" for the
+	// session.started event the importer adds first, "user",
 	// "tool_result", "assistant", "compaction", "subagent") and content
 	// blocks ("tool_use", "tool_error", "thinking", "text").
 	Counts map[string]int
@@ -78,6 +79,7 @@ type record struct {
 	ParentUUID            *string         `json:"parentUuid"`
 	LogicalParentUUID     string          `json:"logicalParentUuid"`
 	SessionID             string          `json:"sessionId"`
+	CWD                   string          `json:"cwd"`
 	Timestamp             string          `json:"timestamp"`
 	IsSidechain           bool            `json:"isSidechain"`
 	IsMeta                bool            `json:"isMeta"`
@@ -137,10 +139,17 @@ func ClaudeCode(r io.Reader, opt Options) (*Result, error) {
 		at        time.Time
 		msg       *events.Message
 		compacted *events.SessionCompacted
+		started   *events.SessionStarted
 		kinds     []string
 	}
 	var out []*pendingEvent
 	var lastCompaction *pendingEvent
+	// started describes the session (dev.recall.session.started): the
+	// first working directory and assistant model, and the parent session —
+	// Claude Code copies a resumed or forked session's history with the
+	// earlier sessionId, so the first other valid sessionId is the parent.
+	started := &events.SessionStarted{}
+	var sessionIDs []string
 	br := bufio.NewReaderSize(r, 1<<20)
 	for line := 1; ; line++ {
 		raw, err := br.ReadBytes('\n')
@@ -162,6 +171,15 @@ func ClaudeCode(r io.Reader, opt Options) (*Result, error) {
 		} else {
 			if res.Session == "" && events.ValidateID(rec.SessionID) == nil {
 				res.Session = rec.SessionID
+			}
+			if events.ValidateID(rec.SessionID) == nil && (len(sessionIDs) == 0 || sessionIDs[len(sessionIDs)-1] != rec.SessionID) {
+				sessionIDs = append(sessionIDs, rec.SessionID)
+			}
+			if started.CWD == "" {
+				started.CWD = rec.CWD
+			}
+			if started.Model == "" && rec.Message != nil && rec.Message.Role == events.RoleAssistant && !strings.HasPrefix(rec.Message.Model, "<") {
+				started.Model = rec.Message.Model
 			}
 			at, _ := time.Parse(time.RFC3339Nano, rec.Timestamp)
 			id := rec.UUID
@@ -216,6 +234,23 @@ func ClaudeCode(r io.Reader, opt Options) (*Result, error) {
 	if validateAs == "" {
 		validateAs = "default"
 	}
+	fileSession := sessionIDs
+	if len(fileSession) > 0 {
+		last := fileSession[len(fileSession)-1] // the file's own session writes last
+		for _, id := range fileSession {
+			if id != last {
+				started.ParentSession = id
+				break
+			}
+		}
+	}
+	if started.ParentSession == res.Session {
+		started.ParentSession = ""
+	}
+	if len(out) > 0 {
+		first := out[0]
+		out = append([]*pendingEvent{{line: first.line, id: "started", typ: events.TypeSessionStarted, at: first.at, started: started, kinds: []string{"started"}}}, out...)
+	}
 	res.Events = make([]event.Event, 0, len(out))
 	for _, pe := range out {
 		e := event.New()
@@ -229,6 +264,9 @@ func ClaudeCode(r io.Reader, opt Options) (*Result, error) {
 		var data any = pe.msg
 		if pe.compacted != nil {
 			data = pe.compacted
+		}
+		if pe.started != nil {
+			data = pe.started
 		}
 		if err := e.SetData(event.ApplicationJSON, data); err != nil {
 			return nil, fmt.Errorf("line %d: encoding data: %w", pe.line, err)

@@ -300,3 +300,36 @@ func TestOptionsAndBadLines(t *testing.T) {
 		t.Fatal("a bad session id was accepted")
 	}
 }
+
+// The importer describes the session first: working directory, model, and
+// the parent whose history a resumed session copied.
+func TestClaudeCodeSessionStarted(t *testing.T) {
+	jsonl := `{"type":"user","uuid":"p1","sessionId":"parent-1","cwd":"/repo","timestamp":"2026-01-01T00:00:00Z","message":{"role":"user","content":"Start the refactor."}}
+{"type":"user","uuid":"c1","sessionId":"child-1","cwd":"/repo","timestamp":"2026-01-01T01:00:00Z","message":{"role":"user","content":"Go on."}}
+{"type":"assistant","uuid":"c2","sessionId":"child-1","cwd":"/repo","timestamp":"2026-01-01T01:00:01Z","message":{"id":"m1","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Done."}],"stop_reason":"end_turn"}}
+`
+	res, err := ClaudeCode(strings.NewReader(jsonl), Options{Session: "child-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := res.Events[0]
+	if first.Type() != events.TypeSessionStarted || first.ID() != "child-1-started" || res.Counts["started"] != 1 {
+		t.Fatalf("first event: %s %s", first.Type(), first.ID())
+	}
+	var st events.SessionStarted
+	if err := first.DataAs(&st); err != nil {
+		t.Fatal(err)
+	}
+	if st.CWD != "/repo" || st.Model != "claude-sonnet-4-5" || st.ParentSession != "parent-1" {
+		t.Fatalf("started: %+v", st)
+	}
+	// A file of one session has no parent.
+	res, err = ClaudeCode(strings.NewReader(jsonl[strings.IndexByte(jsonl, '\n')+1:]), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var single events.SessionStarted
+	if err := res.Events[0].DataAs(&single); err != nil || single.ParentSession != "" {
+		t.Fatalf("single session: %+v %v", single, err)
+	}
+}
