@@ -22,10 +22,18 @@ func (x *Indexer) resolve(ctx context.Context, tenant, ref string) (events.Resol
 	}
 	res := events.Resolution{Ref: ref}
 	if events.ValidateID(r.Target) == nil {
-		if idx, _, err := x.entries.get(ctx, tenant, r.Target); err == nil {
+		idx, _, err := x.entries.get(ctx, tenant, r.Target)
+		switch {
+		case err == nil:
 			res.By, res.Session = "id", idx
-		} else if !errors.Is(err, errNotFound) {
+		case !errors.Is(err, errNotFound):
 			return res, fail(503, "%v", err)
+		default:
+			// A session not indexed yet is still one by its id when it
+			// has a transcript.
+			if last, err := x.reader.LastSeq(ctx, tenant, r.Target); err == nil && last > 0 {
+				res.By, res.Session = "id", idx
+			}
 		}
 	}
 	if res.By == "" {
@@ -173,34 +181,50 @@ func (x *Indexer) query(ctx context.Context, tenant, session string, req events.
 	return reply, nil
 }
 
-// passages reads the session's messages as passages, keeping about the
-// last budget tokens of them, and its compaction summaries apart.
+// passages reads the session's most recent messages as passages, about
+// the budget's worth, and the compaction summaries among them apart.
+// It reads backwards in growing windows of stream sequences (sessions
+// interleave in the stream), so a long session costs what its tail costs,
+// not a full read.
 func (x *Indexer) passages(ctx context.Context, tenant, session string, budget int64) ([]memory.Passage, []string, error) {
+	last, err := x.reader.LastSeq(ctx, tenant, session)
+	if err != nil || last == 0 {
+		return nil, nil, err
+	}
 	var out []memory.Passage
 	var summaries []string
 	var tokens int64
-	err := x.reader.Scan(ctx, tenant, session, 1, 0, func(r transcript.Record) bool {
-		m := r.Message
-		if m == nil || memory.IsSessionReference(m) {
+	from, span := last, uint64(256)
+	for {
+		start := uint64(1)
+		if from > span {
+			start = from - span + 1
+		}
+		var chunk []memory.Passage
+		var sums []string
+		err := x.reader.Scan(ctx, tenant, session, start, from, func(r transcript.Record) bool {
+			m := r.Message
+			switch {
+			case m == nil || memory.IsSessionReference(m):
+			case memory.IsCompactionSummary(m):
+				sums = append(sums, memory.RequestText(m))
+			default:
+				if text := memory.MessagePassage(m); text != "" {
+					chunk = append(chunk, memory.Passage{Seq: r.Seq, ID: m.UUID, Role: m.Role, Text: text})
+					tokens += memory.EstimateText(text)
+				}
+			}
 			return true
+		})
+		if err != nil {
+			return nil, nil, err
 		}
-		if memory.IsCompactionSummary(m) {
-			summaries = append(summaries, memory.RequestText(m))
-			return true
+		out, summaries = append(chunk, out...), append(sums, summaries...)
+		if start == 1 || tokens >= budget {
+			return out, summaries, nil
 		}
-		text := memory.MessagePassage(m)
-		if text == "" {
-			return true
-		}
-		out = append(out, memory.Passage{Seq: r.Seq, ID: m.UUID, Role: m.Role, Text: text})
-		tokens += memory.EstimateText(text)
-		for tokens > 2*budget && len(out) > 1 {
-			tokens -= memory.EstimateText(out[0].Text)
-			out = out[1:]
-		}
-		return true
-	})
-	return out, summaries, err
+		from, span = start-1, span*4
+	}
 }
 
 func clip(s string, n int) string {

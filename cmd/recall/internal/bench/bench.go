@@ -48,10 +48,11 @@ const (
 	ScenarioCompaction = "compaction"
 	ScenarioExtraction = "extraction"
 	ScenarioPipeline   = "pipeline"
+	ScenarioQuery      = "query"
 )
 
 // Scenarios lists every scenario in run order.
-var Scenarios = []string{ScenarioRaw, ScenarioIngest, ScenarioTrigger, ScenarioCompaction, ScenarioExtraction, ScenarioPipeline}
+var Scenarios = []string{ScenarioRaw, ScenarioIngest, ScenarioTrigger, ScenarioCompaction, ScenarioExtraction, ScenarioPipeline, ScenarioQuery}
 
 // ErrUnknownScenario is returned by Run for a name not in Scenarios.
 var ErrUnknownScenario = errors.New("unknown scenario")
@@ -112,6 +113,9 @@ type sizes struct {
 	extractPerWorker  int // extractions one worker runs at once
 	pipelineDuration  time.Duration
 	pipelineSessions  int
+	// querySessionMessages is the size of the session asked questions.
+	querySessionMessages int
+	queryRequests        int
 }
 
 func sizesFor(quick bool) sizes {
@@ -123,6 +127,7 @@ func sizesFor(quick bool) sizes {
 			compactSessions: 200, compactSizes: []int{100, 1000, 3000}, compactRequests: 30,
 			extractSessions: 64, extractWorkers: []int{1, 2, 4, 8}, extractLatency: 50 * time.Millisecond, extractPerWorker: 4,
 			pipelineDuration: 3 * time.Second, pipelineSessions: 50,
+			querySessionMessages: 1000, queryRequests: 20,
 		}
 	}
 	return sizes{
@@ -132,6 +137,7 @@ func sizesFor(quick bool) sizes {
 		compactSessions: 10000, compactSizes: []int{1000, 10000, 100000}, compactRequests: 300,
 		extractSessions: 1024, extractWorkers: []int{1, 2, 4, 8}, extractLatency: 200 * time.Millisecond, extractPerWorker: 16,
 		pipelineDuration: 15 * time.Second, pipelineSessions: 500,
+		querySessionMessages: 10000, queryRequests: 200,
 	}
 }
 
@@ -197,7 +203,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// a 2-core machine (docs/benchmarks.md): the ETA printed before each
 	// scenario is the sum of what is left, scaled by how this run compares.
 	typicalS := map[string][2]float64{ScenarioRaw: {10, 2}, ScenarioIngest: {12, 2}, ScenarioTrigger: {60, 6},
-		ScenarioCompaction: {13, 3}, ScenarioExtraction: {32, 4}, ScenarioPipeline: {36, 6}}
+		ScenarioCompaction: {13, 3}, ScenarioExtraction: {32, 4}, ScenarioPipeline: {36, 6}, ScenarioQuery: {15, 2}}
 	steps := []struct {
 		name string
 		run  func(context.Context, *env) error
@@ -209,6 +215,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		{ScenarioCompaction, runCompaction, func(r string) { e.res.Compaction.Skipped = r }},
 		{ScenarioExtraction, runExtraction, func(r string) { e.res.Extraction.Skipped = r }},
 		{ScenarioPipeline, runPipeline, func(r string) { e.res.Pipeline.Skipped = r }},
+		{ScenarioQuery, runQuery, func(r string) { e.res.Query.Skipped = r }},
 	}
 	var todo []string
 	for _, st := range steps {

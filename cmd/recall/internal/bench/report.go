@@ -46,6 +46,7 @@ func targets(r *Result) []Target {
 		atMost("compaction.flatness", "<= 1.2 (p99 largest / p99 smallest transcript)", r.Compaction.Flatness, 1.2),
 		atLeast("extraction.scaling[workers=8].efficiency", ">= 0.9", eff8, 0.9),
 		atMost("extraction.ordering_violations", "== 0", viol, 0),
+		atMost("query.overhead_p99_ms", "<= 50 (10,000-record session in a full run)", r.Query.OverheadP99MS, 50),
 	}
 }
 
@@ -121,6 +122,10 @@ func PrintTable(w io.Writer, r *Result) error {
 	}
 	skip("pipeline", r.Pipeline.Skipped)
 	row("pipeline.trigger_lag_p99", r.Pipeline.TriggerLagP99MS, "ms", "")
+	skip("query", r.Query.Skipped)
+	row("query.overhead_p50", r.Query.OverheadP50MS, "ms", fmt.Sprintf("%d-record session, Recall's time outside the model", r.Query.TranscriptMessages))
+	row("query.overhead_p99", r.Query.OverheadP99MS, "ms", ratioNote(r.Query.RatioP50VsFloor, "floor p50 (raw read of the records it read)"))
+	row("query.round_trip_p99", r.Query.RoundTripP99MS, "ms", "request to reply, offline (extractive) answer included")
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "target\twant\tverdict")
 	for _, t := range r.Targets {

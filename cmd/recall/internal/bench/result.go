@@ -14,6 +14,7 @@ type Result struct {
 	Compaction CompactionResult `json:"compaction"`
 	Extraction ExtractionResult `json:"extraction"`
 	Pipeline   PipelineResult   `json:"pipeline"`
+	Query      QueryResult      `json:"query"`
 	// Targets lists every target of the full run and whether this run met
 	// it (null when not measured). Quick runs report them too, but their
 	// sizes are too small for the verdicts to mean anything.
