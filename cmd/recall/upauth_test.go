@@ -78,6 +78,20 @@ func TestUpWithTenantsAuthenticates(t *testing.T) {
 	if err != nil || reply.Header.Get("Nats-Service-Error-Code") != "404" {
 		t.Fatalf("acme's memory request: %v %v", reply, err)
 	}
+	// The indexer, running as its own user, answers the tenant too.
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+		reply, err = chunked.Request(rctx, acme, events.APISubject(events.VerbSessions, "acme", events.TenantScope), nil, []byte(`{}`))
+		rcancel()
+		if (err == nil && reply.Header.Get("Nats-Service-Error-Code") == "") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil || reply.Header.Get("Nats-Service-Error-Code") != "" || !strings.Contains(string(reply.Data), `"sessions":[]`) {
+		t.Fatalf("acme's session list: %v %v", reply, err)
+	}
 	sub, err := acme.SubscribeSync(natsperm.InboxPrefix("beta") + ".>")
 	if err == nil {
 		if _, err = sub.NextMsg(2 * time.Second); err == nil || !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
