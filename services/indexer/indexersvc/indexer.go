@@ -40,8 +40,9 @@ type Indexer struct {
 	disabled string
 	prices   map[string]price
 
-	locks keyLocks
-	slots chan struct{}
+	locks  keyLocks
+	holder string // names this replica in leases
+	slots  chan struct{}
 
 	mu       sync.Mutex
 	sessions map[string]*counter // by MemoryKey
@@ -155,6 +156,11 @@ func (x *Indexer) maybeIndex(ctx context.Context, job indexJob) (*events.Session
 		return nil, err
 	}
 	defer unlock()
+	release, err := x.entries.lease(ctx, job.tenant, job.session, x.holder, x.cfg.Timeout+30*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	select {
 	case x.slots <- struct{}{}:
 		defer func() { <-x.slots }()

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -82,7 +83,7 @@ func open(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg Config
 	x := &Indexer{
 		nc: nc, entries: &entries{kv: kv, log: log}, mem: store.NewMemory(mkv), reader: transcript.NewReader(nc),
 		tenants: tenants, pub: eventpub.New(js, "indexer"), cfg: cfg, log: log, m: newMetrics(), prices: prices,
-		slots: make(chan struct{}, cfg.Concurrency), sessions: map[string]*counter{},
+		slots: make(chan struct{}, cfg.Concurrency), sessions: map[string]*counter{}, holder: holderName(),
 	}
 	x.provider, x.disabled = indexProvider(cfg, log)
 	return x, nil
@@ -104,4 +105,10 @@ func indexProvider(cfg Config, log *slog.Logger) (llm.Provider, string) {
 		return nil, reason
 	}
 	return p, ""
+}
+
+// holderName names this replica in indexing leases.
+func holderName() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -15,13 +16,41 @@ import (
 // entries is the session index bucket. A session's entry is under
 // events.MemoryKey(tenant, session) (two tokens); a name claim under
 // nameKey(tenant, slug) (three tokens) holds the session id, so names are
-// unique within a tenant by KV create.
+// unique within a tenant by KV create; a lease under leaseKey(tenant,
+// session) makes indexings of a session one at a time across replicas.
 type entries struct {
 	kv  jetstream.KeyValue
 	log *slog.Logger
 }
 
 func nameKey(tenant, slug string) string { return "names." + tenant + "." + slug }
+
+func leaseKey(tenant, session string) string { return "leases." + tenant + "." + session }
+
+// lease takes the session's indexing lease across replicas: a key created
+// with a TTL (a crashed holder's lease expires). It waits, polling, while
+// another holds it, until ctx ends.
+func (s *entries) lease(ctx context.Context, tenant, session, holder string, ttl time.Duration) (release func(), err error) {
+	key := leaseKey(tenant, session)
+	for {
+		rev, err := s.kv.Create(ctx, key, []byte(holder), jetstream.KeyTTL(ttl))
+		if err == nil {
+			return func() {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+				defer cancel()
+				_ = s.kv.Delete(rctx, key, jetstream.LastRevision(rev))
+			}, nil
+		}
+		if !isConflict(err) {
+			return nil, fmt.Errorf("taking the indexing lease of %s: %w", session, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
 
 // errNotFound means a session has no index entry.
 var errNotFound = errors.New("no index entry")
