@@ -442,6 +442,12 @@ type TenantConfig struct {
 	SessionIndex       *bool `json:"session_index,omitempty"`
 	MinNewUserMessages int   `json:"min_new_user_messages,omitempty"`
 
+	// MemoryPolicy is the default policy of sessions that carry none
+	// (nil: self on, peer off, every type); CustomMemoryTypes add to the
+	// long-term memory type registry.
+	MemoryPolicy      *MemoryPolicy      `json:"memory_policy,omitempty"`
+	CustomMemoryTypes []CustomMemoryType `json:"custom_memory_types,omitempty"`
+
 	// Template and Prompt replace the default memory template and extraction
 	// prompt ({{currentNotes}} and {{notesPath}} are substituted).
 	Template string `json:"template,omitempty"`
