@@ -84,7 +84,7 @@ func orString(s, def string) string {
 // Registry is the memory types of a tenant: the built-ins and its custom
 // types.
 type Registry struct {
-	types []MemoryType
+	types  []MemoryType
 	byName map[string]MemoryType
 }
 
