@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/eventpub"
+	"github.com/recallhq/recall/internal/keylock"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/store"
 	"github.com/recallhq/recall/internal/tenantcfg"
@@ -40,7 +40,7 @@ type Indexer struct {
 	disabled string
 	prices   map[string]price
 
-	locks  keyLocks
+	locks  keylock.Locks
 	holder string // names this replica in leases
 	slots  chan struct{}
 
@@ -151,7 +151,7 @@ type indexJob struct {
 // lock is held; it returns the outcome (nil when nothing ran).
 func (x *Indexer) maybeIndex(ctx context.Context, job indexJob) (*events.SessionIndexed, error) {
 	key := events.MemoryKey(job.tenant, job.session)
-	unlock, err := x.locks.lock(ctx, key)
+	unlock, err := x.locks.Lock(ctx, key)
 	if err != nil {
 		return nil, err
 	}
@@ -436,43 +436,4 @@ func (x *Indexer) noteStarted(ctx context.Context, tenant, session string, s *ev
 		return true
 	})
 	return err
-}
-
-// keyLocks is one lock per key, taken with a context.
-type keyLocks struct {
-	mu sync.Mutex
-	m  map[string]chan struct{}
-}
-
-// lock takes key's lock, waiting until ctx ends; unlock releases it.
-func (k *keyLocks) lock(ctx context.Context, key string) (unlock func(), err error) {
-	for {
-		k.mu.Lock()
-		if k.m == nil {
-			k.m = map[string]chan struct{}{}
-		}
-		held, busy := k.m[key]
-		if !busy {
-			ch := make(chan struct{})
-			k.m[key] = ch
-			k.mu.Unlock()
-			return func() {
-				k.mu.Lock()
-				delete(k.m, key)
-				k.mu.Unlock()
-				close(ch)
-			}, nil
-		}
-		k.mu.Unlock()
-		select {
-		case <-held:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-}
-
-// kvBucket opens the index bucket.
-func kvBucket(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
-	return js.KeyValue(ctx, events.BucketIndex)
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/keylock"
+
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -27,29 +29,9 @@ func nameKey(tenant, slug string) string { return "names." + tenant + "." + slug
 
 func leaseKey(tenant, session string) string { return "leases." + tenant + "." + session }
 
-// lease takes the session's indexing lease across replicas: a key created
-// with a TTL (a crashed holder's lease expires). It waits, polling, while
-// another holds it, until ctx ends.
+// lease takes the session's indexing lease across replicas.
 func (s *entries) lease(ctx context.Context, tenant, session, holder string, ttl time.Duration) (release func(), err error) {
-	key := leaseKey(tenant, session)
-	for {
-		rev, err := s.kv.Create(ctx, key, []byte(holder), jetstream.KeyTTL(ttl))
-		if err == nil {
-			return func() {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-				defer cancel()
-				_ = s.kv.Delete(rctx, key, jetstream.LastRevision(rev))
-			}, nil
-		}
-		if !isConflict(err) {
-			return nil, fmt.Errorf("taking the indexing lease of %s: %w", session, err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return keylock.Lease(ctx, s.kv, leaseKey(tenant, session), holder, ttl)
 }
 
 // errNotFound means a session has no index entry.
@@ -109,11 +91,7 @@ func (s *entries) update(ctx context.Context, tenant, session string, fn func(*e
 	}
 }
 
-func isConflict(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.Is(err, jetstream.ErrKeyExists) ||
-		(errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence)
-}
+func isConflict(err error) bool { return keylock.IsConflict(err) }
 
 // claimName claims slug (or slug-2, slug-3, ...) for session and returns
 // the name it got; a name the session already holds is kept.
