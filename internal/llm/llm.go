@@ -51,6 +51,10 @@ type Request struct {
 	// provider (real providers read the prompt).
 	Passages []memory.Passage
 	Question string
+	// Batch and MemoryTypes describe a TaskLTM call for the offline
+	// provider: the committed messages and the types of the phase.
+	Batch       []*events.Message
+	MemoryTypes []string
 }
 
 // Tasks of a model call.
@@ -58,7 +62,13 @@ const (
 	TaskExtract = ""
 	TaskIndex   = "index"
 	TaskQuery   = "query"
+	TaskLTM     = "ltm"
 )
+
+// MemoryWriteTool is the long-term memory write tool's name; its input is
+// {"type", "content", "peer_id", "ranges"} (offline calls fill the first
+// three).
+const MemoryWriteTool = "memory_write"
 
 // ToolCall is a tool invocation in a response.
 type ToolCall struct {

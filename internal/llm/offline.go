@@ -67,6 +67,8 @@ func (p *OfflineProvider) Complete(ctx context.Context, req Request) (*Response,
 	switch req.Task {
 	case TaskIndex:
 		return offlineIndex(resp, req), nil
+	case TaskLTM:
+		return offlineLTM(resp, req), nil
 	case TaskQuery:
 		resp.Text, _ = memory.ExtractiveAnswer(req.Question, req.Passages, 3)
 		resp.Usage.OutputTokens = memory.EstimateText(resp.Text)
@@ -458,5 +460,26 @@ func offlineIndex(resp *Response, req Request) *Response {
 	b, _ := json.Marshal(memory.OfflineIndex(input))
 	resp.Text = string(b)
 	resp.Usage.OutputTokens = memory.EstimateText(resp.Text)
+	return resp
+}
+
+// offlineLTM answers a long-term memory call with one memory_write per
+// deterministic extraction (memory.OfflineMemoryOps); once its writes came
+// back, it stops.
+func offlineLTM(resp *Response, req Request) *Response {
+	if n := len(req.Messages); n > 0 && hasToolResults(req.Messages[n-1].Content) {
+		resp.Text = "Memory updated."
+		return resp
+	}
+	for _, op := range memory.OfflineMemoryOps(req.Batch, req.MemoryTypes) {
+		input, _ := json.Marshal(map[string]string{"type": op.Type, "content": op.Content, "peer_id": op.PeerID})
+		resp.ToolCalls = append(resp.ToolCalls, ToolCall{ID: fmt.Sprintf("offline_%d", len(resp.ToolCalls)), Name: MemoryWriteTool, Input: input})
+		resp.Usage.OutputTokens += memory.EstimateText(string(input))
+	}
+	if len(resp.ToolCalls) > 0 {
+		resp.StopReason = "tool_use"
+	} else {
+		resp.Text = "Nothing worth remembering."
+	}
 	return resp
 }

@@ -135,6 +135,8 @@ func Buckets(c Config) []jetstream.KeyValueConfig {
 		{Bucket: events.BucketWorkers, Description: "extractor membership heartbeats", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
 		{Bucket: events.BucketParked, Description: "failed extraction requests awaiting replay", History: 1, Storage: c.storage(), Replicas: c.Replicas},
 		{Bucket: events.BucketTriggers, Description: "trigger membership heartbeats", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
+		{Bucket: events.BucketLTM, Description: "long-term memory documents per user and peer", History: 16, Storage: c.storage(), Replicas: c.Replicas},
+		{Bucket: events.BucketLTMState, Description: "long-term memory commit records and leases", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
 		{Bucket: events.BucketIndex, Description: "session index: names, summaries, tags (and name claims, indexing leases)", History: 8, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
 	}
 }

@@ -6,9 +6,12 @@ import "time"
 // and per peer, written by commits of session batches under a memory
 // policy. See docs/long-term-memory.md.
 
-// BucketLTM holds long-term memory documents under LTMKey (history kept),
-// and each session's commit record under CommitKey.
+// BucketLTM holds long-term memory documents under LTMKey (history kept).
 const BucketLTM = "RECALL_LTM"
+
+// BucketLTMState holds each session's commit record under CommitKey and
+// the per-user commit leases (per-key TTL).
+const BucketLTMState = "RECALL_LTM_STATE"
 
 // DurableLongTerm is the long-term memory service's consumer on
 // StreamTranscript.

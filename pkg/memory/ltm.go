@@ -446,3 +446,129 @@ func MergeMemory(doc, content string) (string, int) {
 func normLine(l string) string {
 	return strings.Join(strings.Fields(strings.ToLower(strings.TrimLeft(strings.TrimSpace(l), "-*• "))), " ")
 }
+
+// OfflineMemoryOps extracts memory deterministically, without a model, for
+// the types asked: stated preferences ("I prefer", "always", "never", ...),
+// profile facts ("I am", "my name is", "I work"), decisions ("we decided",
+// "let's use", ...) as events, the tool-call sequence as a trajectory, and
+// failed tool calls as experiences. A statement made by a peer carries its
+// peer id (routing decides where it goes).
+func OfflineMemoryOps(batch []*events.Message, types []string) []MemoryOp {
+	want := map[string]bool{}
+	for _, t := range types {
+		want[t] = true
+	}
+	var ops []MemoryOp
+	for _, m := range batch {
+		if m.Role != events.RoleUser || !IsUserRequest(m) {
+			continue
+		}
+		for _, sentence := range sentences(RequestText(m)) {
+			typ := classifyStatement(sentence)
+			if typ == "" || !want[typ] {
+				continue
+			}
+			ops = append(ops, MemoryOp{Type: typ, Content: "- " + sentence, PeerID: m.PeerID})
+		}
+	}
+	if want["trajectories"] {
+		if t := trajectory(batch); t != "" {
+			ops = append(ops, MemoryOp{Type: "trajectories", Content: t})
+		}
+	}
+	if want["experiences"] {
+		for _, e := range toolFailures(batch) {
+			ops = append(ops, MemoryOp{Type: "experiences", Content: e})
+		}
+	}
+	return ops
+}
+
+var statementCues = []struct {
+	typ  string
+	cues []string
+}{
+	{"preferences", []string{"i prefer", "i like", "i'd rather", "i always", "always use", "please always", "never ", "don't ever", "i hate", "i want you to"}},
+	{"profile", []string{"i am ", "i'm a ", "i'm the ", "my name is", "i work ", "my role", "my team"}},
+	{"events", []string{"we decided", "let's use", "let's go with", "we will use", "we'll use", "decision:", "we agreed"}},
+}
+
+func classifyStatement(s string) string {
+	l := strings.ToLower(s)
+	for _, c := range statementCues {
+		for _, cue := range c.cues {
+			if strings.HasPrefix(l, cue) || strings.Contains(l, " "+cue) {
+				return c.typ
+			}
+		}
+	}
+	return ""
+}
+
+// sentences splits text into trimmed sentences (at . ! ? and newlines).
+func sentences(text string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		if c == '\n' || ((c == '.' || c == '!' || c == '?') && (i+1 == len(text) || text[i+1] == ' ' || text[i+1] == '\n')) {
+			if s := strings.TrimSpace(text[start : i+1]); len(s) > 3 {
+				out = append(out, clipRunes(s, 300))
+			}
+			start = i + 1
+		}
+	}
+	if s := strings.TrimSpace(text[start:]); len(s) > 3 {
+		out = append(out, clipRunes(s, 300))
+	}
+	return out
+}
+
+// trajectory is "- <first request>: Tool → Tool → ..." (consecutive
+// repeats collapsed), or "" without tool calls.
+func trajectory(batch []*events.Message) string {
+	var task string
+	var steps []string
+	for _, m := range batch {
+		if task == "" && IsUserRequest(m) {
+			task = clipRunes(firstSentence(RequestText(m)), 120)
+		}
+		for i := range m.Content {
+			if b := &m.Content[i]; b.Type == events.BlockToolUse && b.Name != "" && (len(steps) == 0 || steps[len(steps)-1] != b.Name) {
+				steps = append(steps, b.Name)
+			}
+		}
+	}
+	if len(steps) == 0 {
+		return ""
+	}
+	if len(steps) > 20 {
+		steps = append(steps[:20], "…")
+	}
+	return "- " + orString(task, "task") + ": " + strings.Join(steps, " → ")
+}
+
+// toolFailures describes failed tool calls: "- <tool> failed: <first line>".
+func toolFailures(batch []*events.Message) []string {
+	names := map[string]string{}
+	var out []string
+	for _, m := range batch {
+		for i := range m.Content {
+			b := &m.Content[i]
+			switch {
+			case b.Type == events.BlockToolUse:
+				names[b.ID] = b.Name
+			case b.Type == events.BlockToolResult && b.IsError:
+				text := ""
+				for j := range b.Content {
+					if b.Content[j].Type == events.BlockText {
+						text = strings.TrimSpace(strings.SplitN(b.Content[j].Text, "\n", 2)[0])
+						break
+					}
+				}
+				out = append(out, fmt.Sprintf("- %s failed: %s", orString(names[b.ToolUseID], "a tool"), clipRunes(text, 200)))
+			}
+		}
+	}
+	return out
+}

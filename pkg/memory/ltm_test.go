@@ -144,3 +144,30 @@ func TestMergeMemory(t *testing.T) {
 		t.Fatalf("%q %d", doc, n)
 	}
 }
+
+func TestOfflineMemoryOps(t *testing.T) {
+	batch := []*events.Message{
+		peerMsg("", "I prefer tabs over spaces. Fix the build."),
+		peerMsg("bob", "My name is Bob and I work on payments. We decided to use Postgres."),
+		{Role: events.RoleAssistant, Content: events.Content{{Type: events.BlockToolUse, ID: "t1", Name: "Bash", Input: []byte(`{}`)}}},
+		{Role: events.RoleUser, Content: events.Content{{Type: events.BlockToolResult, ToolUseID: "t1", IsError: true, Content: events.Content{{Type: events.BlockText, Text: "exit 1: go: cannot find main module"}}}}},
+	}
+	ops := OfflineMemoryOps(batch, []string{"preferences", "profile", "events", "trajectories", "experiences"})
+	var got []string
+	for _, op := range ops {
+		got = append(got, op.Type+"@"+op.PeerID+":"+op.Content)
+	}
+	want := []string{
+		"preferences@:- I prefer tabs over spaces.",
+		"profile@bob:- My name is Bob and I work on payments.",
+		"events@bob:- We decided to use Postgres.",
+		"trajectories@:- I prefer tabs over spaces.: Bash",
+		"experiences@:- Bash failed: exit 1: go: cannot find main module",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("ops:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if ops := OfflineMemoryOps(batch, []string{"profile"}); len(ops) != 1 {
+		t.Fatalf("types filter: %v", ops)
+	}
+}

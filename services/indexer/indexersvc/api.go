@@ -2,7 +2,6 @@ package indexersvc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/internal/replyspace"
-	"github.com/recallhq/recall/pkg/chunked"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
 )
@@ -24,19 +23,10 @@ import (
 // ServiceName is the indexer's micro service.
 const ServiceName = "recall-indexer"
 
-// apiError is an answer other than success: a micro error code (an HTTP
-// status) and, for some, a problem document.
-type apiError struct {
-	code    int
-	msg     string
-	problem any
-}
+// apiError is a refusal (internal/microapi).
+type apiError = microapi.Error
 
-func (e *apiError) Error() string { return e.msg }
-
-func fail(code int, format string, args ...any) *apiError {
-	return &apiError{code: code, msg: fmt.Sprintf(format, args...)}
-}
+var fail = microapi.Fail
 
 // serve adds the micro service with the index endpoints.
 func (x *Indexer) serve(log *slog.Logger) (micro.Service, error) {
@@ -88,50 +78,12 @@ func (x *Indexer) serve(log *slog.Logger) (micro.Service, error) {
 	return svc, nil
 }
 
-// answer replies with res or aerr; req, when set, answers errors through
-// micro so its stats count them (only from the handler itself).
+// answer replies with res or aerr (internal/microapi).
 func (x *Indexer) answer(reply string, res any, aerr *apiError, req micro.Request) {
-	if reply == "" {
-		return
-	}
-	if aerr != nil {
-		hdr := nats.Header{}
-		var body []byte
-		if aerr.problem != nil {
-			body, _ = json.Marshal(aerr.problem)
-			hdr.Set("Content-Type", "application/problem+json")
-		}
-		if req != nil {
-			_ = req.Error(strconv.Itoa(aerr.code), aerr.msg, body, micro.WithHeaders(micro.Headers(hdr)))
-			return
-		}
-		hdr.Set(micro.ErrorCodeHeader, strconv.Itoa(aerr.code))
-		hdr.Set(micro.ErrorHeader, aerr.msg)
-		_ = x.nc.PublishMsg(&nats.Msg{Subject: reply, Header: hdr, Data: body})
-		return
-	}
-	b, err := json.Marshal(res)
-	if err != nil {
-		x.answer(reply, nil, fail(500, "encoding the reply: %v", err), req)
-		return
-	}
-	if err := chunked.Respond(x.nc, reply, nats.Header{"Content-Type": []string{"application/json"}}, b); err != nil {
-		x.log.Warn("answering failed", "err", err)
-	}
+	microapi.Answer(x.nc, x.log, reply, res, aerr, req)
 }
 
-// decodeBody decodes an optional JSON body strictly.
-func decodeBody(body []byte, v any) *apiError {
-	if len(strings.TrimSpace(string(body))) == 0 {
-		return nil
-	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fail(400, "decoding the request: %v", err)
-	}
-	return nil
-}
+var decodeBody = microapi.DecodeBody
 
 func (x *Indexer) apiIndex(ctx context.Context, tenant, session string, _ []byte) (any, *apiError) {
 	idx, rev, err := x.entries.get(ctx, tenant, session)
@@ -325,5 +277,5 @@ func ambiguous(ref string, matches []events.SessionIndex) *apiError {
 		names[i] = m.Name + " (" + m.Session + ")"
 	}
 	p.Detail = fmt.Sprintf("reference %q matches %d sessions: %s; use a session id or an exact name", ref, len(matches), strings.Join(names, ", "))
-	return &apiError{code: http.StatusConflict, msg: p.Detail, problem: p}
+	return &apiError{Code: http.StatusConflict, Msg: p.Detail, Problem: p}
 }

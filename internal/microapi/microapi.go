@@ -1,0 +1,85 @@
+// Package microapi answers Recall's request-reply endpoints: JSON replies
+// (chunked when large), refusals as micro errors with an HTTP-like code and
+// an optional RFC 9457 problem document, and strict decoding of optional
+// JSON request bodies.
+//
+// Endpoints that answer at once call Answer with their micro.Request, so
+// micro's stats count their errors; endpoints that answer from a goroutine
+// (a model call, a wait) pass nil and answer on the reply subject — micro
+// reads its error state when the handler returns, so a later answer through
+// the request would race with it.
+package microapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/recallhq/recall/pkg/chunked"
+)
+
+// Error is a refusal: a micro error code (an HTTP status) and, for some, a
+// problem document.
+type Error struct {
+	Code    int
+	Msg     string
+	Problem any
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Fail returns an Error with a formatted message.
+func Fail(code int, format string, args ...any) *Error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Answer replies on reply with res, or with aerr when it is not nil. req,
+// when set, is the handler's request (errors go through micro).
+func Answer(nc *nats.Conn, log *slog.Logger, reply string, res any, aerr *Error, req micro.Request) {
+	if reply == "" {
+		return
+	}
+	if aerr != nil {
+		hdr := nats.Header{}
+		var body []byte
+		if aerr.Problem != nil {
+			body, _ = json.Marshal(aerr.Problem)
+			hdr.Set("Content-Type", "application/problem+json")
+		}
+		if req != nil {
+			_ = req.Error(strconv.Itoa(aerr.Code), aerr.Msg, body, micro.WithHeaders(micro.Headers(hdr)))
+			return
+		}
+		hdr.Set(micro.ErrorCodeHeader, strconv.Itoa(aerr.Code))
+		hdr.Set(micro.ErrorHeader, aerr.Msg)
+		_ = nc.PublishMsg(&nats.Msg{Subject: reply, Header: hdr, Data: body})
+		return
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		Answer(nc, log, reply, nil, Fail(500, "encoding the reply: %v", err), req)
+		return
+	}
+	if err := chunked.Respond(nc, reply, nats.Header{"Content-Type": []string{"application/json"}}, b); err != nil {
+		log.Warn("answering failed", "err", err)
+	}
+}
+
+// DecodeBody decodes an optional JSON body strictly (unknown fields are
+// errors); an empty body leaves v as it is.
+func DecodeBody(body []byte, v any) *Error {
+	if len(strings.TrimSpace(string(body))) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return Fail(400, "decoding the request: %v", err)
+	}
+	return nil
+}

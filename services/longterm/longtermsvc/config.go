@@ -1,0 +1,58 @@
+package longtermsvc
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/provision"
+)
+
+// LLMConfig is llm.Config under a name that can be embedded beside
+// provision.Config (the variables stay RECALL_LLM_*).
+type LLMConfig = llm.Config
+
+// Config configures the long-term memory service (environment variables
+// RECALL_*). Zero values take the defaults below.
+type Config struct {
+	NATS natsconn.Config
+	provision.Config
+	LLMConfig
+
+	OpsAddr string `envconfig:"LONGTERM_OPS_ADDR" desc:"listen address of /healthz /readyz /metrics (empty = off)"`
+
+	Model       string        `envconfig:"LONGTERM_MODEL" desc:"model for long-term memory extraction; empty uses RECALL_LLM_MODEL"`
+	Concurrency int           `envconfig:"LONGTERM_CONCURRENCY" default:"4" desc:"commits run at once (one at a time per user)"`
+	Timeout     time.Duration `envconfig:"LONGTERM_TIMEOUT" default:"180s" desc:"time limit of one commit (all its model calls)"`
+	MaxTurns    int           `envconfig:"LONGTERM_MAX_TURNS" default:"6" desc:"most model calls per extraction phase (tool results go back to the model)"`
+	MaxBatch    int           `envconfig:"LONGTERM_MAX_BATCH_CHARS" default:"200000" desc:"most batch characters shown to the model (the newest kept)"`
+	CommitWait  time.Duration `envconfig:"LONGTERM_COMMIT_WAIT" default:"60s" desc:"how long an explicit commit waits for a running commit of the same user"`
+
+	// Provider, when set, is used instead of building one (tests).
+	Provider llm.Provider `ignored:"true" json:"-"`
+}
+
+// LogValue masks secrets.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(slog.Any("nats", c.NATS), slog.Any("llm", c.LLMConfig), slog.String("model", c.Model), slog.Int("concurrency", c.Concurrency))
+}
+
+func (c Config) withDefaults() Config {
+	if c.Concurrency <= 0 {
+		c.Concurrency = 4
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 180 * time.Second
+	}
+	if c.MaxTurns <= 0 {
+		c.MaxTurns = 6
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 200000
+	}
+	if c.CommitWait <= 0 {
+		c.CommitWait = 60 * time.Second
+	}
+	return c
+}
