@@ -13,6 +13,7 @@ import (
 	"github.com/recallhq/recall/services/compactor/compactorsvc"
 	"github.com/recallhq/recall/services/extractor/extractorsvc"
 	"github.com/recallhq/recall/services/indexer/indexersvc"
+	"github.com/recallhq/recall/services/longterm/longtermsvc"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 	"github.com/recallhq/recall/services/trigger/triggersvc"
 )
@@ -38,6 +39,7 @@ func runConfig(_ context.Context, args []string, stdout io.Writer) error {
 		{"extractor", &extractorsvc.Config{}},
 		{"compactor", &compactorsvc.Config{}},
 		{"indexer", &indexersvc.Config{}},
+		{"longterm", &longtermsvc.Config{}},
 	}
 	for _, s := range specs {
 		fmt.Fprintf(stdout, "# %s\n", s.name)

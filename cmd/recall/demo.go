@@ -116,7 +116,7 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	defer os.RemoveAll(dir)
 
-	say("starting an embedded NATS server and the five services (ingest, trigger, extractor, compactor, indexer)…")
+	say("starting an embedded NATS server and the six services (ingest, trigger, extractor, compactor, indexer, longterm)…")
 	t0 := time.Now()
 	st, err := startStack(ctx, stackOptions{DataDir: dir, Log: log})
 	if err != nil {

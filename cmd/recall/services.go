@@ -10,6 +10,7 @@ import (
 	"github.com/recallhq/recall/services/compactor/compactorsvc"
 	"github.com/recallhq/recall/services/extractor/extractorsvc"
 	"github.com/recallhq/recall/services/indexer/indexersvc"
+	"github.com/recallhq/recall/services/longterm/longtermsvc"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 	"github.com/recallhq/recall/services/trigger/triggersvc"
 )
@@ -21,6 +22,7 @@ func init() {
 	register(serviceCommand("extractor", "run an extractor worker", extractorsvc.Run))
 	register(serviceCommand("compactor", "run the compactor service", compactorsvc.Run))
 	register(serviceCommand("indexer", "run the session index service", indexersvc.Run))
+	register(serviceCommand("longterm", "run the long-term memory service", longtermsvc.Run))
 }
 
 // serviceCommand runs one service from its RECALL_* environment. It takes

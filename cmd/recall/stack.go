@@ -22,6 +22,7 @@ import (
 	"github.com/recallhq/recall/services/compactor/compactorsvc"
 	"github.com/recallhq/recall/services/extractor/extractorsvc"
 	"github.com/recallhq/recall/services/indexer/indexersvc"
+	"github.com/recallhq/recall/services/longterm/longtermsvc"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 	"github.com/recallhq/recall/services/trigger/triggersvc"
 )
@@ -64,11 +65,12 @@ type stackConfig struct {
 	extractor extractorsvc.Config
 	compactor compactorsvc.Config
 	indexer   indexersvc.Config
+	longterm  longtermsvc.Config
 }
 
 func loadStackConfig() (stackConfig, error) {
 	var c stackConfig
-	for _, v := range []any{&c.prov, &c.ingest, &c.trigger, &c.extractor, &c.compactor, &c.indexer} {
+	for _, v := range []any{&c.prov, &c.ingest, &c.trigger, &c.extractor, &c.compactor, &c.indexer, &c.longterm} {
 		if err := envconfig.Process(svcmain.EnvPrefix, v); err != nil {
 			return c, fmt.Errorf("configuration: %w", err)
 		}
@@ -111,15 +113,18 @@ func startStack(ctx context.Context, o stackOptions) (*stack, error) {
 	ic.NATS, tc.NATS = natsCfg("recall-ingest"), natsCfg("recall-trigger")
 	ec.NATS, cc.NATS = natsCfg("recall-extractor"), natsCfg("recall-compactor")
 	xc.NATS = natsCfg("recall-indexer")
+	lc := cfg.longterm
+	lc.NATS = natsCfg("recall-longterm")
 	ic.HTTPAddr = o.HTTPAddr
 	if o.Provider != nil {
-		ec.Provider, cc.Provider, xc.Provider = o.Provider, o.Provider, o.Provider
+		ec.Provider, cc.Provider, xc.Provider, lc.Provider = o.Provider, o.Provider, o.Provider, o.Provider
 	}
 	s.goRun(sctx, "ingest", func(ctx context.Context) error { return ingestsvc.Run(ctx, ic, o.Log.With("service", "ingest")) })
 	s.goRun(sctx, "trigger", func(ctx context.Context) error { return triggersvc.Run(ctx, tc, o.Log.With("service", "trigger")) })
 	s.goRun(sctx, "extractor", func(ctx context.Context) error { return extractorsvc.Run(ctx, ec, o.Log.With("service", "extractor")) })
 	s.goRun(sctx, "compactor", func(ctx context.Context) error { return compactorsvc.Run(ctx, cc, o.Log.With("service", "compactor")) })
 	s.goRun(sctx, "indexer", func(ctx context.Context) error { return indexersvc.Run(ctx, xc, o.Log.With("service", "indexer")) })
+	s.goRun(sctx, "longterm", func(ctx context.Context) error { return longtermsvc.Run(ctx, lc, o.Log.With("service", "longterm")) })
 	go func() { s.wg.Wait(); close(s.done) }()
 	if err := s.waitHTTP(ctx); err != nil {
 		s.Close()

@@ -89,7 +89,7 @@ type User struct {
 const TenantReplies = events.InboxRoot + ".*.>"
 
 // Services are the service names Service knows, in pipeline order.
-var Services = []string{"ingest", "trigger", "extractor", "compactor", "indexer"}
+var Services = []string{"ingest", "trigger", "extractor", "compactor", "indexer", "longterm"}
 
 // InboxPrefix is the inbox prefix of tenant's clients: "_INBOX_<tenant>".
 // Tenant ids cannot contain '.', so no tenant's prefix covers another's.
@@ -194,6 +194,12 @@ func Service(name string) (User, error) {
 		pub = append([]string{notify}, kv(events.BucketIndex)...)
 		sub = []string{apiAll(events.VerbIndex), apiAll(events.VerbReindex), apiAll(events.VerbSessions),
 			apiAll(events.VerbResolve), apiAll(events.VerbQuery)}
+	case "longterm":
+		// Follows the transcript for commit points, writes memory
+		// documents, commit records and leases, announces commits, and
+		// serves commits and memory reads.
+		pub = append([]string{notify}, kv(events.BucketLTM, events.BucketLTMState)...)
+		sub = []string{apiAll(events.VerbCommit), apiAll(events.VerbLTM)}
 	default:
 		return User{}, fmt.Errorf("%w %q (known: %s)", ErrUnknownService, name, strings.Join(Services, ", "))
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -57,6 +58,39 @@ func (a *SessionAPI) Register(mux *http.ServeMux) {
 	mux.Handle("GET /v1/sessions", a.tenantHandler(events.VerbSessions, "/v1/sessions", sessionsQuery))
 	mux.Handle("GET /v1/resolve", a.tenantHandler(events.VerbResolve, "/v1/resolve", resolveQuery))
 	mux.Handle("POST /v1/resolve", a.tenantHandler(events.VerbResolve, "/v1/resolve", nil))
+	// Long-term memory (services/longterm).
+	mux.Handle("POST /v1/sessions/{session}/commit", a.handler(events.VerbCommit))
+	mux.Handle("GET /v1/users/{user}/memory", a.userHandler(events.VerbLTM))
+}
+
+// userHandler forwards a verb addressing a user (its session token is the
+// user id); GET's types= (comma-separated) becomes the body.
+func (a *SessionAPI) userHandler(verb string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, span, tenant, ok := a.begin(w, r, r.Method+" /v1/users/{user}/memory")
+		defer span.End()
+		if !ok {
+			return
+		}
+		user := r.PathValue("user")
+		if err := events.ValidateID(user); err != nil {
+			writeProblem(w, newProblem(ProblemInvalidBody, http.StatusBadRequest, "user: "+err.Error()))
+			return
+		}
+		var req events.LTMRequest
+		for _, t := range strings.Split(r.URL.Query().Get("types"), ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				req.Types = append(req.Types, t)
+			}
+		}
+		body, _ := json.Marshal(req)
+		reply, p := a.forward(ctx, verb, tenant, user, body)
+		if p != nil {
+			writeProblem(w, p)
+			return
+		}
+		writeReply(w, reply)
+	})
 }
 
 // sessionsQuery turns GET /v1/sessions?q=&tag=&limit=&cursor= into a

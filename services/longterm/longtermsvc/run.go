@@ -1,0 +1,86 @@
+// Package longtermsvc is Recall's long-term memory: memory documents per
+// user (self) and per peer that outlive sessions, written by commits of a
+// session's batches — at its end, at each compaction it reports, and on
+// request — under the session's memory policy, by a forked model that may
+// read the user's memory space and the batch and write only inside the
+// permitted part of it. See docs/long-term-memory.md.
+//
+// One replica consumes the transcript (a pinned priority group); commits
+// run one at a time per user across replicas (a lease) and concurrently
+// across users; every replica serves the API.
+package longtermsvc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/eventpub"
+	"github.com/recallhq/recall/internal/lifecycle"
+	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/tenantcfg"
+	"github.com/recallhq/recall/internal/transcript"
+	"github.com/recallhq/recall/pkg/events"
+)
+
+// Run serves until ctx is done.
+func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	cfg = cfg.withDefaults()
+	provider := cfg.Provider
+	if provider == nil {
+		lc := cfg.LLMConfig
+		if cfg.Model != "" {
+			lc.Model = cfg.Model
+		}
+		p, err := llm.New(lc, log)
+		if err != nil {
+			return err
+		}
+		provider = p
+	}
+	life, err := lifecycle.Start(ctx, lifecycle.Config{Name: ServiceName, NATS: cfg.NATS, Provision: cfg.Config, OpsAddr: cfg.OpsAddr}, log)
+	if errors.Is(err, lifecycle.ErrStopped) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer life.Stop()
+	var ltm, state jetstream.KeyValue
+	err = provision.Retry(ctx, log, "opening "+events.BucketLTM, func(ctx context.Context) (err error) {
+		if ltm, err = life.JS.KeyValue(ctx, events.BucketLTM); err != nil {
+			return err
+		}
+		state, err = life.JS.KeyValue(ctx, events.BucketLTMState)
+		return err
+	})
+	if err != nil {
+		return nil // stopped while starting
+	}
+	tenants, err := tenantcfg.Watch(ctx, life.JS, log)
+	if err != nil {
+		return nil
+	}
+	host, _ := os.Hostname()
+	c := &committer{ltm: ltm, state: state, reader: transcript.NewReader(life.NC), tenants: tenants, provider: provider,
+		pub: eventpub.New(life.JS, "longterm"), cfg: cfg, log: log, m: newMetrics(), holder: fmt.Sprintf("%s-%d", host, os.Getpid()),
+		slots: make(chan struct{}, cfg.Concurrency)}
+	svc, err := c.serve(life.NC, log)
+	if err != nil {
+		return fmt.Errorf("adding the micro service: %w", err)
+	}
+	life.Adopt(svc)
+	k := &consumer{c: c, js: life.JS}
+	life.SetReady(func() error {
+		if !k.consuming.Load() {
+			return errors.New("not consuming the transcript yet")
+		}
+		return nil
+	})
+	return k.run(ctx)
+}
