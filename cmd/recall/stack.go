@@ -22,8 +22,8 @@ import (
 	"github.com/recallhq/recall/services/compactor/compactorsvc"
 	"github.com/recallhq/recall/services/extractor/extractorsvc"
 	"github.com/recallhq/recall/services/indexer/indexersvc"
-	"github.com/recallhq/recall/services/longterm/longtermsvc"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
+	"github.com/recallhq/recall/services/longterm/longtermsvc"
 	"github.com/recallhq/recall/services/trigger/triggersvc"
 )
 
