@@ -33,8 +33,9 @@ func TestSessionIndexCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	var evs []map[string]any
-	for i, text := range []string{"Migrate the orders table to Postgres 17.", "Use logical replication for the cutover."} {
+	evs := []map[string]any{{"specversion": "1.0", "id": "cli-start", "source": "/test", "type": events.TypeSessionStarted,
+		"subject": "cli-pg", "datacontenttype": "application/json", "data": events.SessionStarted{UserID: "dana"}}}
+	for i, text := range []string{"Migrate the orders table to Postgres 17.", "Let's use logical replication for the cutover."} {
 		for _, m := range []events.Message{
 			{UUID: "u" + string(rune('0'+i)), Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: text}}},
 			{UUID: "a" + string(rune('0'+i)), Role: events.RoleAssistant, StopReason: "end_turn", Content: events.Content{{Type: events.BlockText, Text: "Done."}}},
@@ -84,5 +85,12 @@ func TestSessionIndexCommands(t *testing.T) {
 	var out bytes.Buffer
 	if err := run(ctx, []string{"resolve", "--nats-url", st.NATSURL, "nothing-here"}, &out); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("unknown reference: %v", err)
+	}
+	// Long-term memory: "Use logical replication" is a decision (events).
+	if out := cli("commit", "--session", "cli-pg"); !strings.Contains(out, "committed cli-pg for user dana") || !strings.Contains(out, "wrote self/events") {
+		t.Fatalf("commit:\n%s", out)
+	}
+	if out := cli("ltm", "show", "--user", "dana"); !strings.Contains(out, "== self/events") || !strings.Contains(out, "logical replication") {
+		t.Fatalf("ltm show:\n%s", out)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/memory"
 )
 
 // Store is a live, concurrency-safe view of all tenant configurations.
@@ -121,6 +122,9 @@ func (s *Store) apply(e jetstream.KeyValueEntry) {
 		return
 	}
 	c, err := events.DecodeTenantConfig(e.Value())
+	if err == nil {
+		err = CheckMemory(c)
+	}
 	if err != nil {
 		if s.log != nil {
 			s.log.Warn("ignoring invalid tenant config", "tenant", tenant, "revision", e.Revision(), "err", err)
@@ -160,12 +164,25 @@ func Put(ctx context.Context, js jetstream.JetStream, tenant string, c events.Te
 	if err := events.ValidateID(tenant); err != nil {
 		return 0, err
 	}
+	if err := CheckMemory(c); err != nil {
+		return 0, err
+	}
 	kv, err := js.KeyValue(ctx, events.BucketConfig)
 	if err != nil {
 		return 0, fmt.Errorf("opening %s: %w", events.BucketConfig, err)
 	}
 	b, _ := json.Marshal(c)
 	return kv.Put(ctx, events.ConfigKey(tenant), b)
+}
+
+// CheckMemory checks a configuration's long-term memory part: its custom
+// memory types, and its default policy against the registry they make.
+func CheckMemory(c events.TenantConfig) error {
+	reg, err := memory.NewRegistry(c.CustomMemoryTypes)
+	if err != nil {
+		return err
+	}
+	return reg.CheckPolicy(c.MemoryPolicy)
 }
 
 // Bool resolves an optional gate: def when unset.

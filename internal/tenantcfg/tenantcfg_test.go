@@ -2,6 +2,7 @@ package tenantcfg
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,5 +108,17 @@ func TestWatchWaitsForTheBucket(t *testing.T) {
 		case <-deadline:
 			t.Fatal("value stored after the watch started not applied")
 		}
+	}
+}
+
+func TestCheckMemory(t *testing.T) {
+	ok := events.TenantConfig{CustomMemoryTypes: []events.CustomMemoryType{{Name: "recipes", Prompt: "Recipes."}},
+		MemoryPolicy: &events.MemoryPolicy{MemoryTypes: []string{"recipes", "profile"}}}
+	if err := CheckMemory(ok); err != nil {
+		t.Fatal(err)
+	}
+	bad := events.TenantConfig{MemoryPolicy: &events.MemoryPolicy{MemoryTypes: []string{"recipes"}}}
+	if err := CheckMemory(bad); err == nil || !strings.Contains(err.Error(), "known: profile") {
+		t.Fatalf("unknown type: %v", err)
 	}
 }
