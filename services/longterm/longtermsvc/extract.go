@@ -180,83 +180,19 @@ type writeInput struct {
 // useTool runs one tool call. Writes outside the permitted space are
 // refused (recorded in out.Denied) with what is allowed.
 func (c *committer) useTool(ctx context.Context, sp *space, ph phase, batch []*events.Message, name string, input json.RawMessage, out *events.MemoryCommitted) (string, error) {
-	deny := func(err error) (string, error) {
-		out.Denied = append(out.Denied, name+": "+err.Error())
-		c.m.denied.Add(ctx, 1)
-		return "", err
-	}
+	var text string
+	var err error
 	switch name {
 	case llm.MemoryWriteTool:
-		var in writeInput
-		if err := json.Unmarshal(input, &in); err != nil || strings.TrimSpace(in.Content) == "" {
-			return "", fmt.Errorf("memory_write needs {\"type\", \"content\"} (content not empty)")
-		}
-		t, ok := sp.reg.Get(in.Type)
-		if !ok || !inPhase(ph, in.Type) {
-			return deny(fmt.Errorf("%w: type %q is not extracted in this phase; only %s are writable", memory.ErrPathDenied, in.Type,
-				strings.Join(memory.WritablePaths(ph.types, ph.allowSelf, ph.peers), ", ")))
-		}
-		op := memory.MemoryOp{Type: in.Type, Content: in.Content, PeerID: in.PeerID}
-		for _, r := range in.Ranges {
-			op.Ranges = append(op.Ranges, memory.Range{From: r[0], To: r[1]})
-		}
-		targets, why := memory.Route(op, t, ph.allowSelf, sp.user, ph.peers, batch)
-		if why != "" {
-			addSkip(out, why, in.Type)
-			c.m.skipped.Add(ctx, 1)
-			return "skipped: " + why, nil
-		}
-		var wrote []string
-		for _, tg := range targets {
-			d, err := sp.load(ctx, tg, in.Type)
-			if err != nil {
-				return "", err
-			}
-			merged, n := memory.MergeMemory(d.content, in.Content)
-			d.content, d.lines, d.changed = merged, d.lines+n, d.changed || n > 0
-			wrote = append(wrote, fmt.Sprintf("%s (%d new lines)", memory.MemoryPath(tg, in.Type), n))
-		}
-		return "written to " + strings.Join(wrote, ", "), nil
+		text, err = c.write(ctx, sp, ph, batch, input, out)
 	case "memory_edit":
-		var in struct {
-			Path      string `json:"path"`
-			OldString string `json:"old_string"`
-			NewString string `json:"new_string"`
-		}
-		if err := json.Unmarshal(input, &in); err != nil {
-			return "", fmt.Errorf("memory_edit needs {\"path\", \"old_string\", \"new_string\"}")
-		}
-		tg, typ, err := memory.CheckMemoryPath(in.Path, sp.reg, ph.types, ph.allowSelf, ph.peers)
-		if err != nil {
-			return deny(err)
-		}
-		d, err := sp.load(ctx, tg, typ)
-		if err != nil {
-			return "", err
-		}
-		edited, err := memory.ApplyEdit(d.content, memory.Edit{OldString: in.OldString, NewString: in.NewString})
-		if err != nil {
-			return "", err
-		}
-		d.content, d.changed = edited, true
-		return "edited " + in.Path, nil
+		text, err = edit(ctx, sp, ph, input)
 	case "memory_read":
 		var in struct {
 			Path string `json:"path"`
 		}
 		_ = json.Unmarshal(input, &in)
-		tg, typ, ok := readPath(in.Path)
-		if !ok {
-			return "", fmt.Errorf("memory_read reads only this user's documents: self/<type> or peer/<peer>/<type>")
-		}
-		d, err := sp.load(ctx, tg, typ)
-		if err != nil {
-			return "", err
-		}
-		if d.content == "" {
-			return "(empty)", nil
-		}
-		return d.content, nil
+		return sp.read(ctx, in.Path)
 	case "memory_list":
 		return sp.list(ctx)
 	case "batch_search":
@@ -265,8 +201,91 @@ func (c *committer) useTool(ctx context.Context, sp *space, ph phase, batch []*e
 		}
 		_ = json.Unmarshal(input, &in)
 		return searchBatch(batch, in.Query), nil
+	default:
+		err = fmt.Errorf("%w: tool %q is not available; only %s are", memory.ErrPathDenied, name, toolNames())
 	}
-	return deny(fmt.Errorf("%w: tool %q is not available; only %s are", memory.ErrPathDenied, name, toolNames()))
+	if errors.Is(err, memory.ErrPathDenied) {
+		out.Denied = append(out.Denied, name+": "+err.Error())
+		c.m.denied.Add(ctx, 1)
+	}
+	return text, err
+}
+
+// write runs memory_write: the type must be one of the phase's, and
+// routing decides the targets (or the skip reason).
+func (c *committer) write(ctx context.Context, sp *space, ph phase, batch []*events.Message, input json.RawMessage, out *events.MemoryCommitted) (string, error) {
+	var in writeInput
+	if err := json.Unmarshal(input, &in); err != nil || strings.TrimSpace(in.Content) == "" {
+		return "", fmt.Errorf("memory_write needs {\"type\", \"content\"} (content not empty)")
+	}
+	t, ok := sp.reg.Get(in.Type)
+	if !ok || !inPhase(ph, in.Type) {
+		return "", fmt.Errorf("%w: type %q is not extracted in this phase; only %s are writable", memory.ErrPathDenied, in.Type,
+			strings.Join(memory.WritablePaths(ph.types, ph.allowSelf, ph.peers), ", "))
+	}
+	op := memory.MemoryOp{Type: in.Type, Content: in.Content, PeerID: in.PeerID}
+	for _, r := range in.Ranges {
+		op.Ranges = append(op.Ranges, memory.Range{From: r[0], To: r[1]})
+	}
+	targets, why := memory.Route(op, t, ph.allowSelf, sp.user, ph.peers, batch)
+	if why != "" {
+		addSkip(out, why, in.Type)
+		c.m.skipped.Add(ctx, 1)
+		return "skipped: " + why, nil
+	}
+	var wrote []string
+	for _, tg := range targets {
+		d, err := sp.load(ctx, tg, in.Type)
+		if err != nil {
+			return "", err
+		}
+		merged, n := memory.MergeMemory(d.content, in.Content)
+		d.content, d.lines, d.changed = merged, d.lines+n, d.changed || n > 0
+		wrote = append(wrote, fmt.Sprintf("%s (%d new lines)", memory.MemoryPath(tg, in.Type), n))
+	}
+	return "written to " + strings.Join(wrote, ", "), nil
+}
+
+// edit runs memory_edit on a permitted path.
+func edit(ctx context.Context, sp *space, ph phase, input json.RawMessage) (string, error) {
+	var in struct {
+		Path      string `json:"path"`
+		OldString string `json:"old_string"`
+		NewString string `json:"new_string"`
+	}
+	if err := json.Unmarshal(input, &in); err != nil {
+		return "", fmt.Errorf("memory_edit needs {\"path\", \"old_string\", \"new_string\"}")
+	}
+	tg, typ, err := memory.CheckMemoryPath(in.Path, sp.reg, ph.types, ph.allowSelf, ph.peers)
+	if err != nil {
+		return "", err
+	}
+	d, err := sp.load(ctx, tg, typ)
+	if err != nil {
+		return "", err
+	}
+	edited, err := memory.ApplyEdit(d.content, memory.Edit{OldString: in.OldString, NewString: in.NewString})
+	if err != nil {
+		return "", err
+	}
+	d.content, d.changed = edited, true
+	return "edited " + in.Path, nil
+}
+
+// read returns one document of the user's space (any target and type).
+func (s *space) read(ctx context.Context, path string) (string, error) {
+	tg, typ, ok := readPath(path)
+	if !ok {
+		return "", fmt.Errorf("memory_read reads only this user's documents: self/<type> or peer/<peer>/<type>")
+	}
+	d, err := s.load(ctx, tg, typ)
+	if err != nil {
+		return "", err
+	}
+	if d.content == "" {
+		return "(empty)", nil
+	}
+	return d.content, nil
 }
 
 func inPhase(ph phase, typ string) bool {
