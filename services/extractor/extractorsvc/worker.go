@@ -228,24 +228,8 @@ func decodeRequest(m *pcgroup.Msg) (request, error) {
 // handle is the pcgroup handler: one extraction request.
 func (w *Worker) handle(ctx context.Context, m *pcgroup.Msg) error {
 	start := time.Now()
-	remote := trace.SpanContextFromContext(natsce.Extract(context.Background(), m.Headers()))
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
-	if remote.IsValid() {
-		// The extraction continues the trace of the message whose response
-		// triggered it (so one trace runs from the publisher to the
-		// completion event), and links to it for tools that follow links.
-		ctx = trace.ContextWithRemoteSpanContext(ctx, remote)
-		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: remote}))
-	}
-	ctx, span := tracer.Start(ctx, "extraction", opts...)
+	ctx, span, delivered := w.startSpan(ctx, m)
 	defer span.End()
-	meta, _ := m.Metadata()
-	delivered := 1
-	if meta != nil {
-		delivered = int(meta.NumDelivered)
-	}
-	span.SetAttributes(attribute.String("recall.worker", w.cfg.WorkerID), attribute.Int("recall.partition", m.Partition),
-		attribute.Int("recall.delivery", delivered))
 
 	req, err := decodeRequest(m)
 	if err != nil {
@@ -259,9 +243,44 @@ func (w *Worker) handle(ctx context.Context, m *pcgroup.Msg) error {
 	log := w.log.With("tenant", req.Tenant, "session", req.Session, "up_to_seq", req.UpToSeq)
 
 	res, err := w.run(ctx, m, req, log)
-	outcome := res.outcome
+	if err != nil {
+		var settled bool
+		if res, settled, err = w.settleFailure(ctx, m, req, res, err, start, delivered, log); settled {
+			return err
+		}
+	}
+	return w.complete(ctx, m, req, res, start, delivered, log)
+}
+
+// startSpan starts the extraction's span, continuing the trace of the
+// message whose response triggered it (so one trace runs from the publisher
+// to the completion event) and linking to it for tools that follow links;
+// it returns the delivery count too.
+func (w *Worker) startSpan(ctx context.Context, m *pcgroup.Msg) (context.Context, trace.Span, int) {
+	remote := trace.SpanContextFromContext(natsce.Extract(context.Background(), m.Headers()))
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+	if remote.IsValid() {
+		ctx = trace.ContextWithRemoteSpanContext(ctx, remote)
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: remote}))
+	}
+	ctx, span := tracer.Start(ctx, "extraction", opts...)
+	meta, _ := m.Metadata()
+	delivered := 1
+	if meta != nil {
+		delivered = int(meta.NumDelivered)
+	}
+	span.SetAttributes(attribute.String("recall.worker", w.cfg.WorkerID), attribute.Int("recall.partition", m.Partition),
+		attribute.Int("recall.delivery", delivered))
+	return ctx, span, delivered
+}
+
+// settleFailure handles a run that ended with err: a lost fenced commit
+// whose request is covered now continues as skipped (settled false);
+// everything else is settled here — parked, nak'ed for a retry, or left
+// for the next owner — and its return value is handle's.
+func (w *Worker) settleFailure(ctx context.Context, m *pcgroup.Msg, req request, res result, err error, start time.Time, delivered int, log *slog.Logger) (result, bool, error) {
+	span := trace.SpanFromContext(ctx)
 	switch {
-	case err == nil:
 	case errors.Is(err, errConflict):
 		// A late worker committed first; its result stands and ours is
 		// discarded (never merged). Check again whether the request is
@@ -270,38 +289,39 @@ func (w *Worker) handle(ctx context.Context, m *pcgroup.Msg) error {
 		log.WarnContext(ctx, "fenced commit lost; result discarded", "cause", cause, "err", err)
 		mem, rev, rerr := w.readMemory(ctx, req.Tenant, req.Session)
 		if rerr == nil && req.UpToSeq <= mem.CoveredSeq {
-			res = result{outcome: OutcomeSkipped, record: mem, revision: rev}
-			err = nil
-			break
+			return result{outcome: OutcomeSkipped, record: mem, revision: rev}, false, nil
 		}
 		w.observe(ctx, start, OutcomeConflict, res.usage)
 		span.SetStatus(codes.Error, "conflict")
-		return m.Nak(100 * time.Millisecond)
+		return res, true, m.Nak(100 * time.Millisecond)
 	case res.outcome == OutcomeFailed:
 		log.ErrorContext(ctx, "extraction failed; parking the request", "reason", res.reason, "err", err)
 		span.SetStatus(codes.Error, err.Error())
 		w.fail(ctx, m, req, res.reason, err, res.attempts)
 		w.observe(ctx, start, OutcomeFailed, res.usage)
-		return nil
+		return res, true, nil
 	case ctx.Err() != nil:
 		// Stopping or handed off past the drain timeout: the message is
 		// redelivered to the next owner.
 		w.observe(ctx, start, OutcomeRetry, res.usage)
-		return ctx.Err()
-	default:
-		if delivered >= w.cfg.MaxAttempts {
-			log.ErrorContext(ctx, "extraction kept failing; parking the request", "deliveries", delivered, "err", err)
-			span.SetStatus(codes.Error, err.Error())
-			w.fail(ctx, m, req, ReasonInfrastructure, err, delivered)
-			w.observe(ctx, start, OutcomeFailed, res.usage)
-			return nil
-		}
-		log.WarnContext(ctx, "extraction failed; will retry", "deliveries", delivered, "err", err)
-		w.observe(ctx, start, OutcomeRetry, res.usage)
+		return res, true, ctx.Err()
+	case delivered >= w.cfg.MaxAttempts:
+		log.ErrorContext(ctx, "extraction kept failing; parking the request", "deliveries", delivered, "err", err)
 		span.SetStatus(codes.Error, err.Error())
-		return m.Nak(retryDelay(delivered))
+		w.fail(ctx, m, req, ReasonInfrastructure, err, delivered)
+		w.observe(ctx, start, OutcomeFailed, res.usage)
+		return res, true, nil
 	}
-	outcome = res.outcome
+	log.WarnContext(ctx, "extraction failed; will retry", "deliveries", delivered, "err", err)
+	w.observe(ctx, start, OutcomeRetry, res.usage)
+	span.SetStatus(codes.Error, err.Error())
+	return res, true, m.Nak(retryDelay(delivered))
+}
+
+// complete announces a committed (or already covered) request, then acks
+// it.
+func (w *Worker) complete(ctx context.Context, m *pcgroup.Msg, req request, res result, start time.Time, delivered int, log *slog.Logger) error {
+	outcome := res.outcome
 	// The memory is committed (or was already): announce, then ack. A crash
 	// between the two redelivers the request, which is covered by then and
 	// announced again under the same Nats-Msg-Id, so RECALL_EVENTS stores
@@ -373,49 +393,12 @@ func (w *Worker) run(ctx context.Context, m *pcgroup.Msg, req request, log *slog
 	stop := w.markRunning(ctx, key, events.StatusRecord{Running: true, Since: time.Now().UTC(), Worker: w.cfg.WorkerID, UpToSeq: target})
 	defer stop()
 
-	recs, err := w.reader.Read(ctx, req.Tenant, req.Session, 1, target, 0)
+	msgs, seqs, err := w.readConversation(ctx, req, target)
 	if err != nil {
-		return result{}, fmt.Errorf("reading the transcript: %w", err)
+		return result{}, err
 	}
-	if n := len(recs); n == 0 || recs[n-1].Seq < target {
-		// Direct Get may lag behind on replicas: do not claim coverage of
-		// records we have not seen.
-		head, err := w.reader.LastSeq(ctx, req.Tenant, req.Session)
-		if err != nil {
-			return result{}, fmt.Errorf("reading the transcript head: %w", err)
-		}
-		if head < target {
-			return result{}, fmt.Errorf("transcript of %s/%s is visible up to seq %d, the request needs %d: %w", req.Tenant, req.Session, head, target, errNotVisible)
-		}
-	}
-	msgs := make([]events.Message, 0, len(recs))
-	seqs := make([]uint64, 0, len(recs))
-	for _, r := range recs {
-		if r.Message != nil {
-			msgs = append(msgs, *r.Message)
-			seqs = append(seqs, r.Seq)
-		}
-	}
-	lastIdx := -1
-	for i, s := range seqs {
-		if mem.LastSummarizedSeq > 0 && s <= mem.LastSummarizedSeq {
-			lastIdx = i
-		}
-	}
-	tc := w.tenants.Get(req.Tenant)
-	template := tc.Template
-	if strings.TrimSpace(template) == "" {
-		template = memory.DefaultTemplate
-	}
-	notes := mem.Notes
-	if strings.TrimSpace(notes) == "" {
-		notes = template
-	}
-	in := extraction.Input{
-		Tenant: req.Tenant, Session: req.Session, Notes: notes, Template: template, CustomPrompt: tc.Prompt,
-		Conversation: extraction.BuildConversation(msgs, lastIdx, w.cfg.MaxConversationTokens),
-		MaxTurns:     w.cfg.MaxTurns, MaxTokens: w.cfg.MaxTokens,
-	}
+	in := w.extractionInput(req, mem, msgs, seqs)
+	notes := in.Notes
 	out, err := w.extract(ctx, w.provider, in)
 	var res result
 	switch {
@@ -430,20 +413,7 @@ func (w *Worker) run(ctx context.Context, m *pcgroup.Msg, req request, log *slog
 	case ctx.Err() != nil:
 		return result{}, ctx.Err()
 	default:
-		res.outcome, res.reason, res.attempts = OutcomeFailed, ReasonLLM, 1
-		if out != nil {
-			res.usage = out.Usage
-		}
-		switch {
-		case errors.Is(err, extraction.ErrNoValidToolCall):
-			res.reason, res.attempts = ReasonNoValidToolCall, extraction.DefaultNoToolRetries+1
-		case errors.Is(err, llm.ErrRetryable):
-			res.reason, res.attempts = ReasonProvider, max(w.cfg.RetryAttempts, 1)
-		}
-		if ae := (*llm.AttemptsError)(nil); errors.As(err, &ae) {
-			res.attempts = ae.Attempts
-		}
-		return res, err
+		return w.failure(out, err), err
 	}
 
 	next := mem
@@ -465,6 +435,79 @@ func (w *Worker) run(ctx context.Context, m *pcgroup.Msg, req request, log *slog
 	}
 	res.outcome, res.record, res.revision = OutcomeCompleted, next, newRev
 	return res, nil
+}
+
+// readConversation reads the session's messages up to target, with their
+// stream sequences. Direct Get may lag behind on replicas: coverage of
+// records not seen yet is never claimed (errNotVisible).
+func (w *Worker) readConversation(ctx context.Context, req request, target uint64) ([]events.Message, []uint64, error) {
+	recs, err := w.reader.Read(ctx, req.Tenant, req.Session, 1, target, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the transcript: %w", err)
+	}
+	if n := len(recs); n == 0 || recs[n-1].Seq < target {
+		head, err := w.reader.LastSeq(ctx, req.Tenant, req.Session)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading the transcript head: %w", err)
+		}
+		if head < target {
+			return nil, nil, fmt.Errorf("transcript of %s/%s is visible up to seq %d, the request needs %d: %w", req.Tenant, req.Session, head, target, errNotVisible)
+		}
+	}
+	msgs := make([]events.Message, 0, len(recs))
+	seqs := make([]uint64, 0, len(recs))
+	for _, r := range recs {
+		if r.Message != nil {
+			msgs = append(msgs, *r.Message)
+			seqs = append(seqs, r.Seq)
+		}
+	}
+	return msgs, seqs, nil
+}
+
+// extractionInput is the forked edit's input: the tenant's template and
+// prompt, the current notes (the template when empty), and the
+// conversation after the last summarized message.
+func (w *Worker) extractionInput(req request, mem events.MemoryRecord, msgs []events.Message, seqs []uint64) extraction.Input {
+	lastIdx := -1
+	for i, s := range seqs {
+		if mem.LastSummarizedSeq > 0 && s <= mem.LastSummarizedSeq {
+			lastIdx = i
+		}
+	}
+	tc := w.tenants.Get(req.Tenant)
+	template := tc.Template
+	if strings.TrimSpace(template) == "" {
+		template = memory.DefaultTemplate
+	}
+	notes := mem.Notes
+	if strings.TrimSpace(notes) == "" {
+		notes = template
+	}
+	return extraction.Input{
+		Tenant: req.Tenant, Session: req.Session, Notes: notes, Template: template, CustomPrompt: tc.Prompt,
+		Conversation: extraction.BuildConversation(msgs, lastIdx, w.cfg.MaxConversationTokens),
+		MaxTurns:     w.cfg.MaxTurns, MaxTokens: w.cfg.MaxTokens,
+	}
+}
+
+// failure is the result of an extraction that failed with err: its reason
+// and the attempts it made.
+func (w *Worker) failure(out *extraction.Output, err error) result {
+	res := result{outcome: OutcomeFailed, reason: ReasonLLM, attempts: 1}
+	if out != nil {
+		res.usage = out.Usage
+	}
+	switch {
+	case errors.Is(err, extraction.ErrNoValidToolCall):
+		res.reason, res.attempts = ReasonNoValidToolCall, extraction.DefaultNoToolRetries+1
+	case errors.Is(err, llm.ErrRetryable):
+		res.reason, res.attempts = ReasonProvider, max(w.cfg.RetryAttempts, 1)
+	}
+	if ae := (*llm.AttemptsError)(nil); errors.As(err, &ae) {
+		res.attempts = ae.Attempts
+	}
+	return res
 }
 
 // readMemory returns the session's memory record and its revision (0 when
