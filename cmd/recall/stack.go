@@ -130,7 +130,47 @@ func startStack(ctx context.Context, o stackOptions) (*stack, error) {
 		s.Close()
 		return nil, err
 	}
+	if err := s.waitServices(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
+}
+
+// apiServices are the micro services the stack runs: the stack is up when
+// every one answers discovery, so a client's first request finds its
+// responder.
+var apiServices = []string{ingestsvc.ServiceName, triggersvc.ServiceName, extractorsvc.ServiceName,
+	compactorsvc.ServiceName, indexersvc.ServiceName, longtermsvc.ServiceName}
+
+// waitServices waits until every API service answers a discovery ping, or
+// a service failed.
+func (s *stack) waitServices(ctx context.Context) error {
+	nc, err := nats.Connect(s.NATSURL, s.AdminOptions()...)
+	if err != nil {
+		return fmt.Errorf("connecting to NATS at %s: %w", s.NATSURL, err)
+	}
+	defer nc.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for _, name := range apiServices {
+		for {
+			if _, err := nc.Request("$SRV.PING."+name, nil, 250*time.Millisecond); err == nil {
+				break
+			}
+			select {
+			case <-s.done:
+				return s.Err()
+			case <-ctx.Done():
+				return ctx.Err()
+			default:
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the %s service did not come up within 60s", name)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
 }
 
 // startServer starts the embedded server: authenticated when tenantSpec

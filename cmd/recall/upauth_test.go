@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -91,6 +92,25 @@ func TestUpWithTenantsAuthenticates(t *testing.T) {
 	}
 	if err != nil || reply.Header.Get("Nats-Service-Error-Code") != "" || !strings.Contains(string(reply.Data), `"sessions":[]`) {
 		t.Fatalf("acme's session list: %v %v", reply, err)
+	}
+	// Long-term memory, running as its own user, queues the commit point
+	// of acme's session on RECALL_COMMITS and commits it from its
+	// partition.
+	committed, err := acme.SubscribeSync(events.EventsSubject(events.KindMemoryCommitted, "acme", "ltm1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := fmt.Sprintf(`[{"specversion":"1.0","id":"a1","source":"/t","type":%q,"data":{"user_id":"u1"}},`+
+		`{"specversion":"1.0","id":"a2","source":"/t","type":%q,"data":{"uuid":"m1","role":"user","content":"I prefer short answers."}},`+
+		`{"specversion":"1.0","id":"a3","source":"/t","type":%q,"data":{}}]`, events.TypeSessionStarted, events.TypeMessage, events.TypeSessionEnded)
+	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	reply, err = chunked.Request(rctx, acme, events.APISubject(events.VerbIngest, "acme", "ltm1"), nil, []byte(batch))
+	rcancel()
+	if err != nil || reply.Header.Get("Nats-Service-Error-Code") != "" {
+		t.Fatalf("acme's ingest: %v %v", reply, err)
+	}
+	if m, err := committed.NextMsg(30 * time.Second); err != nil || !strings.Contains(string(m.Data), `"success":true`) {
+		t.Fatalf("acme's commit: %v %v", m, err)
 	}
 	sub, err := acme.SubscribeSync(natsperm.InboxPrefix("beta") + ".>")
 	if err == nil {

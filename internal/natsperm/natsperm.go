@@ -120,7 +120,8 @@ func Tenant(tenant, user string) (User, error) {
 				// Explicit denials keep the user confined even if an
 				// operator merges a broader allow into this block.
 				Deny: []string{"$JS.>", "$KV.>", "$SYS.>", "$SRV.>", "_INBOX.>", events.InboxRoot + ".>",
-					events.SubjectTranscriptRoot + ".>", events.SubjectExtractRoot + ".>", events.SubjectEventsRoot + ".>"},
+					events.SubjectTranscriptRoot + ".>", events.SubjectExtractRoot + ".>", events.SubjectEventsRoot + ".>",
+					events.SubjectCommitRoot + ".>", events.SubjectCommitPartitioned + ".>"},
 			},
 			Subscribe: Rule{
 				Allow: []string{
@@ -195,10 +196,11 @@ func Service(name string) (User, error) {
 		sub = []string{apiAll(events.VerbIndex), apiAll(events.VerbReindex), apiAll(events.VerbSessions),
 			apiAll(events.VerbResolve), apiAll(events.VerbQuery)}
 	case "longterm":
-		// Follows the transcript for commit points, writes memory
-		// documents, commit records and leases, announces commits, and
-		// serves commits and memory reads.
-		pub = append([]string{notify}, kv(events.BucketLTM, events.BucketLTMState)...)
+		// Follows the transcript for commit points and queues them by
+		// user, works the commit partitions (membership heartbeats), writes
+		// memory documents, commit records and leases, announces commits,
+		// and serves commits and memory reads.
+		pub = append([]string{notify, events.CommitSubject("*", "*")}, kv(events.BucketLTM, events.BucketLTMState, events.BucketLTMMembers)...)
 		sub = []string{apiAll(events.VerbCommit), apiAll(events.VerbLTM)}
 	default:
 		return User{}, fmt.Errorf("%w %q (known: %s)", ErrUnknownService, name, strings.Join(Services, ", "))

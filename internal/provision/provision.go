@@ -105,6 +105,21 @@ func Streams(c Config) []jetstream.StreamConfig {
 			Metadata:   map[string]string{PartitionsMetadataKey: strconv.Itoa(c.Partitions)},
 		},
 		{
+			Name:        events.StreamCommits,
+			Description: "Recall long-term memory commit requests, partitioned by user",
+			Subjects:    []string{events.SubjectCommitRoot + ".*.*"},
+			SubjectTransform: &jetstream.SubjectTransformConfig{
+				Source:      events.SubjectCommitRoot + ".*.*",
+				Destination: partitioned(events.SubjectCommitPartitioned, c.Partitions),
+			},
+			Retention:  jetstream.WorkQueuePolicy,
+			Storage:    c.storage(),
+			Replicas:   c.Replicas,
+			Duplicates: c.DedupWindow,
+			Discard:    jetstream.DiscardOld,
+			Metadata:   map[string]string{PartitionsMetadataKey: strconv.Itoa(c.Partitions)},
+		},
+		{
 			Name:        events.StreamEvents,
 			Description: "Recall lifecycle notifications for platforms",
 			Subjects:    []string{events.SubjectEventsRoot + ".>"},
@@ -120,8 +135,12 @@ func Streams(c Config) []jetstream.StreamConfig {
 
 // PartitionDestination is the subject transform destination of RECALL_EXTRACT:
 // recall.extractp.<partition(n, tenant, session)>.<tenant>.<session>.
-func PartitionDestination(n int) string {
-	return events.SubjectExtractPartitioned + ".{{partition(" + strconv.Itoa(n) + ",1,2)}}.{{wildcard(1)}}.{{wildcard(2)}}"
+func PartitionDestination(n int) string { return partitioned(events.SubjectExtractPartitioned, n) }
+
+// partitioned is a subject transform destination that prefixes
+// <root>.<tenant>.<key> with the partition of its two tokens among n.
+func partitioned(root string, n int) string {
+	return root + ".{{partition(" + strconv.Itoa(n) + ",1,2)}}.{{wildcard(1)}}.{{wildcard(2)}}"
 }
 
 // Buckets returns the KV bucket configurations Ensure creates.
@@ -136,6 +155,7 @@ func Buckets(c Config) []jetstream.KeyValueConfig {
 		{Bucket: events.BucketParked, Description: "failed extraction requests awaiting replay", History: 1, Storage: c.storage(), Replicas: c.Replicas},
 		{Bucket: events.BucketTriggers, Description: "trigger membership heartbeats", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
 		{Bucket: events.BucketLTM, Description: "long-term memory documents per user and peer", History: 16, Storage: c.storage(), Replicas: c.Replicas},
+		{Bucket: events.BucketLTMMembers, Description: "long-term memory replica membership heartbeats", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
 		{Bucket: events.BucketLTMState, Description: "long-term memory commit records and leases", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
 		{Bucket: events.BucketIndex, Description: "session index: names, summaries, tags (and name claims, indexing leases)", History: 8, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
 	}

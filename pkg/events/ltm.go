@@ -14,8 +14,44 @@ const BucketLTM = "RECALL_LTM"
 const BucketLTMState = "RECALL_LTM_STATE"
 
 // DurableLongTerm is the long-term memory service's consumer on
-// StreamTranscript.
+// StreamTranscript: it turns commit points into commit requests.
 const DurableLongTerm = "recall-longterm"
+
+// Commit requests: the work queue that spreads commits over the long-term
+// memory replicas by user, the way RECALL_EXTRACT spreads extractions by
+// session. A request is published on CommitSubject(tenant, user); the
+// stream stores it on
+// recall.commitp.<partition(tenant, user)>.<tenant>.<user>, and a
+// partitioned consumer group (membership in BucketLTMMembers) runs each
+// user's commits one at a time, in order.
+const (
+	StreamCommits            = "RECALL_COMMITS"
+	SubjectCommitRoot        = "recall.commit"
+	SubjectCommitPartitioned = "recall.commitp"
+	// DurableCommitPrefix + partition number names the consumer of one
+	// commit partition, e.g. "recall-commit-7".
+	DurableCommitPrefix = "recall-commit-"
+	// BucketLTMMembers holds the long-term memory replicas' membership
+	// heartbeats (per-key TTL).
+	BucketLTMMembers = "RECALL_LTM_MEMBERS"
+)
+
+// CommitSubject is where a user's commit requests are published.
+func CommitSubject(tenant, user string) string { return SubjectCommitRoot + "." + tenant + "." + user }
+
+// CommitPartitionFilter is the filter subject of commit partition p.
+func CommitPartitionFilter(p int) string { return SubjectCommitPartitioned + "." + itoa(p) + ".>" }
+
+// CommitDurable names the durable consumer of commit partition p.
+func CommitDurable(p int) string { return DurableCommitPrefix + itoa(p) }
+
+// CommitQueued is a queued commit request (the body on CommitSubject): the
+// session's records up to UpTo, for the reason given.
+type CommitQueued struct {
+	Session string `json:"session"`
+	Reason  string `json:"reason"`
+	UpTo    uint64 `json:"up_to"`
+}
 
 // Long-term memory API verbs. VerbLTM addresses a user: its session token
 // is the user id (recall.api.ltm.<tenant>.<user>).
@@ -104,6 +140,8 @@ type MemoryCommitted struct {
 	Success    bool       `json:"success"`
 	Error      string     `json:"error,omitempty"`
 	DurationMS int64      `json:"duration_ms"`
+	// Worker is the replica that ran the commit.
+	Worker string `json:"worker,omitempty"`
 }
 
 // MemoryWrite is one document a commit changed.

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,9 +28,18 @@ import (
 // startLTMStack runs ingest and the long-term memory service with provider.
 func startLTMStack(t *testing.T, provider llm.Provider) *indexStack {
 	t.Helper()
+	s, _ := startLTMReplicas(t, provider, 2, "lt-1")
+	return s
+}
+
+// startLTMReplicas runs ingest and one long-term memory replica per id,
+// with partitions commit partitions; stop[id] stops that replica and
+// waits for it to return.
+func startLTMReplicas(t *testing.T, provider llm.Provider, partitions int, ids ...string) (s *indexStack, stop map[string]func()) {
+	t.Helper()
 	srv := natstest.Start(t)
 	nc, js := srv.Connect(t)
-	prov := provision.Config{Partitions: 2}
+	prov := provision.Config{Partitions: partitions}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := provision.Ensure(ctx, js, prov); err != nil {
@@ -39,29 +47,44 @@ func startLTMStack(t *testing.T, provider llm.Provider) *indexStack {
 	}
 	ncfg := natsconn.Config{URL: srv.ClientURL()}
 	log := telemetry.NewLogger(os.Stderr, telemetry.Config{LogLevel: "error"})
-	runCtx, stop := context.WithCancel(context.Background())
+	runCtx, stopAll := context.WithCancel(context.Background())
 	ing, err := ingestsvc.Start(runCtx, ingestsvc.Config{NATS: ncfg, Config: prov, HTTPAddr: "127.0.0.1:0"}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_ = longtermsvc.Run(runCtx, longtermsvc.Config{NATS: ncfg, Config: prov, Provider: provider, Timeout: 20 * time.Second, CommitWait: 20 * time.Second}, log)
-	}()
+	stop = map[string]func(){}
+	for _, id := range ids {
+		rctx, cancel := context.WithCancel(runCtx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = longtermsvc.Run(rctx, longtermsvc.Config{NATS: ncfg, Config: prov, Provider: provider, ID: id, HeartbeatTTL: 2 * time.Second,
+				Timeout: 20 * time.Second, CommitWait: 20 * time.Second}, log)
+		}()
+		stop[id] = func() { cancel(); <-done }
+	}
 	t.Cleanup(func() {
-		stop()
+		stopAll()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = ing.Shutdown(sctx)
-		wg.Wait()
+		for _, f := range stop {
+			f()
+		}
+	})
+	members, err := js.KeyValue(ctx, events.BucketLTMMembers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testpoll.Until(t, 20*time.Second, "every long-term memory replica joins the commit group", func() bool {
+		keys, _ := members.Keys(context.Background())
+		return len(keys) == len(ids)
 	})
 	testpoll.Until(t, 20*time.Second, "the long-term memory service answers discovery", func() bool {
 		_, err := nc.Request("$SRV.PING."+longtermsvc.ServiceName, nil, 200*time.Millisecond)
 		return err == nil
 	})
-	return &indexStack{url: "http://" + ing.Addr(), nc: nc, js: js}
+	return &indexStack{url: "http://" + ing.Addr(), nc: nc, js: js}, stop
 }
 
 // said is a user message, from a peer when peer is set.

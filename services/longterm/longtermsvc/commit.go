@@ -128,6 +128,7 @@ func (c *committer) commitLocked(ctx context.Context, job commitJob, started *ev
 		err = c.putRecord(ctx, rec, rev)
 	}
 	out.DurationMS = time.Since(began).Milliseconds()
+	out.Worker = c.holder
 	out.Success = err == nil
 	if err != nil {
 		out.Error = err.Error()
@@ -269,6 +270,7 @@ type metrics struct {
 	skipped metric.Int64Counter
 	denied  metric.Int64Counter
 	tokens  metric.Int64Counter
+	queued  metric.Int64Counter
 }
 
 func newMetrics() *metrics {
@@ -279,6 +281,7 @@ func newMetrics() *metrics {
 	m.skipped, _ = meter.Int64Counter("recall_ltm_operations_skipped_total", metric.WithDescription("extracted operations routing skipped"))
 	m.denied, _ = meter.Int64Counter("recall_ltm_writes_denied_total", metric.WithDescription("tool calls the write guard refused"))
 	m.tokens, _ = meter.Int64Counter("recall_ltm_tokens_total", metric.WithDescription("LLM tokens spent on commits, by kind (input, output)"))
+	m.queued, _ = meter.Int64Counter("recall_ltm_commits_queued_total", metric.WithDescription("commit points queued on RECALL_COMMITS"))
 	return m
 }
 

@@ -1,7 +1,10 @@
 package longtermsvc
 
 import (
+	"fmt"
 	"log/slog"
+	"os"
+	"regexp"
 	"time"
 
 	"github.com/recallhq/recall/internal/llm"
@@ -28,6 +31,10 @@ type Config struct {
 	MaxTurns    int           `envconfig:"LONGTERM_MAX_TURNS" default:"6" desc:"most model calls per extraction phase (tool results go back to the model)"`
 	MaxBatch    int           `envconfig:"LONGTERM_MAX_BATCH_CHARS" default:"200000" desc:"most batch characters shown to the model (the newest kept)"`
 	CommitWait  time.Duration `envconfig:"LONGTERM_COMMIT_WAIT" default:"60s" desc:"how long an explicit commit waits for a running commit of the same user"`
+	// ID names the replica in the commit group; replicas share the
+	// RECALL_COMMITS partitions (RECALL_PARTITIONS of them) by user.
+	ID           string        `envconfig:"LONGTERM_ID" desc:"member id in the commit group (letters, digits, - _ = /); empty: <hostname>-<pid>"`
+	HeartbeatTTL time.Duration `envconfig:"LONGTERM_HEARTBEAT_TTL" default:"10s" desc:"a replica that stops heartbeating for this long loses its commit partitions"`
 
 	// Provider, when set, is used instead of building one (tests).
 	Provider llm.Provider `ignored:"true" json:"-"`
@@ -37,6 +44,9 @@ type Config struct {
 func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(slog.Any("nats", c.NATS), slog.Any("llm", c.LLMConfig), slog.String("model", c.Model), slog.Int("concurrency", c.Concurrency))
 }
+
+// invalidMember matches what a member id may not contain.
+var invalidMember = regexp.MustCompile(`[^-/_=a-zA-Z0-9]`)
 
 func (c Config) withDefaults() Config {
 	if c.Concurrency <= 0 {
@@ -54,5 +64,13 @@ func (c Config) withDefaults() Config {
 	if c.CommitWait <= 0 {
 		c.CommitWait = 60 * time.Second
 	}
+	if c.Partitions <= 0 {
+		c.Partitions = 16 // provision's default: the partitions of RECALL_COMMITS
+	}
+	if c.ID == "" {
+		host, _ := os.Hostname()
+		c.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	c.ID = invalidMember.ReplaceAllString(c.ID, "-")
 	return c
 }

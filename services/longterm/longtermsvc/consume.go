@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,14 +20,14 @@ const PriorityGroup = "recall"
 
 // consumerConfig follows the transcript for commit points: a session's end
 // and each compaction the platform reports. A record is acknowledged once
-// its commit's outcome is stored.
+// its commit request is queued.
 func (c Config) consumerConfig() jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:        events.DurableLongTerm,
-		Description:    "Recall long-term memory: commits at session ends and compactions",
+		Description:    "Recall long-term memory: commit points (session ends, compactions) to RECALL_COMMITS",
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        c.Timeout + c.CommitWait + time.Minute,
+		AckWait:        time.Minute,
 		MaxAckPending:  4096,
 		MaxDeliver:     -1,
 		PriorityPolicy: jetstream.PriorityPolicyPinned,
@@ -37,16 +36,16 @@ func (c Config) consumerConfig() jetstream.ConsumerConfig {
 	}
 }
 
-// consumer starts commits at commit points.
+// consumer turns commit points into queued commit requests. It runs on
+// every replica; the pinned priority group lets one read at a time. The
+// commits themselves run wherever the commit group places their user.
 type consumer struct {
 	c         *committer
 	js        jetstream.JetStream
-	jobs      sync.WaitGroup
 	consuming atomic.Bool
 }
 
 func (k *consumer) run(ctx context.Context) error {
-	defer k.wait(10 * time.Second)
 	for ctx.Err() == nil {
 		var cons jetstream.Consumer
 		err := provision.Retry(ctx, k.c.log, "creating consumer "+events.DurableLongTerm, func(ctx context.Context) (err error) {
@@ -67,16 +66,6 @@ func (k *consumer) run(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func (k *consumer) wait(limit time.Duration) {
-	done := make(chan struct{})
-	go func() { k.jobs.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(limit):
-		k.c.log.Warn("commits still running at shutdown; their records will be redelivered")
-	}
 }
 
 func (k *consumer) consume(ctx context.Context, cons jetstream.Consumer) error {
@@ -101,8 +90,9 @@ func (k *consumer) consume(ctx context.Context, cons jetstream.Consumer) error {
 	}
 }
 
-// handle starts a commit at a session's end or a reported compaction;
-// every other record is acknowledged at once.
+// handle queues a commit at a session's end or a reported compaction; every
+// other record is acknowledged at once. Commit points are handled one after
+// the other, so a user's requests are queued in transcript order.
 func (k *consumer) handle(ctx context.Context, m jetstream.Msg) {
 	tenant, session, ok := events.SplitSessionSubject(m.Subject())
 	meta, err := m.Metadata()
@@ -120,22 +110,18 @@ func (k *consumer) handle(ctx context.Context, m jetstream.Msg) {
 		reason = events.CommitReasonCompaction
 	}
 	job := commitJob{tenant: tenant, session: session, reason: reason, upTo: meta.Sequence.Stream}
-	k.jobs.Add(1)
-	go func() {
-		defer k.jobs.Done()
-		_, err := k.c.commit(ctx, job)
-		switch {
-		case err == nil, errors.Is(err, errNothingNew), errors.Is(err, errNoUser), errors.Is(err, errPolicy):
-			if errors.Is(err, errPolicy) {
-				k.c.log.Warn("commit refused", "session", session, "err", err)
-			}
-			_ = m.Ack()
-		case ctx.Err() != nil:
-		default:
-			k.c.log.Warn("commit could not run; will retry", "session", session, "err", err)
-			_ = m.NakWithDelay(5 * time.Second)
-		}
-	}()
+	err = k.c.enqueue(ctx, k.js, job)
+	switch {
+	case err == nil:
+		_ = m.Ack()
+	case errors.Is(err, errNoUser):
+		k.c.log.Debug("no commit: the session has no user", "session", session, "err", err)
+		_ = m.Ack()
+	case ctx.Err() != nil:
+	default:
+		k.c.log.Warn("commit point not queued; will retry", "session", session, "err", err)
+		_ = m.NakWithDelay(5 * time.Second)
+	}
 }
 
 // recordType is a stored record's CloudEvents type: the binary-mode

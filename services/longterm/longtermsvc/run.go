@@ -5,9 +5,13 @@
 // read the user's memory space and the batch and write only inside the
 // permitted part of it. See docs/long-term-memory.md.
 //
-// One replica consumes the transcript (a pinned priority group); commits
-// run one at a time per user across replicas (a lease) and concurrently
-// across users; every replica serves the API.
+// One replica at a time follows the transcript (a pinned priority group)
+// and queues a commit request per commit point on RECALL_COMMITS, keyed by
+// user; the replicas share that stream's partitions (a partitioned
+// consumer group), so commits spread over the replicas by user and run one
+// at a time per user, in order. Explicit commits run on the replica asked;
+// a lease per user keeps them apart from queued ones. Every replica serves
+// the API.
 package longtermsvc
 
 import (
@@ -15,7 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
+	"slices"
+	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -66,21 +71,35 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return nil
 	}
-	host, _ := os.Hostname()
 	c := &committer{ltm: ltm, state: state, reader: transcript.NewReader(life.NC), tenants: tenants, provider: provider,
-		pub: eventpub.New(life.JS, "longterm"), cfg: cfg, log: log, m: newMetrics(), holder: fmt.Sprintf("%s-%d", host, os.Getpid()),
+		pub: eventpub.New(life.JS, "longterm"), cfg: cfg, log: log, m: newMetrics(), holder: cfg.ID,
 		slots: make(chan struct{}, cfg.Concurrency)}
 	svc, err := c.serve(life.NC, log)
 	if err != nil {
 		return fmt.Errorf("adding the micro service: %w", err)
 	}
 	life.Adopt(svc)
+	group, err := c.newGroup(life.JS)
+	if err != nil {
+		return err
+	}
 	k := &consumer{c: c, js: life.JS}
 	life.SetReady(func() error {
 		if !k.consuming.Load() {
 			return errors.New("not consuming the transcript yet")
 		}
+		if !slices.Contains(group.Members(), cfg.ID) {
+			return errors.New("not a member of the commit group yet")
+		}
 		return nil
 	})
-	return k.run(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		// Run hands the partitions over on stop (running commits get the
+		// group's drain time).
+		_ = provision.Retry(ctx, log, "joining the commit group", func(context.Context) error { return group.Run(ctx) })
+	})
+	err = k.run(ctx)
+	wg.Wait()
+	return err
 }
