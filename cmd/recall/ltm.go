@@ -2,23 +2,30 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/pkg/events"
 )
 
 // Long-term memory from the command line (docs/long-term-memory.md).
 func init() {
-	register(command{"ltm", "show a user's long-term memory (show --user U [--types a,b] [--context])", runLTM})
+	register(command{"ltm", "show a user's long-term memory (show --user U [--types a,b] [--context]) or a document's revisions with diffs (history --user U --type T [--peer P])", runLTM})
 	register(command{"commit", "commit a session's batch to long-term memory now", runCommit})
 }
 
 func runLTM(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) > 0 && args[0] == "history" {
+		return runLTMHistory(ctx, args[1:], stdout)
+	}
 	if len(args) == 0 || args[0] != "show" {
-		return fmt.Errorf("%w: recall ltm show --user U [--types a,b] [--context] [--tenant T] [--json]", errUsage)
+		return fmt.Errorf("%w: recall ltm show --user U [--types a,b] [--context] [--tenant T] [--json] | recall ltm history --user U --type T [--peer P] [--tenant T]", errUsage)
 	}
 	fs := newFlags("ltm show")
 	target := addSessionFlags(fs, "unused", "tenant")
@@ -107,6 +114,71 @@ func runCommit(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	for _, d := range r.Denied {
 		fmt.Fprintf(stdout, "  denied: %s\n", d)
+	}
+	return nil
+}
+
+// runLTMHistory prints the kept revisions of one memory document with the
+// diff of each from the one before (RECALL_LTM keeps 16).
+func runLTMHistory(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("ltm history")
+	target := addSessionFlags(fs, "unused", "tenant")
+	user := fs.String("user", "", "user id (required)")
+	typ := fs.String("type", "", "memory type (required), e.g. preferences")
+	peer := fs.String("peer", "", "the peer's document instead of the user's own")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	for name, v := range map[string]string{"--user": *user, "--type": *typ} {
+		if err := events.ValidateID(v); err != nil {
+			return fmt.Errorf("%w: %s: %v", errUsage, name, err)
+		}
+	}
+	if *peer != "" {
+		if err := events.ValidateID(*peer); err != nil {
+			return fmt.Errorf("%w: --peer: %v", errUsage, err)
+		}
+	}
+	if err := target.validate(false); err != nil {
+		return err
+	}
+	nc, err := dialNATS(*target.natsURL, "recall-ltm")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	kv, err := js.KeyValue(ctx, events.BucketLTM)
+	if err != nil {
+		return fmt.Errorf("opening %s (is Recall provisioned on this server?): %w", events.BucketLTM, err)
+	}
+	key := events.LTMKey(*target.tenant, *user, *peer, *typ)
+	hist, err := kv.History(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("%s has no such memory document yet", key)
+	}
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", key, err)
+	}
+	fmt.Fprintf(stdout, "%d revision(s) of %s kept\n", len(hist), key)
+	prev, prevRev := "", uint64(0)
+	for _, e := range hist {
+		var d events.StoredMemoryDocument
+		if e.Operation() == jetstream.KeyValuePut {
+			if err := json.Unmarshal(e.Value(), &d); err != nil {
+				return fmt.Errorf("%s revision %d is not a memory document: %w", key, e.Revision(), err)
+			}
+		}
+		fmt.Fprintf(stdout, "\n# %s revision %d (%s, session %s)\n", key, e.Revision(), e.Created().Local().Format(time.DateTime), orDash(d.Session))
+		if diff := unifiedDiff(prev, d.Content, fmt.Sprintf("%s@%d", key, prevRev), fmt.Sprintf("%s@%d", key, e.Revision()), 3); diff != "" {
+			fmt.Fprint(stdout, diff)
+		} else {
+			fmt.Fprintln(stdout, "(unchanged)")
+		}
+		prev, prevRev = d.Content, e.Revision()
 	}
 	return nil
 }

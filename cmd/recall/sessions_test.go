@@ -93,4 +93,11 @@ func TestSessionIndexCommands(t *testing.T) {
 	if out := cli("ltm", "show", "--user", "dana"); !strings.Contains(out, "== self/events") || !strings.Contains(out, "logical replication") {
 		t.Fatalf("ltm show:\n%s", out)
 	}
+	if out := cli("ltm", "history", "--user", "dana", "--type", "events"); !strings.Contains(out, "1 revision(s) of default.dana.self.events") ||
+		!strings.Contains(out, "session cli-pg") || !strings.Contains(out, "+") || !strings.Contains(out, "logical replication") {
+		t.Fatalf("ltm history:\n%s", out)
+	}
+	if err := run(ctx, []string{"ltm", "history", "--user", "dana", "--type", "hobbies", "--nats-url", st.NATSURL}, &out); err == nil || !strings.Contains(err.Error(), "no such memory document") {
+		t.Fatalf("history of a missing document: %v", err)
+	}
 }

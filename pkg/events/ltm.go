@@ -100,6 +100,14 @@ type CustomMemoryType struct {
 	AgentOnly bool `json:"agent_only,omitempty"`
 }
 
+// StoredMemoryDocument is a memory document's value in BucketLTM.
+type StoredMemoryDocument struct {
+	Content   string    `json:"content"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// Session is the session whose commit wrote this revision.
+	Session string `json:"session,omitempty"`
+}
+
 // CommitRecord is a session's commit progress: the transcript is the
 // archive, and each commit covers the records after the previous one.
 type CommitRecord struct {

@@ -35,12 +35,6 @@ type doc struct {
 	changed bool
 }
 
-// stored is a document's value in BucketLTM.
-type stored struct {
-	Content   string    `json:"content"`
-	UpdatedAt time.Time `json:"updated_at"`
-	Session   string    `json:"session,omitempty"`
-}
 
 func (s *space) load(ctx context.Context, tg memory.Target, typ string) (*doc, error) {
 	path := memory.MemoryPath(tg, typ)
@@ -54,7 +48,7 @@ func (s *space) load(ctx context.Context, tg memory.Target, typ string) (*doc, e
 	case err != nil:
 		return nil, fmt.Errorf("reading %s: %w", path, err)
 	default:
-		var v stored
+		var v events.StoredMemoryDocument
 		if json.Unmarshal(e.Value(), &v) == nil {
 			d.content = v.Content
 		}
@@ -75,7 +69,7 @@ func (s *space) save(ctx context.Context, session string, out *events.MemoryComm
 	sort.Strings(paths)
 	for _, p := range paths {
 		d := s.docs[p]
-		b, _ := json.Marshal(stored{Content: d.content, UpdatedAt: time.Now().UTC(), Session: session})
+		b, _ := json.Marshal(events.StoredMemoryDocument{Content: d.content, UpdatedAt: time.Now().UTC(), Session: session})
 		key := events.LTMKey(s.tenant, s.user, d.target.Peer, d.typ)
 		var rev uint64
 		var err error

@@ -38,7 +38,7 @@ func listDocs(ctx context.Context, kv jetstream.KeyValue, tenant, user string) (
 		if err != nil {
 			continue // deleted meanwhile
 		}
-		var v stored
+		var v events.StoredMemoryDocument
 		if json.Unmarshal(e.Value(), &v) != nil || strings.TrimSpace(v.Content) == "" {
 			continue
 		}
