@@ -35,7 +35,6 @@ type doc struct {
 	changed bool
 }
 
-
 func (s *space) load(ctx context.Context, tg memory.Target, typ string) (*doc, error) {
 	path := memory.MemoryPath(tg, typ)
 	if d := s.docs[path]; d != nil {
