@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/recallhq/recall/internal/parked"
 	"github.com/recallhq/recall/pkg/events"
-	"github.com/recallhq/recall/services/extractor/extractorsvc"
 )
 
 func init() {
@@ -62,7 +62,7 @@ func runExtract(ctx context.Context, args []string, stdout io.Writer) error {
 	case *failed:
 		return listFailed(ctx, js, stdout, *asJSON)
 	case *replay:
-		f := extractorsvc.ParkedFilter{Session: *session}
+		f := parked.Filter{Session: *session}
 		if tenantSet || *session != "" {
 			f.Tenant = *tenant
 		}
@@ -73,7 +73,7 @@ func runExtract(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 			bar.set(done)
 		}
-		n, err := extractorsvc.ReplayParked(ctx, js, f)
+		n, err := parked.Replay(ctx, js, "cli", f)
 		if bar != nil {
 			bar.done()
 		}
@@ -122,32 +122,32 @@ func manualExtract(ctx context.Context, nc *nats.Conn, stdout io.Writer, tenant,
 }
 
 func listFailed(ctx context.Context, js jetstream.JetStream, stdout io.Writer, asJSON bool) error {
-	parked, err := extractorsvc.ListParked(ctx, js)
+	list, err := parked.List(ctx, js)
 	if err != nil {
 		return err
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if parked == nil {
-			parked = []extractorsvc.Parked{}
+		if list == nil {
+			list = []parked.Parked{}
 		}
-		return enc.Encode(parked)
+		return enc.Encode(list)
 	}
-	if len(parked) == 0 {
+	if len(list) == 0 {
 		fmt.Fprintln(stdout, "no parked extraction requests")
 		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PARKED AT\tTENANT\tSESSION\tUP TO SEQ\tREASON\tATTEMPTS\tERROR")
-	for _, p := range parked {
+	for _, p := range list {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\n", p.ParkedAt.Local().Format(time.DateTime), p.Request.Tenant, p.Request.Session,
 			p.Request.UpToSeq, p.Reason, p.Attempts, truncate(p.Error, 80))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\n%d parked; re-run them with: recall extract --replay-failed [--session S]\n", len(parked))
+	fmt.Fprintf(stdout, "\n%d parked; re-run them with: recall extract --replay-failed [--session S]\n", len(list))
 	return nil
 }
 

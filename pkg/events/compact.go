@@ -45,6 +45,10 @@ type CompactRequest struct {
 	// messages (see ContextEdit); nil uses the tenant's default (off unless
 	// configured).
 	ContextManagement *ContextManagement `json:"context_management,omitempty"`
+	// Preview answers what a compaction would serve now without being one:
+	// no wait for a running extraction, no LLM fallback, no
+	// compaction.served notification (the operator console uses it).
+	Preview bool `json:"preview,omitempty"`
 }
 
 // ErrInvalidCompactRequest is wrapped by DecodeCompactRequest errors.

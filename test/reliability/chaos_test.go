@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/parked"
 	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/chunked"
 	"github.com/recallhq/recall/pkg/events"
@@ -413,13 +414,13 @@ loop:
 	// 2. Every extraction request completed or parked (and listed).
 	lc := readLifecycle(t, h.js)
 	lctx, lcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	parked, err := extractorsvc.ListParked(lctx, h.js)
+	list, err := parked.List(lctx, h.js)
 	lcancel()
 	if err != nil {
 		t.Fatal(err)
 	}
 	parkedKeys := map[string]bool{}
-	for _, p := range parked {
+	for _, p := range list {
 		parkedKeys[p.Key] = true
 	}
 	memKV, err := h.js.KeyValue(context.Background(), events.BucketMemory)
@@ -434,7 +435,7 @@ loop:
 			if lc.covered[k] >= u && rec.CoveredSeq >= u {
 				continue
 			}
-			if parkedKeys[extractorsvc.ParkedKey(k[0], k[1], u)] {
+			if parkedKeys[parked.Key(k[0], k[1], u)] {
 				continue
 			}
 			uncovered++
@@ -445,7 +446,7 @@ loop:
 		}
 	}
 	for _, f := range lc.failed {
-		if f.Parked && !parkedKeys[extractorsvc.ParkedKey(f.Tenant, f.Session, f.UpToSeq)] {
+		if f.Parked && !parkedKeys[parked.Key(f.Tenant, f.Session, f.UpToSeq)] {
 			// A parked request may have been replayed since; it is listed
 			// until then.
 			t.Errorf("extraction of %s/%s up to %d reported parked but not listed", f.Tenant, f.Session, f.UpToSeq)
@@ -526,7 +527,7 @@ loop:
 			loadA.Retries.Load()+loadB.Retries.Load(), loadA.Errors.Load()+loadB.Errors.Load(), stA.Reordered+stB.Reordered),
 		fmt.Sprintf("restarts: NATS %d (%v), trigger %d, extractor %d, compactor %d; unclean stops %d %v", natsRestarts, natsRestartTimes, kills["trigger"], kills["extractor"], kills["compactor"], len(stopErrs), stopErrs),
 		fmt.Sprintf("extractions: requests %d, completed events %d (skipped %d), failed %d, parked %d, uncovered %d, model calls %d (errors %d) over %d sessions, overlaps %d",
-			requests, lc.completed, lc.skipped, len(lc.failed), len(parked), uncovered, det.calls.Load(), det.errors.Load(), countMap(&det.sessions), det.overlaps.Load()),
+			requests, lc.completed, lc.skipped, len(lc.failed), len(list), uncovered, det.calls.Load(), det.errors.Load(), countMap(&det.sessions), det.overlaps.Load()),
 		fmt.Sprintf("fence discards (results thrown away by the fenced commit, recall_extraction_fence_discards_total): %d (stale read %d, concurrent commit %d)", stale+concurrent, stale, concurrent),
 		fmt.Sprintf("coveredSeq: %d watched updates (%d watcher restarts), %d kept revisions checked, backwards %d", watchUpdates, watchRestarts, revisions, cw.backwards+histBackwards),
 		fmt.Sprintf("compaction: served %d, not served %d %v, errors %d %v, hangs %d, wrong data %d, max latency %v (compactor-side %v)",
@@ -541,7 +542,7 @@ loop:
 	fmt.Printf("RELIABILITY chaos: events=%d restarts(nats=%d trigger=%d extractor=%d compactor=%d) errors(publish=%d compaction=%d) extractions(requests=%d completed=%d failed=%d parked=%d model_calls=%d overlaps=%d fence_discards=%d stale_read=%d) compactions(served=%d wrong=%d hangs=%d) time=%v\n",
 		stA.Stored+stB.Stored, natsRestarts, kills["trigger"], kills["extractor"], kills["compactor"],
 		loadA.Errors.Load()+loadB.Errors.Load(), probe.transportErrs.Load(),
-		requests, lc.completed, len(lc.failed), len(parked), det.calls.Load(), det.overlaps.Load(), stale+concurrent, stale,
+		requests, lc.completed, len(lc.failed), len(list), det.calls.Load(), det.overlaps.Load(), stale+concurrent, stale,
 		probe.served.Load(), probe.wrongData.Load(), probe.hangs.Load(), el.Round(time.Millisecond))
 }
 

@@ -113,6 +113,9 @@ func (c *Compactor) settings(r events.CompactRequest) settings {
 	if r.WaitTimeoutMS != nil {
 		s.wait = time.Duration(*r.WaitTimeoutMS) * time.Millisecond
 	}
+	if r.Preview {
+		s.wait = 0
+	}
 	if r.StaleMS > 0 {
 		s.stale = time.Duration(r.StaleMS) * time.Millisecond
 	}
@@ -140,7 +143,7 @@ func (c *Compactor) Compact(ctx context.Context, tenant, session string, r event
 
 	s := c.settings(r)
 	reply := c.compact(ctx, tenant, session, s)
-	if !reply.Served {
+	if !reply.Served && !r.Preview {
 		reply = c.fallback(ctx, tenant, session, s, reply)
 	}
 	reply.DurationUS = time.Since(start).Microseconds()

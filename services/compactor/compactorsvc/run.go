@@ -178,6 +178,9 @@ func (h *handler) serve(req micro.Request) {
 	}
 	h.answer(req, "compaction", tenant, session, func(ctx context.Context) (any, func(), error) {
 		reply := h.c.Compact(ctx, tenant, session, r)
+		if r.Preview {
+			return reply, nil, nil
+		}
 		return reply, func() { h.c.Announce(ctx, tenant, session, reply) }, nil
 	})
 }

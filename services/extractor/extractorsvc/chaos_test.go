@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/recallhq/recall/internal/parked"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/extractor/extractorsvc/extractortest"
 )
@@ -151,7 +152,7 @@ func TestConcurrencyUnderChaos(t *testing.T) {
 			t.Errorf("session %s covered up to %d, requested %d", s, rec.CoveredSeq, upTo)
 		}
 	}
-	parked, _ := ListParked(context.Background(), e.js)
+	parked, _ := parked.List(context.Background(), e.js)
 	t.Logf("%d LLM calls, %d completions, %d parked", p.Total(), len(e.completed()), len(parked))
 	if p.Total() == 0 {
 		t.Fatal("no LLM calls at all")

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/parked"
 	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/chunked"
 	"github.com/recallhq/recall/pkg/events"
@@ -125,12 +126,12 @@ func TestFailureParksClearsStatusAndReplays(t *testing.T) {
 	// The reference leaves the flag set after a failure; Recall clears it.
 	testpoll.Until(t, 5*time.Second, "status cleared after failure", func() bool { return !e.statusExists(t, "acme", "s1") })
 	ctx := context.Background()
-	parked, err := ListParked(ctx, e.js)
+	list, err := parked.List(ctx, e.js)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(parked) != 1 || parked[0].Key != ParkedKey("acme", "s1", seqs[3]) || parked[0].Reason != ReasonNoValidToolCall || parked[0].Request.UpToSeq != seqs[3] {
-		t.Fatalf("parked = %+v", parked)
+	if len(list) != 1 || list[0].Key != parked.Key("acme", "s1", seqs[3]) || list[0].Reason != ReasonNoValidToolCall || list[0].Request.UpToSeq != seqs[3] {
+		t.Fatalf("parked = %+v", list)
 	}
 	if rec, rev := e.memory(t, "acme", "s1"); rev != 0 {
 		t.Fatalf("a failed extraction wrote memory: %+v", rec)
@@ -142,11 +143,11 @@ func TestFailureParksClearsStatusAndReplays(t *testing.T) {
 	}
 
 	broken.Store(false)
-	n, err := ReplayParked(ctx, e.js, ParkedFilter{Session: "other"})
+	n, err := parked.Replay(ctx, e.js, Component, parked.Filter{Session: "other"})
 	if err != nil || n != 0 {
 		t.Fatalf("replay of another session: %d, %v", n, err)
 	}
-	n, err = ReplayParked(ctx, e.js, ParkedFilter{Tenant: "acme", Session: "s1"})
+	n, err = parked.Replay(ctx, e.js, Component, parked.Filter{Tenant: "acme", Session: "s1"})
 	if err != nil || n != 1 {
 		t.Fatalf("replay: %d, %v", n, err)
 	}
@@ -154,8 +155,8 @@ func TestFailureParksClearsStatusAndReplays(t *testing.T) {
 	if c := e.completed()[0]; c.Skipped || c.CoveredSeq != seqs[3] {
 		t.Fatalf("replayed: %+v", c)
 	}
-	if parked, _ := ListParked(ctx, e.js); len(parked) != 0 {
-		t.Fatalf("still parked after replay: %+v", parked)
+	if list, _ := parked.List(ctx, e.js); len(list) != 0 {
+		t.Fatalf("still parked after replay: %+v", list)
 	}
 }
 

@@ -8,8 +8,8 @@
 // RECALL_STATUS, runs the forked edit (internal/extraction) on the
 // transcript, commits with a compare-and-set on the revision it read, acks,
 // and publishes extraction.completed. Requests that fail permanently are
-// published as extraction.failed and parked in RECALL_PARKED (ListParked,
-// ReplayParked). docs/extraction.md explains the concurrency design.
+// published as extraction.failed and parked in RECALL_PARKED (internal/parked:
+// List, Replay). docs/extraction.md explains the concurrency design.
 //
 // Shutdown, when the context given to Run is done: the workers stop
 // fetching, in-flight extractions finish for up to DrainTimeout, partitions

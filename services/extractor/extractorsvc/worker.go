@@ -20,6 +20,7 @@ import (
 	"github.com/recallhq/recall/internal/eventpub"
 	"github.com/recallhq/recall/internal/extraction"
 	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/parked"
 	"github.com/recallhq/recall/internal/pcgroup"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/store"
@@ -632,7 +633,7 @@ func (w *Worker) publish(ctx context.Context, kind, typ string, req request, dat
 func (w *Worker) fail(ctx context.Context, m *pcgroup.Msg, req request, reason string, cause error, attempts int) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	p := Parked{
+	p := parked.Parked{
 		Request: req.ExtractionRequested, EventID: req.id, Reason: reason, Error: cause.Error(),
 		Attempts: attempts, ParkedAt: time.Now().UTC(), Worker: w.cfg.WorkerID, Subject: m.Subject(),
 	}
@@ -642,7 +643,7 @@ func (w *Worker) fail(ctx context.Context, m *pcgroup.Msg, req request, reason s
 	if meta, err := m.Metadata(); err == nil {
 		p.StreamSeq = meta.Sequence.Stream
 	}
-	if err := park(ctx, w.parked, &p); err != nil {
+	if err := parked.Put(ctx, w.parked, &p); err != nil {
 		w.log.ErrorContext(ctx, "parking failed request; leaving it in the queue", "err", err)
 		_ = m.Nak(retryDelay(attempts))
 		return

@@ -1,4 +1,8 @@
-package extractorsvc
+// Package parked keeps extraction requests that failed permanently in
+// RECALL_PARKED — the request, why it failed, how often it was tried — and
+// replays them onto the work queue. The extractor parks; the CLI and the
+// operator console list and replay.
+package parked
 
 import (
 	"context"
@@ -15,9 +19,6 @@ import (
 	"github.com/recallhq/recall/internal/eventpub"
 	"github.com/recallhq/recall/pkg/events"
 )
-
-// ReasonReplay is the Reason of a request re-published by ReplayParked.
-const ReasonReplay = "replay"
 
 // Parked is an extraction request that failed permanently, kept in
 // RECALL_PARKED until it is replayed. Nothing is lost: the request, why it
@@ -40,14 +41,16 @@ type Parked struct {
 	Raw []byte `json:"raw,omitempty"`
 }
 
-// ParkedKey is the RECALL_PARKED key of a request.
-func ParkedKey(tenant, session string, upToSeq uint64) string {
+// Key is the RECALL_PARKED key of a request.
+func Key(tenant, session string, upToSeq uint64) string {
 	return tenant + "." + session + "." + strconv.FormatUint(upToSeq, 10)
 }
 
-func park(ctx context.Context, kv jetstream.KeyValue, p *Parked) error {
+// Put parks p under its key (Key, or invalid.<stream seq> for a request
+// without a valid tenant and session).
+func Put(ctx context.Context, kv jetstream.KeyValue, p *Parked) error {
 	if p.Request.Tenant != "" && p.Request.Session != "" && events.ValidateID(p.Request.Tenant) == nil && events.ValidateID(p.Request.Session) == nil {
-		p.Key = ParkedKey(p.Request.Tenant, p.Request.Session, p.Request.UpToSeq)
+		p.Key = Key(p.Request.Tenant, p.Request.Session, p.Request.UpToSeq)
 	} else {
 		p.Key = "invalid." + strconv.FormatUint(p.StreamSeq, 10)
 	}
@@ -61,8 +64,8 @@ func park(ctx context.Context, kv jetstream.KeyValue, p *Parked) error {
 	return nil
 }
 
-// ListParked returns every parked request, oldest first.
-func ListParked(ctx context.Context, js jetstream.JetStream) ([]Parked, error) {
+// List returns every parked request, oldest first.
+func List(ctx context.Context, js jetstream.JetStream) ([]Parked, error) {
 	kv, err := js.KeyValue(ctx, events.BucketParked)
 	if err != nil {
 		return nil, fmt.Errorf("opening %s: %w", events.BucketParked, err)
@@ -91,8 +94,8 @@ func ListParked(ctx context.Context, js jetstream.JetStream) ([]Parked, error) {
 	return out, nil
 }
 
-// ParkedFilter selects parked requests; empty fields match everything.
-type ParkedFilter struct {
+// Filter selects parked requests; empty fields match everything.
+type Filter struct {
 	Tenant  string
 	Session string
 	// Progress, when set, is called with how many of the matching requests
@@ -100,18 +103,19 @@ type ParkedFilter struct {
 	Progress func(done, total int)
 }
 
-func (f ParkedFilter) match(p Parked) bool {
+func (f Filter) match(p Parked) bool {
 	return (f.Tenant == "" || f.Tenant == p.Request.Tenant) && (f.Session == "" || f.Session == p.Request.Session)
 }
 
-// ReplayParked re-publishes the parked requests that match filter to the
-// work queue, with Reason ReasonReplay and a new dedup id (so the stream
+// Replay re-publishes the parked requests that match filter to the
+// work queue, with Reason events.ReasonReplay and a new dedup id (so the stream
 // does not drop them as duplicates of the originals), and deletes each from
 // RECALL_PARKED once the stream stored it. Invalid requests (no tenant or
-// session) cannot be replayed and stay parked. It returns how many were
+// session) cannot be replayed and stay parked. source names the replaying
+// component (the events' /recall/<source>). It returns how many were
 // replayed.
-func ReplayParked(ctx context.Context, js jetstream.JetStream, filter ParkedFilter) (int, error) {
-	parked, err := ListParked(ctx, js)
+func Replay(ctx context.Context, js jetstream.JetStream, source string, filter Filter) (int, error) {
+	parked, err := List(ctx, js)
 	if err != nil {
 		return 0, err
 	}
@@ -131,8 +135,8 @@ func ReplayParked(ctx context.Context, js jetstream.JetStream, filter ParkedFilt
 		if filter.Progress != nil {
 			filter.Progress(n, len(todo))
 		}
-		r.Reason = ReasonReplay
-		e, err := eventpub.Build(Component, eventpub.Event{Type: events.TypeExtractionRequested, Tenant: r.Tenant,
+		r.Reason = events.ReasonReplay
+		e, err := eventpub.Build(source, eventpub.Event{Type: events.TypeExtractionRequested, Tenant: r.Tenant,
 			Session: r.Session, Key: r.RequestDedupID() + ":replay:" + uuid.NewString(), Data: r})
 		if err != nil {
 			return n, fmt.Errorf("encoding replay of %s: %w", p.Key, err)
