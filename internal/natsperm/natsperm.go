@@ -167,8 +167,10 @@ func Service(name string) (User, error) {
 		// Serves the NATS ingest endpoint, stores events, and forwards the
 		// HTTP session API to the services that serve it, receiving their
 		// answers in the tenant's reply space.
-		pub = []string{transcript, events.SubjectAPIRoot + ".>"}
-		sub = []string{apiAll(events.VerbIngest), TenantReplies}
+		// Serves the operator console: reads the buckets and streams,
+		// follows the notifications, and replays parked extractions.
+		pub = append([]string{transcript, events.SubjectAPIRoot + ".>", extract}, kv(events.BucketParked)...)
+		sub = []string{apiAll(events.VerbIngest), TenantReplies, notify}
 	case "trigger":
 		// Consumes the transcript, queues extraction requests, announces
 		// them, serves manual extraction (waiting for the outcome on the

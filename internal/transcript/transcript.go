@@ -248,3 +248,50 @@ func Decode(h nats.Header, data []byte) (Record, error) {
 	}
 	return rec, nil
 }
+
+// LastOfEach returns the newest message of every subject of stream that
+// matches filter (wildcards allowed), at most limit of them, with one
+// batch Direct Get ("multi_last"); the order is the server's.
+func LastOfEach(ctx context.Context, nc *nats.Conn, stream, filter string, limit int) ([]Raw, error) {
+	req, _ := json.Marshal(struct {
+		MultiLast []string `json:"multi_last"`
+		Batch     int      `json:"batch"`
+	}{[]string{filter}, limit})
+	inbox := nc.NewRespInbox()
+	ch := make(chan *nats.Msg, limit+4)
+	sub, err := nc.ChanSubscribe(inbox, ch)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", filter, err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, req); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", filter, err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	var out []Raw
+	for {
+		var m *nats.Msg
+		select {
+		case m = <-ch:
+		case <-ctx.Done():
+			return out, fmt.Errorf("reading %s: %w", filter, ctx.Err())
+		}
+		if len(m.Data) == 0 && m.Header != nil && m.Header.Get("Status") != "" {
+			switch m.Header.Get("Status") {
+			case "204", "404":
+				return out, nil
+			case "503":
+				return out, fmt.Errorf("reading %s: %w", filter, ErrNoResponders)
+			default:
+				return out, fmt.Errorf("reading %s: status %s %s", filter, m.Header.Get("Status"), m.Header.Get("Description"))
+			}
+		}
+		seq, _ := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+		ts, _ := time.Parse(time.RFC3339Nano, m.Header.Get("Nats-Time-Stamp"))
+		out = append(out, Raw{Seq: seq, Time: ts, Subject: m.Header.Get("Nats-Subject"), Header: m.Header, Data: m.Data})
+	}
+}

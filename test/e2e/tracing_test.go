@@ -37,7 +37,8 @@ type pipeline struct {
 	ingest  *ingestsvc.Service
 }
 
-func startPipeline(t *testing.T) (*pipeline, *natstest.Server) {
+// startPipeline runs the pipeline; opts adjust the ingest configuration.
+func startPipeline(t *testing.T, opts ...func(*ingestsvc.Config)) (*pipeline, *natstest.Server) {
 	t.Helper()
 	srv := natstest.Start(t)
 	_, js := srv.Connect(t)
@@ -53,7 +54,11 @@ func startPipeline(t *testing.T) (*pipeline, *natstest.Server) {
 	runCtx, stop := context.WithCancel(context.Background())
 	p.cancel = stop
 
-	ing, err := ingestsvc.Start(runCtx, ingestsvc.Config{NATS: nc, Config: prov, HTTPAddr: "127.0.0.1:0"}, log)
+	icfg := ingestsvc.Config{NATS: nc, Config: prov, HTTPAddr: "127.0.0.1:0"}
+	for _, o := range opts {
+		o(&icfg)
+	}
+	ing, err := ingestsvc.Start(runCtx, icfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}

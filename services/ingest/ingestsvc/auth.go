@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/services/ingest/console"
 )
 
 // DefaultTenant is the tenant every request belongs to when no tenants are
@@ -24,7 +25,8 @@ var ErrUnauthenticated = errors.New("missing or unknown bearer token")
 // hashes, so the configuration holds no secret that grants access. It is
 // safe for concurrent use.
 type Auth struct {
-	tenants []tenantToken
+	tenants   []tenantToken
+	operators [][sha256.Size]byte
 }
 
 type tenantToken struct {
@@ -101,6 +103,58 @@ func (a *Auth) TenantOf(token string) (string, error) {
 		return "", ErrUnauthenticated
 	}
 	return a.tenants[found].tenant, nil
+}
+
+// SetOperators parses spec, a comma-separated list of SHA-256 hex hashes of
+// operator tokens (RECALL_OPERATOR_TOKENS). Operator tokens open the
+// console on every tenant; they are not tenant tokens (the /v1 API refuses
+// them).
+func (a *Auth) SetOperators(spec string) error {
+	a.operators = nil
+	for _, hx := range splitList(spec) {
+		b, err := hex.DecodeString(strings.ToLower(hx))
+		if err != nil || len(b) != sha256.Size {
+			return fmt.Errorf("parsing operator tokens: %q must be 64 hex digits (sha256 of the token)", hx)
+		}
+		var h [sha256.Size]byte
+		copy(h[:], b)
+		a.operators = append(a.operators, h)
+	}
+	return nil
+}
+
+// Identify is the console's authentication: an operator token, or a tenant
+// token (its tenant only). In open mode every request is an operator of
+// DefaultTenant's single-user installation.
+func (a *Auth) Identify(r *http.Request) (console.Identity, error) {
+	if a.Open() {
+		return console.Identity{Operator: true}, nil
+	}
+	_, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	token = strings.TrimSpace(token)
+	if ok && token != "" {
+		sum := sha256.Sum256([]byte(token))
+		op := 0
+		for i := range a.operators {
+			op |= subtle.ConstantTimeCompare(sum[:], a.operators[i][:])
+		}
+		if op == 1 {
+			return console.Identity{Operator: true}, nil
+		}
+	}
+	tenant, err := a.Authenticate(r)
+	if err != nil {
+		return console.Identity{}, err
+	}
+	return console.Identity{Tenant: tenant}, nil
+}
+
+// ConsoleTenants are the tenants an operator picks from in the console.
+func (a *Auth) ConsoleTenants() []string {
+	if a.Open() {
+		return []string{DefaultTenant}
+	}
+	return a.Tenants()
 }
 
 // HashToken returns the hex SHA-256 of token, the form RECALL_TENANTS wants

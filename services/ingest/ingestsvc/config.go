@@ -25,6 +25,7 @@ type Config struct {
 	// Tenants lists "tenant:sha256hex" pairs, comma separated. Empty means a
 	// single tenant "default" without authentication (localhost use only).
 	Tenants        string        `envconfig:"TENANTS" desc:"bearer tokens per tenant as tenant:sha256(token) hex, comma separated; empty = single tenant 'default' without auth (secret)"`
+	OperatorTokens string        `envconfig:"OPERATOR_TOKENS" desc:"console operator tokens as sha256(token) hex, comma separated: they see every tenant and may replay parked extractions"`
 	MaxEventBytes  int           `envconfig:"INGEST_MAX_EVENT_BYTES" default:"524288" desc:"largest accepted event (encoded JSON or binary body), bytes"`
 	MaxBatchEvents int           `envconfig:"INGEST_MAX_BATCH_EVENTS" default:"1000" desc:"most events in one batch"`
 	MaxBodyBytes   int64         `envconfig:"INGEST_MAX_BODY_BYTES" default:"8388608" desc:"largest accepted HTTP request body, bytes"`

@@ -19,6 +19,7 @@ import (
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/replyspace"
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/services/ingest/console"
 )
 
 // Run serves until ctx is done, then shuts down gracefully (see the package
@@ -61,6 +62,9 @@ type Service struct {
 func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) {
 	cfg = cfg.withDefaults()
 	auth, err := NewAuth(cfg.Tenants)
+	if err == nil {
+		err = auth.SetOperators(cfg.OperatorTokens)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("configuration: %w", err)
 	}
@@ -108,6 +112,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 	mux := ops.Handler(s.readyErr)
 	mux.Handle("POST /v1/events", NewEventsHandler(in, auth, limits))
 	NewSessionAPI(s.nc, auth, cfg.APITimeout, limits).Register(mux)
+	con, err := console.New(s.nc, auth.Identify, console.Config{Tenants: auth.ConsoleTenants(), Timeout: cfg.APITimeout, Log: log})
+	if err != nil {
+		_ = s.svc.Stop()
+		s.apiNC.Close()
+		s.nc.Close()
+		return nil, fmt.Errorf("starting the console: %w", err)
+	}
+	con.Register(mux)
 	s.handler = mux
 	if cfg.HTTPAddr != "" {
 		s.ln, err = net.Listen("tcp", cfg.HTTPAddr)

@@ -1,0 +1,114 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/recallhq/recall/internal/parked"
+	"github.com/recallhq/recall/pkg/chunked"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/events/natsce"
+)
+
+// preview asks the compactor what a compaction would keep now, without
+// compacting (events.CompactRequest.Preview).
+func (c *Console) preview(w http.ResponseWriter, r *http.Request) {
+	_, tenant, ok := c.tenantOf(w, r)
+	if !ok {
+		return
+	}
+	session := r.PathValue("session")
+	if err := events.ValidateID(session); err != nil {
+		fail(w, http.StatusBadRequest, "session: "+err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), c.cfg.Timeout)
+	defer cancel()
+	body, _ := json.Marshal(events.CompactRequest{Preview: true, Trigger: events.TriggerManual})
+	hdr := nats.Header{}
+	natsce.Inject(ctx, hdr)
+	reply, err := chunked.Request(ctx, c.nc, events.APISubject(events.VerbCompact, tenant, session), hdr, body)
+	switch {
+	case errors.Is(err, chunked.ErrNoResponders):
+		fail(w, http.StatusServiceUnavailable, "no compactor answers right now")
+		return
+	case err != nil:
+		unavailable(w, err)
+		return
+	case reply.Header.Get("Nats-Service-Error-Code") != "":
+		fail(w, http.StatusBadGateway, reply.Header.Get("Nats-Service-Error"))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(reply.Data)
+}
+
+// parked lists parked extraction requests: every tenant's for an operator
+// (or the one asked for), the tenant's own for a tenant token.
+func (c *Console) parked(w http.ResponseWriter, r *http.Request) {
+	id, ok := c.identify(w, r)
+	if !ok {
+		return
+	}
+	want := r.URL.Query().Get("tenant")
+	if !id.Operator {
+		want = id.Tenant
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	list, err := parked.List(ctx, c.js)
+	if err != nil {
+		unavailable(w, err)
+		return
+	}
+	out := []parked.Parked{}
+	for _, p := range list {
+		if want == "" || p.Request.Tenant == want {
+			p.Raw = nil
+			out = append(out, p)
+		}
+	}
+	writeJSON(w, map[string]any{"parked": out, "can_replay": id.Operator})
+}
+
+// replay re-queues parked requests (operators only): those of one session,
+// or of one tenant, as the body says.
+func (c *Console) replay(w http.ResponseWriter, r *http.Request) {
+	id, ok := c.identify(w, r)
+	if !ok {
+		return
+	}
+	if !id.Operator {
+		fail(w, http.StatusForbidden, "replaying parked extractions needs an operator token")
+		return
+	}
+	var f struct {
+		Tenant  string `json:"tenant"`
+		Session string `json:"session"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&f); err != nil {
+		fail(w, http.StatusBadRequest, "body must be {\"tenant\": \"…\", \"session\": \"…\"}: "+err.Error())
+		return
+	}
+	for name, v := range map[string]string{"tenant": f.Tenant, "session": f.Session} {
+		if err := events.ValidateID(v); err != nil {
+			fail(w, http.StatusBadRequest, name+": "+err.Error())
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	n, err := parked.Replay(ctx, c.js, "console", parked.Filter{Tenant: f.Tenant, Session: f.Session})
+	if err != nil {
+		unavailable(w, err)
+		return
+	}
+	c.cfg.Log.InfoContext(ctx, "parked extractions replayed from the console", "tenant", f.Tenant, "session", f.Session, "replayed", n)
+	writeJSON(w, map[string]int{"replayed": n})
+}

@@ -1,0 +1,175 @@
+// Package console is Recall's operator console: a small web application
+// served by the HTTP edge at /console/, with the edge's authentication. A
+// tenant's token sees that tenant only; an operator token
+// (RECALL_OPERATOR_TOKENS) sees every tenant and may act (replay parked
+// extractions). Pages: sessions; a session (memory as markdown, revisions
+// with side-by-side diffs, context tokens over the transcript with
+// extraction points and compaction boundaries, the timeline of its
+// lifecycle events, a preview of what a compaction would keep now); parked
+// failures. Live updates are server-sent events from RECALL_EVENTS. The
+// assets are embedded; nothing is fetched from elsewhere. See
+// docs/console.md.
+package console
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/transcript"
+	"github.com/recallhq/recall/pkg/events"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Identity is who a request comes from.
+type Identity struct {
+	// Tenant is the tenant of a tenant token ("" for an operator).
+	Tenant string `json:"tenant,omitempty"`
+	// Operator tokens see every tenant and may act.
+	Operator bool `json:"operator"`
+}
+
+// Sees reports whether id may read tenant's data.
+func (id Identity) Sees(tenant string) bool { return id.Operator || id.Tenant == tenant }
+
+// Authenticator identifies a request, or fails (401).
+type Authenticator func(*http.Request) (Identity, error)
+
+// Config configures the console.
+type Config struct {
+	// Tenants are the tenants an operator may pick.
+	Tenants []string
+	// Timeout bounds one API call to another service (the compaction
+	// preview).
+	Timeout time.Duration
+	Log     *slog.Logger
+}
+
+// Console serves the console.
+type Console struct {
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	auth      Authenticator
+	reader    *transcript.Reader
+	series    lru[series]
+	timelines lru[timeline]
+	cfg       Config
+}
+
+// New returns the console reading through nc.
+func New(nc *nats.Conn, auth Authenticator, cfg Config) (*Console, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	cfg.Tenants = slices.Compact(slices.Sorted(slices.Values(cfg.Tenants)))
+	return &Console{nc: nc, js: js, auth: auth, reader: transcript.NewReader(nc), series: lru[series]{max: 32}, timelines: lru[timeline]{max: 32}, cfg: cfg}, nil
+}
+
+// Register adds the console's routes to mux.
+func (c *Console) Register(mux *http.ServeMux) {
+	static, _ := fs.Sub(assets, "assets")
+	files := http.FileServerFS(static)
+	mux.Handle("GET /console", http.RedirectHandler("/console/", http.StatusMovedPermanently))
+	mux.Handle("GET /console/", http.StripPrefix("/console/", noStore(files)))
+	mux.HandleFunc("GET /console/api/whoami", c.whoami)
+	mux.HandleFunc("GET /console/api/tenants/{tenant}/sessions", c.sessions)
+	mux.HandleFunc("GET /console/api/tenants/{tenant}/sessions/{session}", c.session)
+	mux.HandleFunc("POST /console/api/tenants/{tenant}/sessions/{session}/preview", c.preview)
+	mux.HandleFunc("GET /console/api/parked", c.parked)
+	mux.HandleFunc("POST /console/api/parked/replay", c.replay)
+	mux.HandleFunc("GET /console/api/live", c.live)
+}
+
+// noStore keeps browsers from caching an old console after an upgrade.
+func noStore(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; img-src 'self' data:")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// identify authenticates r; when it cannot it answers 401.
+func (c *Console) identify(w http.ResponseWriter, r *http.Request) (Identity, bool) {
+	id, err := c.auth(r)
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="recall"`)
+		fail(w, http.StatusUnauthorized, err.Error())
+		return id, false
+	}
+	return id, true
+}
+
+// tenantOf authenticates r and checks it may read the {tenant} of its path.
+func (c *Console) tenantOf(w http.ResponseWriter, r *http.Request) (Identity, string, bool) {
+	id, ok := c.identify(w, r)
+	if !ok {
+		return id, "", false
+	}
+	tenant := r.PathValue("tenant")
+	if err := events.ValidateID(tenant); err != nil {
+		fail(w, http.StatusBadRequest, "tenant: "+err.Error())
+		return id, "", false
+	}
+	if !id.Sees(tenant) {
+		fail(w, http.StatusForbidden, "this token sees tenant "+id.Tenant+" only")
+		return id, "", false
+	}
+	return id, tenant, true
+}
+
+func (c *Console) whoami(w http.ResponseWriter, r *http.Request) {
+	id, ok := c.identify(w, r)
+	if !ok {
+		return
+	}
+	tenants := []string{id.Tenant}
+	if id.Operator {
+		tenants = c.cfg.Tenants
+	}
+	writeJSON(w, struct {
+		Identity
+		Tenants []string `json:"tenants"`
+	}{id, tenants})
+}
+
+// fail answers an RFC 9457 problem.
+func fail(w http.ResponseWriter, status int, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"type": events.ProblemTypeBase + "console", "title": http.StatusText(status), "status": status, "detail": detail})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// unavailable answers 503 for a NATS error, 500 otherwise.
+func unavailable(w http.ResponseWriter, err error) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, transcript.ErrNoResponders) || errors.Is(err, nats.ErrNoResponders) {
+		fail(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	fail(w, http.StatusInternalServerError, err.Error())
+}

@@ -1,0 +1,352 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/store"
+	"github.com/recallhq/recall/internal/transcript"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/memory"
+)
+
+// Bounds of one session page.
+const (
+	maxPoints   = 600 // points of the token chart
+	maxTimeline = 300 // newest lifecycle events
+)
+
+// sessionPage is everything the session page shows.
+type sessionPage struct {
+	Tenant  string               `json:"tenant"`
+	Session string               `json:"session"`
+	Records int                  `json:"records"`
+	Memory  *memoryView          `json:"memory,omitempty"`
+	History []revision           `json:"history"`
+	Index   *events.SessionIndex `json:"index,omitempty"`
+	// Series is the estimated context size after each record (downsampled);
+	// Extractions and Compactions mark the chart.
+	Series      []point    `json:"series"`
+	Extractions []mark     `json:"extractions"`
+	Compactions []mark     `json:"compactions"`
+	Timeline    []happened `json:"timeline"`
+	Extracting  bool       `json:"extracting"`
+}
+
+type memoryView struct {
+	events.MemoryRecord
+	Revision uint64 `json:"revision"`
+}
+
+type revision struct {
+	Revision          uint64    `json:"revision"`
+	Time              time.Time `json:"time"`
+	Notes             string    `json:"notes"`
+	LastSummarizedSeq uint64    `json:"last_summarized_seq"`
+}
+
+type point struct {
+	Seq    uint64 `json:"seq"`
+	Tokens int64  `json:"tokens"`
+}
+
+type mark struct {
+	Seq   uint64    `json:"seq"`
+	Time  time.Time `json:"time"`
+	Label string    `json:"label"`
+}
+
+// happened is one lifecycle notification of the session.
+type happened struct {
+	Seq  uint64          `json:"seq"`
+	Time time.Time       `json:"time"`
+	Kind string          `json:"kind"`
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+func (c *Console) session(w http.ResponseWriter, r *http.Request) {
+	_, tenant, ok := c.tenantOf(w, r)
+	if !ok {
+		return
+	}
+	session := r.PathValue("session")
+	if err := events.ValidateID(session); err != nil {
+		fail(w, http.StatusBadRequest, "session: "+err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	var timing serverTiming
+	page, err := c.sessionPage(ctx, tenant, session, &timing)
+	w.Header().Set("Server-Timing", timing.String())
+	switch {
+	case errors.Is(err, errNoSession):
+		fail(w, http.StatusNotFound, "tenant "+tenant+" has no session "+session)
+	case err != nil:
+		unavailable(w, err)
+	default:
+		writeJSON(w, page)
+	}
+}
+
+func (c *Console) sessionPage(ctx context.Context, tenant, session string, timing *serverTiming) (*sessionPage, error) {
+	p := &sessionPage{Tenant: tenant, Session: session, History: []revision{}, Extractions: []mark{}, Compactions: []mark{}, Timeline: []happened{}}
+	if err := timing.measure("transcript", func() error { return c.readSeries(ctx, p) }); err != nil {
+		return nil, err
+	}
+	if p.Records == 0 {
+		return nil, errNoSession
+	}
+	if err := timing.measure("memory", func() error { return c.readMemory(ctx, p) }); err != nil {
+		return nil, err
+	}
+	if err := timing.measure("events", func() error { return c.readTimeline(ctx, p) }); err != nil {
+		return nil, err
+	}
+	key := events.MemoryKey(tenant, session)
+	if kv, err := c.js.KeyValue(ctx, events.BucketIndex); err == nil {
+		if e, err := kv.Get(ctx, key); err == nil {
+			var ix events.SessionIndex
+			if json.Unmarshal(e.Value(), &ix) == nil {
+				p.Index = &ix
+			}
+		}
+	}
+	if kv, err := c.js.KeyValue(ctx, events.BucketStatus); err == nil {
+		_, err := kv.Get(ctx, key)
+		p.Extracting = err == nil
+	}
+	return p, nil
+}
+
+// readSeries reads the transcript: the estimated context after each
+// record (reset to the reported size at each compaction boundary). Only
+// the records after the cached series of the session are read.
+func (c *Console) readSeries(ctx context.Context, p *sessionPage) error {
+	key := p.Tenant + "." + p.Session
+	s := c.series.get(key)
+	next := &series{records: s.records, lastSeq: s.lastSeq, tokens: s.tokens,
+		points: slices.Clip(s.points), compactions: slices.Clip(s.compactions)}
+	err := transcript.ScanRaw(ctx, c.nc, events.StreamTranscript, events.TranscriptSubject(p.Tenant, p.Session), s.lastSeq+1, 0, 1024,
+		func(m transcript.Raw) bool {
+			next.add(m)
+			return true
+		})
+	if err != nil {
+		return err
+	}
+	c.series.put(key, next)
+	p.Records = next.records
+	p.Series = downsample(next.points, maxPoints)
+	p.Compactions = append(p.Compactions, next.compactions...)
+	return nil
+}
+
+// series is a session's context estimate so far.
+type series struct {
+	records     int
+	lastSeq     uint64
+	tokens      int64
+	points      []point
+	compactions []mark
+}
+
+// add accounts for one stored record. Binary-mode records are read from
+// their ce-type header and data alone; others are decoded whole.
+func (s *series) add(m transcript.Raw) {
+	s.records++
+	s.lastSeq = m.Seq
+	var msg *events.Message
+	var compacted *events.SessionCompacted
+	switch typ := m.Header.Get("ce-type"); typ {
+	case events.TypeMessage:
+		msg, _ = events.DecodeMessage(m.Data)
+	case events.TypeSessionCompacted:
+		compacted = new(events.SessionCompacted)
+		if json.Unmarshal(m.Data, compacted) != nil {
+			compacted = nil
+		}
+	case "":
+		if rec, err := transcript.Decode(m.Header, m.Data); err == nil {
+			msg, compacted = rec.Message, rec.Compacted
+		}
+	}
+	switch {
+	case msg != nil:
+		s.tokens += memory.EstimateMessage(msg)
+	case compacted != nil:
+		s.tokens = compacted.PostTokens
+		s.compactions = append(s.compactions, mark{Seq: m.Seq, Time: m.Time,
+			Label: "compacted " + itoa(compacted.PreTokens) + " → " + itoa(compacted.PostTokens) + " tokens"})
+	default:
+		return
+	}
+	s.points = append(s.points, point{Seq: m.Seq, Tokens: s.tokens})
+}
+
+// lru keeps what was read of the sessions viewed last (their series and
+// timelines), so that a page refreshed by a live update reads only what is
+// new. Values are replaced, never changed, so a reader needs no lock after
+// get.
+type lru[T any] struct {
+	mu    sync.Mutex
+	max   int
+	byKey map[string]*T
+	order []string // least recently stored first
+}
+
+func (c *lru[T]) get(key string) *T {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v := c.byKey[key]; v != nil {
+		return v
+	}
+	return new(T)
+}
+
+func (c *lru[T]) put(key string, v *T) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byKey == nil {
+		c.byKey = map[string]*T{}
+	}
+	if _, ok := c.byKey[key]; ok {
+		c.order = slices.DeleteFunc(c.order, func(k string) bool { return k == key })
+	}
+	c.byKey[key] = v
+	c.order = append(c.order, key)
+	for len(c.order) > c.max {
+		delete(c.byKey, c.order[0])
+		c.order = c.order[1:]
+	}
+}
+
+// downsample keeps at most n points: the largest of each run, so peaks
+// (the moments just before a compaction) survive.
+func downsample(all []point, n int) []point {
+	if len(all) <= n {
+		if all == nil {
+			return []point{}
+		}
+		return all
+	}
+	step := (len(all) + n - 1) / n
+	out := make([]point, 0, n+1)
+	for i := 0; i < len(all); i += step {
+		best := all[i]
+		for _, q := range all[i:min(i+step, len(all))] {
+			if q.Tokens > best.Tokens {
+				best = q
+			}
+		}
+		out = append(out, best)
+	}
+	if last := all[len(all)-1]; out[len(out)-1] != last {
+		out = append(out, last)
+	}
+	return out
+}
+
+// readMemory reads the memory and its kept revisions; each revision is an
+// extraction point on the chart.
+func (c *Console) readMemory(ctx context.Context, p *sessionPage) error {
+	kv, err := c.js.KeyValue(ctx, events.BucketMemory)
+	if err != nil {
+		return err
+	}
+	key := events.MemoryKey(p.Tenant, p.Session)
+	hist, err := kv.History(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range hist {
+		if e.Operation() != jetstream.KeyValuePut {
+			continue
+		}
+		rec, err := store.DecodeMemory(key, e.Revision(), e.Value())
+		if err != nil {
+			continue // shown as missing; the compactor reports it
+		}
+		p.History = append(p.History, revision{Revision: e.Revision(), Time: e.Created(), Notes: rec.Notes, LastSummarizedSeq: rec.LastSummarizedSeq})
+		p.Extractions = append(p.Extractions, mark{Seq: rec.LastSummarizedSeq, Time: e.Created(), Label: "memory revision " + itoa(int64(e.Revision()))})
+		p.Memory = &memoryView{MemoryRecord: rec, Revision: e.Revision()}
+	}
+	return nil
+}
+
+// timeline is a session's newest lifecycle notifications so far.
+type timeline struct {
+	lastSeq uint64
+	items   []happened
+}
+
+// readTimeline reads the session's newest lifecycle notifications (after
+// the cached ones).
+func (c *Console) readTimeline(ctx context.Context, p *sessionPage) error {
+	key := p.Tenant + "." + p.Session
+	had := c.timelines.get(key)
+	tl := &timeline{lastSeq: had.lastSeq, items: slices.Clip(had.items)}
+	subject := events.SubjectEventsRoot + ".*." + p.Tenant + "." + p.Session
+	err := transcript.ScanRaw(ctx, c.nc, events.StreamEvents, subject, had.lastSeq+1, 0, 1024, func(m transcript.Raw) bool {
+		tl.items = append(tl.items, notification(m))
+		tl.lastSeq = m.Seq
+		if len(tl.items) > 2*maxTimeline {
+			tl.items = slices.Clone(tl.items[len(tl.items)-maxTimeline:])
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if len(tl.items) > maxTimeline {
+		tl.items = slices.Clone(tl.items[len(tl.items)-maxTimeline:])
+	}
+	c.timelines.put(key, tl)
+	p.Timeline = append(p.Timeline, tl.items...)
+	return nil
+}
+
+// notification is a stored lifecycle event as the page shows it: its kind
+// (the subject's second token) and its data.
+func notification(m transcript.Raw) happened {
+	h := happened{Seq: m.Seq, Time: m.Time, Kind: kindOf(m.Subject)}
+	if json.Valid(m.Data) {
+		h.Data = m.Data
+	}
+	return h
+}
+
+func kindOf(subject string) string {
+	parts := strings.SplitN(subject, ".", 4)
+	if len(parts) < 3 {
+		return ""
+	}
+	return parts[2]
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// serverTiming is the Server-Timing header of a page: how long each read
+// took, for the browser's developer tools and for the console's tests.
+type serverTiming []string
+
+func (t *serverTiming) measure(name string, f func() error) error {
+	start := time.Now()
+	err := f()
+	*t = append(*t, name+";dur="+strconv.FormatFloat(float64(time.Since(start).Microseconds())/1000, 'f', 1, 64))
+	return err
+}
+
+func (t serverTiming) String() string { return strings.Join(t, ", ") }

@@ -1,0 +1,88 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/recallhq/recall/pkg/events"
+)
+
+// live streams the lifecycle notifications of RECALL_EVENTS as they are
+// published, as server-sent events (event: <kind>, data: {tenant,
+// session, seq-less notification}); a tenant token gets its tenant's, an
+// operator every tenant's or the one asked for.
+func (c *Console) live(w http.ResponseWriter, r *http.Request) {
+	id, ok := c.identify(w, r)
+	if !ok {
+		return
+	}
+	tenant := r.URL.Query().Get("tenant")
+	if !id.Operator {
+		tenant = id.Tenant
+	}
+	subject := events.SubjectEventsRoot + ".>"
+	if tenant != "" {
+		if err := events.ValidateID(tenant); err != nil {
+			fail(w, http.StatusBadRequest, "tenant: "+err.Error())
+			return
+		}
+		subject = events.SubjectEventsRoot + ".*." + tenant + ".*"
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		fail(w, http.StatusInternalServerError, "streaming is not supported here")
+		return
+	}
+	ch := make(chan *nats.Msg, 256)
+	sub, err := c.nc.ChanSubscribe(subject, ch)
+	if err != nil {
+		unavailable(w, err)
+		return
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, ": recall live\n\n")
+	flusher.Flush()
+	ping := time.NewTicker(15 * time.Second)
+	defer ping.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-ping.C:
+			fmt.Fprint(w, ": ping\n\n")
+		case m := <-ch:
+			t, s := tenantSession(m.Subject)
+			fmt.Fprintf(w, "event: %s\ndata: {\"tenant\":%q,\"session\":%q,\"data\":%s}\n\n", kindOf(m.Subject), t, s, dataOrNull(m.Data))
+		}
+		flusher.Flush()
+	}
+}
+
+// tenantSession are the last two tokens of recall.events.<kind>.<t>.<s>.
+func tenantSession(subject string) (string, string) {
+	parts := strings.Split(subject, ".")
+	if len(parts) != 5 {
+		return "", ""
+	}
+	return parts[3], parts[4]
+}
+
+// dataOrNull is b on one line (an SSE data line ends at a newline), or
+// null when b is not JSON.
+func dataOrNull(b []byte) []byte {
+	var buf bytes.Buffer
+	if json.Compact(&buf, b) != nil {
+		return []byte("null")
+	}
+	return buf.Bytes()
+}

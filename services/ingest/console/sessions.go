@@ -1,0 +1,166 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/store"
+	"github.com/recallhq/recall/internal/transcript"
+	"github.com/recallhq/recall/pkg/events"
+)
+
+// maxSessions bounds the sessions page (the most recently active first).
+const maxSessions = 500
+
+// sessionRow is one line of the sessions page.
+type sessionRow struct {
+	Session      string    `json:"session"`
+	Records      uint64    `json:"records"`
+	LastSeq      uint64    `json:"last_seq"`
+	LastActivity time.Time `json:"last_activity"`
+	// Memory: its revision, how far it covers, when it was written.
+	MemoryRevision    uint64    `json:"memory_revision,omitempty"`
+	LastSummarizedSeq uint64    `json:"last_summarized_seq,omitempty"`
+	Extractions       int       `json:"extractions,omitempty"`
+	MemoryUpdated     time.Time `json:"memory_updated,omitzero"`
+	Extracting        bool      `json:"extracting,omitempty"`
+	// From the session index.
+	Name    string   `json:"name,omitempty"`
+	Tags    []string `json:"tags,omitempty"`
+	Summary string   `json:"summary,omitempty"`
+}
+
+// sessions lists the tenant's sessions, most recently active first; q
+// filters by id, name, tag and summary.
+func (c *Console) sessions(w http.ResponseWriter, r *http.Request) {
+	_, tenant, ok := c.tenantOf(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	rows, err := c.listSessions(ctx, tenant)
+	if err != nil {
+		unavailable(w, err)
+		return
+	}
+	if q := strings.ToLower(strings.TrimSpace(r.URL.Query().Get("q"))); q != "" {
+		kept := rows[:0]
+		for _, row := range rows {
+			if strings.Contains(strings.ToLower(row.Session+" "+row.Name+" "+strings.Join(row.Tags, " ")+" "+row.Summary), q) {
+				kept = append(kept, row)
+			}
+		}
+		rows = kept
+	}
+	writeJSON(w, map[string]any{"tenant": tenant, "sessions": rows})
+}
+
+func (c *Console) listSessions(ctx context.Context, tenant string) ([]*sessionRow, error) {
+	heads, err := transcript.LastOfEach(ctx, c.nc, events.StreamTranscript, events.TranscriptSubject(tenant, "*"), 10000)
+	if err != nil {
+		return nil, err
+	}
+	bySession := map[string]*sessionRow{}
+	rows := make([]*sessionRow, 0, len(heads))
+	for _, h := range heads {
+		_, session, ok := events.SplitSessionSubject(h.Subject)
+		if !ok {
+			continue
+		}
+		row := &sessionRow{Session: session, LastSeq: h.Seq, LastActivity: h.Time}
+		bySession[session] = row
+		rows = append(rows, row)
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].LastActivity.After(rows[j].LastActivity) })
+	if len(rows) > maxSessions {
+		rows = rows[:maxSessions]
+	}
+	if err := c.countRecords(ctx, tenant, bySession); err != nil {
+		return nil, err
+	}
+	c.joinBuckets(ctx, tenant, bySession)
+	return rows, nil
+}
+
+// countRecords fills each session's record count from the stream's
+// per-subject state.
+func (c *Console) countRecords(ctx context.Context, tenant string, rows map[string]*sessionRow) error {
+	st, err := c.js.Stream(ctx, events.StreamTranscript)
+	if err != nil {
+		return err
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(events.TranscriptSubject(tenant, "*")))
+	if err != nil {
+		return err
+	}
+	for subj, n := range info.State.Subjects {
+		if _, session, ok := events.SplitSessionSubject(subj); ok && rows[session] != nil {
+			rows[session].Records = n
+		}
+	}
+	return nil
+}
+
+// joinBuckets adds memory, index and extraction state from one filtered
+// read of each bucket. A bucket that cannot be read leaves its columns
+// empty: the page still shows the transcript.
+func (c *Console) joinBuckets(ctx context.Context, tenant string, rows map[string]*sessionRow) {
+	c.eachValue(ctx, events.BucketMemory, tenant+".*", func(session string, e jetstream.KeyValueEntry) {
+		if row := rows[session]; row != nil {
+			if rec, err := store.DecodeMemory(e.Key(), e.Revision(), e.Value()); err == nil {
+				row.MemoryRevision, row.LastSummarizedSeq, row.Extractions, row.MemoryUpdated = e.Revision(), rec.LastSummarizedSeq, rec.Extractions, rec.UpdatedAt
+			}
+		}
+	})
+	c.eachValue(ctx, events.BucketIndex, tenant+".*", func(session string, e jetstream.KeyValueEntry) {
+		var ix events.SessionIndex
+		if row := rows[session]; row != nil && json.Unmarshal(e.Value(), &ix) == nil {
+			row.Name, row.Tags, row.Summary = ix.Name, ix.Tags, ix.Summary
+		}
+	})
+	c.eachValue(ctx, events.BucketStatus, tenant+".*", func(session string, _ jetstream.KeyValueEntry) {
+		if row := rows[session]; row != nil {
+			row.Extracting = true
+		}
+	})
+}
+
+// eachValue calls fn with the current value of every key of bucket that
+// matches filter (<tenant>.*), by session.
+func (c *Console) eachValue(ctx context.Context, bucket, filter string, fn func(session string, e jetstream.KeyValueEntry)) {
+	kv, err := c.js.KeyValue(ctx, bucket)
+	if err != nil {
+		return
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watch, err := kv.Watch(wctx, filter, jetstream.IgnoreDeletes())
+	if err != nil {
+		return
+	}
+	defer func() { _ = watch.Stop() }()
+	for {
+		select {
+		case e := <-watch.Updates():
+			if e == nil {
+				return // the initial values are done
+			}
+			if _, session, ok := strings.Cut(e.Key(), "."); ok {
+				fn(session, e)
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// errNoSession answers 404.
+var errNoSession = errors.New("no such session")
