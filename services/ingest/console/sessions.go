@@ -30,6 +30,9 @@ type sessionRow struct {
 	LastSummarizedSeq uint64    `json:"last_summarized_seq,omitempty"`
 	Extractions       int       `json:"extractions,omitempty"`
 	MemoryUpdated     time.Time `json:"memory_updated,omitzero"`
+	// ContextTokens is the trigger's count of the session's context at
+	// its last extraction request.
+	ContextTokens int64 `json:"context_tokens,omitempty"`
 	Extracting        bool      `json:"extracting,omitempty"`
 	// From the session index.
 	Name    string   `json:"name,omitempty"`
@@ -87,8 +90,27 @@ func (c *Console) listSessions(ctx context.Context, tenant string) ([]*sessionRo
 		return nil, err
 	}
 	c.joinBuckets(ctx, tenant, bySession)
+	c.joinContext(ctx, tenant, bySession)
 	return rows, nil
 }
+
+// joinContext adds each session's context size at its last extraction
+// request: the newest extraction_requested notification of each session,
+// in one batch read.
+func (c *Console) joinContext(ctx context.Context, tenant string, rows map[string]*sessionRow) {
+	last, err := transcript.LastOfEach(ctx, c.nc, events.StreamEvents, events.EventsSubject(events.KindExtractionRequested, tenant, "*"), 10000)
+	if err != nil {
+		return // the column stays empty
+	}
+	for _, m := range last {
+		var req events.ExtractionRequested
+		if row := rows[lastToken(m.Subject)]; row != nil && json.Unmarshal(m.Data, &req) == nil {
+			row.ContextTokens = req.Counters.Tokens
+		}
+	}
+}
+
+func lastToken(subject string) string { return subject[strings.LastIndexByte(subject, '.')+1:] }
 
 // countRecords fills each session's record count from the stream's
 // per-subject state.

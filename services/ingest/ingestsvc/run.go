@@ -109,37 +109,44 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 		return nil, fmt.Errorf("starting the NATS ingest endpoint: %w", err)
 	}
 
-	mux := ops.Handler(s.readyErr)
-	mux.Handle("POST /v1/events", NewEventsHandler(in, auth, limits))
-	NewSessionAPI(s.nc, auth, cfg.APITimeout, limits).Register(mux)
-	con, err := console.New(s.nc, auth.Identify, console.Config{Tenants: auth.ConsoleTenants(), Timeout: cfg.APITimeout, Log: log})
-	if err != nil {
+	if err := s.serveHTTP(ctx, in, auth, limits); err != nil {
 		_ = s.svc.Stop()
 		s.apiNC.Close()
 		s.nc.Close()
-		return nil, fmt.Errorf("starting the console: %w", err)
-	}
-	con.Register(mux)
-	s.handler = mux
-	if cfg.HTTPAddr != "" {
-		s.ln, err = net.Listen("tcp", cfg.HTTPAddr)
-		if err != nil {
-			_ = s.svc.Stop()
-			s.apiNC.Close()
-			s.nc.Close()
-			return nil, fmt.Errorf("listening on %s: %w", cfg.HTTPAddr, err)
-		}
-		s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-		go func() {
-			if err := s.http.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				s.httpErr <- err
-			}
-		}()
-		log.InfoContext(ctx, "HTTP edge listening", "addr", s.ln.Addr().String())
+		return nil, err
 	}
 	s.ready.Store(true)
 	log.InfoContext(ctx, "ingest started", "nats_endpoint", IngestEndpointSubject)
 	return s, nil
+}
+
+// serveHTTP builds the HTTP edge (events, the session API, the console,
+// operational endpoints) and, with an address configured, listens.
+func (s *Service) serveHTTP(ctx context.Context, in *Ingester, auth *Auth, limits Limits) error {
+	cfg := s.cfg
+	mux := ops.Handler(s.readyErr)
+	mux.Handle("POST /v1/events", NewEventsHandler(in, auth, limits))
+	NewSessionAPI(s.nc, auth, cfg.APITimeout, limits).Register(mux)
+	con, err := console.New(s.nc, auth.Identify, console.Config{Tenants: auth.ConsoleTenants(), Timeout: cfg.APITimeout, Log: s.log})
+	if err != nil {
+		return fmt.Errorf("starting the console: %w", err)
+	}
+	con.Register(mux)
+	s.handler = mux
+	if cfg.HTTPAddr == "" {
+		return nil
+	}
+	if s.ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		return fmt.Errorf("listening on %s: %w", cfg.HTTPAddr, err)
+	}
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	go func() {
+		if err := s.http.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.httpErr <- err
+		}
+	}()
+	s.log.InfoContext(ctx, "HTTP edge listening", "addr", s.ln.Addr().String())
+	return nil
 }
 
 // Addr is the HTTP edge's listen address ("" when HTTP is off).

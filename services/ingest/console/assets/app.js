@@ -224,13 +224,14 @@ function sessionsTable(rows) {
       el("td", {}, (r.tags || []).map(t => el("span", { class: "tag", text: t }))),
       el("td", { class: "num", text: num(r.records) }),
       el("td", { title: fmtTime(r.last_activity), text: ago(r.last_activity) }),
+      el("td", { class: "num", text: r.context_tokens ? num(r.context_tokens) : "—" }),
       el("td", { class: "num", text: r.memory_revision ? "r" + r.memory_revision : "—" }),
       el("td", { class: "num", text: r.last_summarized_seq ? num(r.last_summarized_seq) + " / " + num(r.last_seq) : "—" }),
       el("td", {}, r.extracting ? el("span", { class: "badge running", text: "extracting" }) : "")));
   }
   return el("table", {}, el("thead", {}, el("tr", {},
     el("th", { text: "Session" }), el("th", { text: "Tags" }), el("th", { class: "num", text: "Records" }),
-    el("th", { text: "Last activity" }), el("th", { class: "num", text: "Memory" }), el("th", { class: "num", text: "Covered / last seq" }), el("th", { text: "State" }))), body);
+    el("th", { text: "Last activity" }), el("th", { class: "num", title: "the trigger's count at the last extraction request", text: "Context tokens" }), el("th", { class: "num", text: "Memory" }), el("th", { class: "num", text: "Covered / last seq" }), el("th", { text: "State" }))), body);
 }
 
 async function sessionPage(tenant, session) {

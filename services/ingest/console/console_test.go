@@ -1,0 +1,245 @@
+package console_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/natstest"
+	"github.com/recallhq/recall/internal/parked"
+	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/events/natsce"
+	"github.com/recallhq/recall/services/ingest/console"
+)
+
+// tokens: "a" is tenant acme, "b" tenant beta, "op" an operator.
+func testAuth(r *http.Request) (console.Identity, error) {
+	switch r.Header.Get("Authorization") {
+	case "Bearer a":
+		return console.Identity{Tenant: "acme"}, nil
+	case "Bearer b":
+		return console.Identity{Tenant: "beta"}, nil
+	case "Bearer op":
+		return console.Identity{Operator: true}, nil
+	}
+	return console.Identity{}, errors.New("missing or unknown bearer token")
+}
+
+type fixture struct {
+	url string
+	js  jetstream.JetStream
+	nc  *nats.Conn
+}
+
+func start(t *testing.T) *fixture {
+	t.Helper()
+	srv := natstest.Start(t)
+	nc, js := srv.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := console.New(nc, testAuth, console.Config{Tenants: []string{"beta", "acme", "acme"}, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	c.Register(mux)
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	return &fixture{url: hs.URL, js: js, nc: nc}
+}
+
+// say stores a user message in the transcript, binary mode.
+func (f *fixture) say(t *testing.T, tenant, session, id, text string) {
+	t.Helper()
+	e := event.New()
+	e.SetID(id)
+	e.SetSource("/test")
+	e.SetType(events.TypeMessage)
+	_ = e.SetData("application/json", events.Message{UUID: id, Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: text}}})
+	if _, err := f.js.PublishMsg(context.Background(), natsce.NewMsg(events.TranscriptSubject(tenant, session), &e)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) get(t *testing.T, method, path, token, body string, out any) int {
+	t.Helper()
+	req, _ := http.NewRequest(method, f.url+path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		_ = json.NewDecoder(resp.Body).Decode(out)
+	}
+	return resp.StatusCode
+}
+
+func TestConsoleAPI(t *testing.T) {
+	f := start(t)
+	f.say(t, "acme", "s1", "m1", "Make the parser stream tokens.")
+	f.say(t, "acme", "s1", "m2", "And add a benchmark.")
+	f.say(t, "acme", "s2", "m1", "Rename the module.")
+	f.say(t, "beta", "secret", "m1", "Rotate the keys.")
+
+	var who struct {
+		Tenant   string
+		Operator bool
+		Tenants  []string
+	}
+	if code := f.get(t, "GET", "/console/api/whoami", "", "", nil); code != http.StatusUnauthorized {
+		t.Fatalf("whoami without a token: %d", code)
+	}
+	if f.get(t, "GET", "/console/api/whoami", "op", "", &who); !who.Operator || strings.Join(who.Tenants, ",") != "acme,beta" {
+		t.Fatalf("operator: %+v", who)
+	}
+	var list struct {
+		Sessions []struct {
+			Session string
+			Records int
+		}
+	}
+	if code := f.get(t, "GET", "/console/api/tenants/acme/sessions", "a", "", &list); code != 200 || len(list.Sessions) != 2 || list.Sessions[0].Session != "s2" || list.Sessions[1].Records != 2 {
+		t.Fatalf("acme's sessions: %d %+v", code, list)
+	}
+	if f.get(t, "GET", "/console/api/tenants/acme/sessions?q=S1", "a", "", &list); len(list.Sessions) != 1 || list.Sessions[0].Session != "s1" {
+		t.Fatalf("search: %+v", list)
+	}
+	for _, c := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/console/api/tenants/beta/sessions", "a", http.StatusForbidden},
+		{"/console/api/tenants/beta/sessions/secret", "a", http.StatusForbidden},
+		{"/console/api/tenants/beta/sessions", "op", http.StatusOK},
+		{"/console/api/tenants/a.b/sessions", "op", http.StatusBadRequest},
+		{"/console/api/tenants/acme/sessions/nope", "a", http.StatusNotFound},
+		{"/console/api/tenants/acme/sessions/bad.id", "a", http.StatusBadRequest},
+		{"/console/api/tenants/acme/sessions", "", http.StatusUnauthorized},
+	} {
+		if code := f.get(t, "GET", c.path, c.token, "", nil); code != c.want {
+			t.Errorf("GET %s as %q: %d, want %d", c.path, c.token, code, c.want)
+		}
+	}
+	var page struct {
+		Records int
+		Series  []struct{ Seq, Tokens int64 }
+	}
+	if code := f.get(t, "GET", "/console/api/tenants/acme/sessions/s1", "a", "", &page); code != 200 || page.Records != 2 || len(page.Series) != 2 || page.Series[1].Tokens <= page.Series[0].Tokens {
+		t.Fatalf("session page: %d %+v", code, page)
+	}
+	// A new record reaches a page that was read before (the cached series
+	// is extended, not reused as it was).
+	f.say(t, "acme", "s1", "m3", "Then ship it.")
+	if f.get(t, "GET", "/console/api/tenants/acme/sessions/s1", "a", "", &page); page.Records != 3 || len(page.Series) != 3 {
+		t.Fatalf("after a new record: %+v", page)
+	}
+	if code := f.get(t, "POST", "/console/api/tenants/acme/sessions/s1/preview", "a", "", nil); code != http.StatusServiceUnavailable {
+		t.Fatalf("preview without a compactor: %d", code)
+	}
+}
+
+func TestConsoleParked(t *testing.T) {
+	f := start(t)
+	kv, err := f.js.KeyValue(context.Background(), events.BucketParked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range []string{"acme", "beta"} {
+		p := &parked.Parked{Request: events.ExtractionRequested{Tenant: tenant, Session: "s1", UpToSeq: 7}, Reason: "provider_error", Error: "529", ParkedAt: time.Now()}
+		if err := parked.Put(context.Background(), kv, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got struct {
+		Parked    []parked.Parked
+		CanReplay bool `json:"can_replay"`
+	}
+	if f.get(t, "GET", "/console/api/parked?tenant=beta", "a", "", &got); len(got.Parked) != 1 || got.Parked[0].Request.Tenant != "acme" || got.CanReplay {
+		t.Fatalf("a tenant's parked list: %+v", got)
+	}
+	if f.get(t, "GET", "/console/api/parked", "op", "", &got); len(got.Parked) != 2 || !got.CanReplay {
+		t.Fatalf("the operator's parked list: %+v", got)
+	}
+	if code := f.get(t, "POST", "/console/api/parked/replay", "a", `{"tenant":"acme","session":"s1"}`, nil); code != http.StatusForbidden {
+		t.Fatalf("a tenant replaying: %d", code)
+	}
+	for _, body := range []string{`{"tenant":"acme"}`, `{"tenant":"a b","session":"s1"}`, `not json`} {
+		if code := f.get(t, "POST", "/console/api/parked/replay", "op", body, nil); code != http.StatusBadRequest {
+			t.Fatalf("replay %s: %d", body, code)
+		}
+	}
+	var replayed struct{ Replayed int }
+	if code := f.get(t, "POST", "/console/api/parked/replay", "op", `{"tenant":"acme","session":"s1"}`, &replayed); code != 200 || replayed.Replayed != 1 {
+		t.Fatalf("replay: %d %+v", code, replayed)
+	}
+	st, _ := f.js.Stream(context.Background(), events.StreamExtract)
+	if info, _ := st.Info(context.Background()); info.State.Msgs != 1 {
+		t.Fatalf("the replayed request is not queued: %d messages", info.State.Msgs)
+	}
+	if f.get(t, "GET", "/console/api/parked", "op", "", &got); len(got.Parked) != 1 || got.Parked[0].Request.Tenant != "beta" {
+		t.Fatalf("after the replay: %+v", got)
+	}
+}
+
+// TestConsoleLive: the live stream carries the tenant's notifications and
+// no other tenant's.
+func TestConsoleLive(t *testing.T) {
+	f := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", f.url+"/console/api/live?tenant=beta", nil)
+	req.Header.Set("Authorization", "Bearer a") // a tenant cannot ask for another's
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	r := bufio.NewReader(resp.Body)
+	if line, _ := r.ReadString('\n'); !strings.HasPrefix(line, ": recall live") {
+		t.Fatalf("first line %q", line)
+	}
+	for _, tenant := range []string{"beta", "acme"} {
+		if _, err := f.js.Publish(ctx, events.EventsSubject(events.KindExtractionCompleted, tenant, "s1"), fmt.Appendf(nil, `{"tenant":%q,"revision":3}`, tenant)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for len(got) < 2 {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("after %q: %v", got, err)
+		}
+		if line = strings.TrimSpace(line); line != "" {
+			got = append(got, line)
+		}
+	}
+	want := []string{"event: extraction_completed", `data: {"tenant":"acme","session":"s1","data":{"tenant":"acme","revision":3}}`}
+	if got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("stream: %q, want %q", got, want)
+	}
+	cancel()
+	_, _ = io.Copy(io.Discard, resp.Body)
+}
