@@ -33,7 +33,7 @@ type sessionRow struct {
 	// ContextTokens is the trigger's count of the session's context at
 	// its last extraction request.
 	ContextTokens int64 `json:"context_tokens,omitempty"`
-	Extracting        bool      `json:"extracting,omitempty"`
+	Extracting    bool  `json:"extracting,omitempty"`
 	// From the session index.
 	Name    string   `json:"name,omitempty"`
 	Tags    []string `json:"tags,omitempty"`
