@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,11 +45,18 @@ func TestUpRefusesOpenNATSOffLoopback(t *testing.T) {
 // users) and not the other tenant's replies; a restart reuses the users.
 func TestUpWithTenantsAuthenticates(t *testing.T) {
 	t.Setenv("RECALL_TENANTS", "acme:"+ingestsvc.HashToken("tok-a")+",beta:"+ingestsvc.HashToken("tok-b"))
+	t.Setenv("RECALL_OPERATOR_TOKENS", ingestsvc.HashToken("tok-op"))
 	dir := t.TempDir()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	st, err := startStack(ctx, stackOptions{DataDir: dir, NATSListen: "127.0.0.1:0", Log: log})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	httpAddr := ln.Addr().String()
+	ln.Close()
+	st, err := startStack(ctx, stackOptions{DataDir: dir, NATSListen: "127.0.0.1:0", HTTPAddr: httpAddr, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +121,57 @@ func TestUpWithTenantsAuthenticates(t *testing.T) {
 	}
 	if m, err := committed.NextMsg(30 * time.Second); err != nil || !strings.Contains(string(m.Data), `"success":true`) {
 		t.Fatalf("acme's commit: %v %v", m, err)
+	}
+	// The console, served by ingest as its own NATS user, reads the
+	// buckets and streams, follows notifications and replays.
+	consoleGet := func(method, path, token string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, method, "http://"+httpAddr+path, strings.NewReader(`{"tenant":"acme","session":"ltm1"}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, c := range []struct{ method, path, token, want string }{
+		{"GET", "/console/api/tenants/acme/sessions", "tok-a", `"session":"ltm1"`},
+		{"GET", "/console/api/tenants/acme/sessions/ltm1", "tok-a", `"records":3`},
+		{"GET", "/console/api/parked", "tok-op", `"can_replay":true`},
+		{"POST", "/console/api/parked/replay", "tok-op", `"replayed":0`},
+	} {
+		if code, body := consoleGet(c.method, c.path, c.token); code != http.StatusOK || !strings.Contains(body, c.want) {
+			t.Fatalf("console %s %s: %d %s", c.method, c.path, code, body)
+		}
+	}
+	// The live stream as the operator (every tenant), then a compaction of
+	// acme's session: its notification arrives.
+	lctx, lcancel := context.WithTimeout(ctx, 15*time.Second)
+	defer lcancel()
+	lreq, _ := http.NewRequestWithContext(lctx, "GET", "http://"+httpAddr+"/console/api/live", nil)
+	lreq.Header.Set("Authorization", "Bearer tok-op")
+	lresp, err := http.DefaultClient.Do(lreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lresp.Body.Close()
+	lines := bufio.NewReader(lresp.Body)
+	_, _ = lines.ReadString('\n')      // ": recall live"
+	time.Sleep(200 * time.Millisecond) // the subscription is registered with the server
+	tc := time.Now()
+	if _, err := chunked.Request(lctx, acme, events.APISubject(events.VerbCompact, "acme", "ltm1"), nil, []byte(`{"wait_timeout_ms":0}`)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		line, err := lines.ReadString('\n')
+		if err != nil {
+			t.Fatalf("no compaction_served on the operator's live stream: %v", err)
+		}
+		if strings.HasPrefix(line, "event: compaction_served") {
+			t.Logf("compaction_served on the live stream %v after the request", time.Since(tc))
+			break
+		}
 	}
 	sub, err := acme.SubscribeSync(natsperm.InboxPrefix("beta") + ".>")
 	if err == nil {

@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -65,7 +66,14 @@ type Console struct {
 	series    lru[series]
 	timelines lru[timeline]
 	cfg       Config
+	// closing ends the live streams (Close), which would otherwise hold a
+	// graceful HTTP shutdown until its deadline.
+	closing   chan struct{}
+	closeOnce sync.Once
 }
+
+// Close ends the live streams; register it with http.Server.RegisterOnShutdown.
+func (c *Console) Close() { c.closeOnce.Do(func() { close(c.closing) }) }
 
 // New returns the console reading through nc.
 func New(nc *nats.Conn, auth Authenticator, cfg Config) (*Console, error) {
@@ -80,7 +88,7 @@ func New(nc *nats.Conn, auth Authenticator, cfg Config) (*Console, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	cfg.Tenants = slices.Compact(slices.Sorted(slices.Values(cfg.Tenants)))
-	return &Console{nc: nc, js: js, auth: auth, reader: transcript.NewReader(nc), series: lru[series]{max: 32}, timelines: lru[timeline]{max: 32}, cfg: cfg}, nil
+	return &Console{nc: nc, js: js, auth: auth, reader: transcript.NewReader(nc), series: lru[series]{max: 32}, timelines: lru[timeline]{max: 32}, cfg: cfg, closing: make(chan struct{})}, nil
 }
 
 // Register adds the console's routes to mux.

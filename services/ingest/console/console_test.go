@@ -39,6 +39,7 @@ func testAuth(r *http.Request) (console.Identity, error) {
 }
 
 type fixture struct {
+	con *console.Console
 	url string
 	js  jetstream.JetStream
 	nc  *nats.Conn
@@ -61,7 +62,7 @@ func start(t *testing.T) *fixture {
 	c.Register(mux)
 	hs := httptest.NewServer(mux)
 	t.Cleanup(hs.Close)
-	return &fixture{url: hs.URL, js: js, nc: nc}
+	return &fixture{con: c, url: hs.URL, js: js, nc: nc}
 }
 
 // say stores a user message in the transcript, binary mode.
@@ -242,4 +243,27 @@ func TestConsoleLive(t *testing.T) {
 	}
 	cancel()
 	_, _ = io.Copy(io.Discard, resp.Body)
+}
+
+// TestConsoleCloseEndsLiveStreams: Close (registered for the HTTP server's
+// shutdown) ends open live streams, so they do not hold a graceful
+// shutdown until its deadline.
+func TestConsoleCloseEndsLiveStreams(t *testing.T) {
+	f := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", f.url+"/console/api/live", nil)
+	req.Header.Set("Authorization", "Bearer op")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	f.con.Close()
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		t.Fatalf("the stream did not end cleanly: %v", err)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("the stream stayed open after Close")
+	}
 }

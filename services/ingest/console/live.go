@@ -26,7 +26,7 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request) {
 	if !id.Operator {
 		tenant = id.Tenant
 	}
-	subject := events.SubjectEventsRoot + ".>"
+	subject := events.EventsSubject("*", "*", "*")
 	if tenant != "" {
 		if err := events.ValidateID(tenant); err != nil {
 			fail(w, http.StatusBadRequest, "tenant: "+err.Error())
@@ -57,6 +57,8 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case <-r.Context().Done():
+			return
+		case <-c.closing:
 			return
 		case <-ping.C:
 			fmt.Fprint(w, ": ping\n\n")

@@ -140,6 +140,7 @@ func (s *Service) serveHTTP(ctx context.Context, in *Ingester, auth *Auth, limit
 		return fmt.Errorf("listening on %s: %w", cfg.HTTPAddr, err)
 	}
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	s.http.RegisterOnShutdown(con.Close)
 	go func() {
 		if err := s.http.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.httpErr <- err
