@@ -127,6 +127,7 @@ func TestUpWithTenantsAuthenticates(t *testing.T) {
 	consoleGet := func(method, path, token string) (int, string) {
 		req, _ := http.NewRequestWithContext(ctx, method, "http://"+httpAddr+path, strings.NewReader(`{"tenant":"acme","session":"ltm1"}`))
 		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"mime"
 	"net/http"
 	"time"
 
@@ -86,6 +87,13 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request) {
 	}
 	if !id.Operator {
 		fail(w, http.StatusForbidden, "replaying parked extractions needs an operator token")
+		return
+	}
+	// A JSON content type cannot be sent cross-site without a CORS
+	// preflight (which the edge does not grant): another site open in the
+	// operator's browser cannot replay, even on an open local install.
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		fail(w, http.StatusUnsupportedMediaType, "the body must be application/json")
 		return
 	}
 	var f struct {

@@ -80,10 +80,14 @@ func (f *fixture) say(t *testing.T, tenant, session, id, text string) {
 
 func (f *fixture) get(t *testing.T, method, path, token, body string, out any) int {
 	t.Helper()
-	req, _ := http.NewRequest(method, f.url+path, strings.NewReader(body))
+	req, _ := http.NewRequest(method, f.url+path, strings.NewReader(strings.TrimPrefix(body, "!")))
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	if method == "POST" && !strings.HasPrefix(body, "!") {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	body = strings.TrimPrefix(body, "!")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -188,6 +192,10 @@ func TestConsoleParked(t *testing.T) {
 		if code := f.get(t, "POST", "/console/api/parked/replay", "op", body, nil); code != http.StatusBadRequest {
 			t.Fatalf("replay %s: %d", body, code)
 		}
+	}
+	// A cross-site form post (text/plain, no preflight) is refused.
+	if code := f.get(t, "POST", "/console/api/parked/replay", "op", `!{"tenant":"acme","session":"s1"}`, nil); code != http.StatusUnsupportedMediaType {
+		t.Fatalf("replay without a JSON content type: %d", code)
 	}
 	var replayed struct{ Replayed int }
 	if code := f.get(t, "POST", "/console/api/parked/replay", "op", `{"tenant":"acme","session":"s1"}`, &replayed); code != 200 || replayed.Replayed != 1 {
