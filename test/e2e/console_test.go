@@ -272,7 +272,6 @@ func consoleSessionLive(t *testing.T, ctx context.Context, base string, complete
 	if added, err := evalInt(ctx, `document.querySelectorAll("#diff td.add").length`); err != nil || added == 0 {
 		t.Fatalf("the revisions diff shows no added lines: %d %v", added, err)
 	}
-	screenshot(t, ctx, "session-live")
 }
 
 func consoleParked(t *testing.T, newTab func() context.Context, base string, js jetstream.JetStream) {
