@@ -39,7 +39,7 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "Recall is up.\n  HTTP edge: http://%s (POST /v1/events)\n  NATS:      %s\n  data:      %s\n", st.HTTPAddr, st.NATSURL, *data)
+	fmt.Fprintf(stdout, "Recall is up.\n  HTTP edge: http://%s (POST /v1/events)\n  console:   http://%s/console/\n  NATS:      %s\n  data:      %s\n", st.HTTPAddr, st.HTTPAddr, st.NATSURL, *data)
 	printAuth(stdout, st.Auth)
 	fmt.Fprintln(stdout, "Press Ctrl-C to stop.")
 	select {
