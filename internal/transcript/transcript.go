@@ -249,14 +249,21 @@ func Decode(h nats.Header, data []byte) (Record, error) {
 	return rec, nil
 }
 
+// ErrTooManyResults is LastOfEach's answer when more subjects match than
+// the server returns in one request (1,024 for nats-server 2.15): ask
+// again from a later sequence.
+var ErrTooManyResults = errors.New("transcript: too many subjects match for one multi_last request")
+
 // LastOfEach returns the newest message of every subject of stream that
-// matches filter (wildcards allowed), at most limit of them, with one
-// batch Direct Get ("multi_last"); the order is the server's.
-func LastOfEach(ctx context.Context, nc *nats.Conn, stream, filter string, limit int) ([]Raw, error) {
+// matches filter (wildcards allowed) and whose newest message is at
+// sequence from or later, at most limit of them, with one batch Direct Get
+// ("multi_last"); the order is the server's.
+func LastOfEach(ctx context.Context, nc *nats.Conn, stream, filter string, from uint64, limit int) ([]Raw, error) {
 	req, _ := json.Marshal(struct {
 		MultiLast []string `json:"multi_last"`
+		Seq       uint64   `json:"seq,omitempty"`
 		Batch     int      `json:"batch"`
-	}{[]string{filter}, limit})
+	}{[]string{filter}, from, limit})
 	inbox := nc.NewRespInbox()
 	ch := make(chan *nats.Msg, limit+4)
 	sub, err := nc.ChanSubscribe(inbox, ch)
@@ -284,6 +291,8 @@ func LastOfEach(ctx context.Context, nc *nats.Conn, stream, filter string, limit
 			switch m.Header.Get("Status") {
 			case "204", "404":
 				return out, nil
+			case "413":
+				return nil, fmt.Errorf("reading %s: %w", filter, ErrTooManyResults)
 			case "503":
 				return out, fmt.Errorf("reading %s: %w", filter, ErrNoResponders)
 			default:

@@ -275,3 +275,23 @@ func TestConsoleCloseEndsLiveStreams(t *testing.T) {
 		t.Fatal("the stream stayed open after Close")
 	}
 }
+
+// TestConsoleManySessions: a tenant with more sessions than one multi_last
+// read answers (1,024) still gets its most recently active sessions.
+func TestConsoleManySessions(t *testing.T) {
+	f := start(t)
+	const n = 1100
+	for i := range n {
+		f.say(t, "acme", fmt.Sprintf("s%04d", i), "m1", "hello")
+	}
+	f.say(t, "acme", "s0003", "m2", "the newest record")
+	var list struct {
+		Sessions []struct{ Session string }
+	}
+	if code := f.get(t, "GET", "/console/api/tenants/acme/sessions", "a", "", &list); code != 200 || len(list.Sessions) != 500 {
+		t.Fatalf("%d sessions of %d (status %d)", len(list.Sessions), n, code)
+	}
+	if list.Sessions[0].Session != "s0003" || list.Sessions[1].Session != fmt.Sprintf("s%04d", n-1) {
+		t.Fatalf("not the most recently active first: %v", list.Sessions[:3])
+	}
+}

@@ -67,7 +67,7 @@ func (c *Console) sessions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) listSessions(ctx context.Context, tenant string) ([]*sessionRow, error) {
-	heads, err := transcript.LastOfEach(ctx, c.nc, events.StreamTranscript, events.TranscriptSubject(tenant, "*"), 10000)
+	heads, err := c.heads(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -98,9 +98,9 @@ func (c *Console) listSessions(ctx context.Context, tenant string) ([]*sessionRo
 // request: the newest extraction_requested notification of each session,
 // in one batch read.
 func (c *Console) joinContext(ctx context.Context, tenant string, rows map[string]*sessionRow) {
-	last, err := transcript.LastOfEach(ctx, c.nc, events.StreamEvents, events.EventsSubject(events.KindExtractionRequested, tenant, "*"), 10000)
+	last, err := transcript.LastOfEach(ctx, c.nc, events.StreamEvents, events.EventsSubject(events.KindExtractionRequested, tenant, "*"), 0, 1024)
 	if err != nil {
-		return // the column stays empty
+		return // the column stays empty (also beyond 1,024 sessions)
 	}
 	for _, m := range last {
 		var req events.ExtractionRequested
@@ -111,6 +111,50 @@ func (c *Console) joinContext(ctx context.Context, tenant string, rows map[strin
 }
 
 func lastToken(subject string) string { return subject[strings.LastIndexByte(subject, '.')+1:] }
+
+// heads is the newest record of each of the tenant's sessions: one
+// multi_last read, or — for a tenant with more sessions than the server
+// answers at once — the sessions met in a window at the end of the
+// transcript, widened until it holds maxSessions of them or the whole
+// stream.
+func (c *Console) heads(ctx context.Context, tenant string) ([]transcript.Raw, error) {
+	filter := events.TranscriptSubject(tenant, "*")
+	heads, err := transcript.LastOfEach(ctx, c.nc, events.StreamTranscript, filter, 0, 1024)
+	if !errors.Is(err, transcript.ErrTooManyResults) {
+		return heads, err
+	}
+	st, err := c.js.Stream(ctx, events.StreamTranscript)
+	if err != nil {
+		return nil, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	last := info.State.LastSeq
+	for window := uint64(20000); ; window *= 4 {
+		from := uint64(1)
+		if last > window {
+			from = last - window
+		}
+		latest := map[string]transcript.Raw{}
+		err := transcript.ScanRaw(ctx, c.nc, events.StreamTranscript, filter, from, last, 1024, func(m transcript.Raw) bool {
+			m.Data = nil
+			latest[m.Subject] = m
+			return true
+		})
+		if err != nil {
+			return nil, err
+		}
+		if len(latest) >= maxSessions || from == 1 {
+			out := make([]transcript.Raw, 0, len(latest))
+			for _, m := range latest {
+				out = append(out, m)
+			}
+			return out, nil
+		}
+	}
+}
 
 // countRecords fills each session's record count from the stream's
 // per-subject state.
