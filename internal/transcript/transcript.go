@@ -255,15 +255,19 @@ func Decode(h nats.Header, data []byte) (Record, error) {
 var ErrTooManyResults = errors.New("transcript: too many subjects match for one multi_last request")
 
 // LastOfEach returns the newest message of every subject of stream that
-// matches filter (wildcards allowed) and whose newest message is at
+// matches one of filters (wildcards allowed) and whose newest message is at
 // sequence from or later, at most limit of them, with one batch Direct Get
 // ("multi_last"); the order is the server's.
-func LastOfEach(ctx context.Context, nc *nats.Conn, stream, filter string, from uint64, limit int) ([]Raw, error) {
+func LastOfEach(ctx context.Context, nc *nats.Conn, stream string, filters []string, from uint64, limit int) ([]Raw, error) {
+	if len(filters) == 0 {
+		return nil, nil
+	}
+	filter := filters[0]
 	req, _ := json.Marshal(struct {
 		MultiLast []string `json:"multi_last"`
 		Seq       uint64   `json:"seq,omitempty"`
 		Batch     int      `json:"batch"`
-	}{[]string{filter}, from, limit})
+	}{filters, from, limit})
 	inbox := nc.NewRespInbox()
 	ch := make(chan *nats.Msg, limit+4)
 	sub, err := nc.ChanSubscribe(inbox, ch)

@@ -129,6 +129,29 @@ func TestConsoleAPI(t *testing.T) {
 	if f.get(t, "GET", "/console/api/tenants/acme/sessions?q=S1", "a", "", &list); len(list.Sessions) != 1 || list.Sessions[0].Session != "s1" {
 		t.Fatalf("search: %+v", list)
 	}
+	// Memory, index and extraction state join the list from the buckets.
+	ctx := context.Background()
+	mem, _ := f.js.KeyValue(ctx, events.BucketMemory)
+	rev, err := mem.Put(ctx, "acme.s1", []byte(`{"notes":"# Notes","last_summarized_seq":1,"covered_seq":1,"extractions":1,"usage":{"input_tokens":1,"output_tokens":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, _ := f.js.KeyValue(ctx, events.BucketIndex)
+	if _, err := ix.Put(ctx, "acme.s1", []byte(`{"tenant":"acme","session":"s1","name":"streaming-parser","tags":["parser"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	var joined struct {
+		Sessions []struct {
+			Session        string
+			MemoryRevision uint64 `json:"memory_revision"`
+			Name           string
+			Tags           []string
+		}
+	}
+	f.get(t, "GET", "/console/api/tenants/acme/sessions?q=parser", "a", "", &joined)
+	if len(joined.Sessions) != 1 || joined.Sessions[0].MemoryRevision != rev || joined.Sessions[0].Name != "streaming-parser" {
+		t.Fatalf("joined list: %+v (memory revision %d)", joined, rev)
+	}
 	for _, c := range []struct {
 		path, token string
 		want        int

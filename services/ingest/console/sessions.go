@@ -98,9 +98,13 @@ func (c *Console) listSessions(ctx context.Context, tenant string) ([]*sessionRo
 // request: the newest extraction_requested notification of each session,
 // in one batch read.
 func (c *Console) joinContext(ctx context.Context, tenant string, rows map[string]*sessionRow) {
-	last, err := transcript.LastOfEach(ctx, c.nc, events.StreamEvents, events.EventsSubject(events.KindExtractionRequested, tenant, "*"), 0, 1024)
+	subjects := make([]string, 0, len(rows))
+	for session := range rows {
+		subjects = append(subjects, events.EventsSubject(events.KindExtractionRequested, tenant, session))
+	}
+	last, err := transcript.LastOfEach(ctx, c.nc, events.StreamEvents, subjects, 0, len(subjects))
 	if err != nil {
-		return // the column stays empty (also beyond 1,024 sessions)
+		return // the column stays empty
 	}
 	for _, m := range last {
 		var req events.ExtractionRequested
@@ -119,7 +123,7 @@ func lastToken(subject string) string { return subject[strings.LastIndexByte(sub
 // stream.
 func (c *Console) heads(ctx context.Context, tenant string) ([]transcript.Raw, error) {
 	filter := events.TranscriptSubject(tenant, "*")
-	heads, err := transcript.LastOfEach(ctx, c.nc, events.StreamTranscript, filter, 0, 1024)
+	heads, err := transcript.LastOfEach(ctx, c.nc, events.StreamTranscript, []string{filter}, 0, 1024)
 	if !errors.Is(err, transcript.ErrTooManyResults) {
 		return heads, err
 	}
@@ -175,55 +179,46 @@ func (c *Console) countRecords(ctx context.Context, tenant string, rows map[stri
 	return nil
 }
 
-// joinBuckets adds memory, index and extraction state from one filtered
-// read of each bucket. A bucket that cannot be read leaves its columns
-// empty: the page still shows the transcript.
+// joinBuckets adds memory, index and extraction state: for each bucket one
+// batch read of the listed sessions' keys. A bucket that cannot be read
+// leaves its columns empty: the page still shows the transcript.
 func (c *Console) joinBuckets(ctx context.Context, tenant string, rows map[string]*sessionRow) {
-	c.eachValue(ctx, events.BucketMemory, tenant+".*", func(session string, e jetstream.KeyValueEntry) {
-		if row := rows[session]; row != nil {
-			if rec, err := store.DecodeMemory(e.Key(), e.Revision(), e.Value()); err == nil {
-				row.MemoryRevision, row.LastSummarizedSeq, row.Extractions, row.MemoryUpdated = e.Revision(), rec.LastSummarizedSeq, rec.Extractions, rec.UpdatedAt
-			}
+	c.eachValue(ctx, events.BucketMemory, tenant, rows, func(row *sessionRow, key string, m transcript.Raw) {
+		if rec, err := store.DecodeMemory(key, m.Seq, m.Data); err == nil {
+			row.MemoryRevision, row.LastSummarizedSeq, row.Extractions, row.MemoryUpdated = m.Seq, rec.LastSummarizedSeq, rec.Extractions, rec.UpdatedAt
 		}
 	})
-	c.eachValue(ctx, events.BucketIndex, tenant+".*", func(session string, e jetstream.KeyValueEntry) {
+	c.eachValue(ctx, events.BucketIndex, tenant, rows, func(row *sessionRow, _ string, m transcript.Raw) {
 		var ix events.SessionIndex
-		if row := rows[session]; row != nil && json.Unmarshal(e.Value(), &ix) == nil {
+		if json.Unmarshal(m.Data, &ix) == nil {
 			row.Name, row.Tags, row.Summary = ix.Name, ix.Tags, ix.Summary
 		}
 	})
-	c.eachValue(ctx, events.BucketStatus, tenant+".*", func(session string, _ jetstream.KeyValueEntry) {
-		if row := rows[session]; row != nil {
-			row.Extracting = true
-		}
+	c.eachValue(ctx, events.BucketStatus, tenant, rows, func(row *sessionRow, _ string, _ transcript.Raw) {
+		row.Extracting = true
 	})
 }
 
-// eachValue calls fn with the current value of every key of bucket that
-// matches filter (<tenant>.*), by session.
-func (c *Console) eachValue(ctx context.Context, bucket, filter string, fn func(session string, e jetstream.KeyValueEntry)) {
-	kv, err := c.js.KeyValue(ctx, bucket)
+// eachValue calls fn with the current value of each listed session's key
+// (<tenant>.<session>) in bucket, read in one batch Direct Get of the
+// bucket's stream; deleted, purged and expired keys are skipped.
+func (c *Console) eachValue(ctx context.Context, bucket, tenant string, rows map[string]*sessionRow, fn func(row *sessionRow, key string, m transcript.Raw)) {
+	prefix := "$KV." + bucket + "."
+	subjects := make([]string, 0, len(rows))
+	for session := range rows {
+		subjects = append(subjects, prefix+events.MemoryKey(tenant, session))
+	}
+	last, err := transcript.LastOfEach(ctx, c.nc, "KV_"+bucket, subjects, 0, len(subjects))
 	if err != nil {
 		return
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	watch, err := kv.Watch(wctx, filter, jetstream.IgnoreDeletes())
-	if err != nil {
-		return
-	}
-	defer func() { _ = watch.Stop() }()
-	for {
-		select {
-		case e := <-watch.Updates():
-			if e == nil {
-				return // the initial values are done
-			}
-			if _, session, ok := strings.Cut(e.Key(), "."); ok {
-				fn(session, e)
-			}
-		case <-ctx.Done():
-			return
+	for _, m := range last {
+		if m.Header.Get("KV-Operation") != "" || m.Header.Get("Nats-Marker-Reason") != "" {
+			continue
+		}
+		key := strings.TrimPrefix(m.Subject, prefix)
+		if _, session, ok := strings.Cut(key, "."); ok && rows[session] != nil {
+			fn(rows[session], key, m)
 		}
 	}
 }
