@@ -102,3 +102,69 @@ func TestGroupConsumeMode(t *testing.T) {
 	})
 
 }
+
+// With Settle, members started together take their partitions once: no
+// partition is acquired by one member and handed to another at start.
+// Without it, the first member to sync takes partitions it soon releases.
+func TestGroupSettleAvoidsStartupHandOffs(t *testing.T) {
+	for _, settle := range []time.Duration{0, 700 * time.Millisecond} {
+		t.Run(fmt.Sprintf("settle %v", settle), func(t *testing.T) {
+			s := natstest.Start(t)
+			_, js := s.Connect(t)
+			ctx := context.Background()
+			if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "PCS", Subjects: []string{"pcs.>"}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "SMEMBERS", LimitMarkerTTL: time.Second}); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			starts := 0
+			var groups []*Group
+			for i := range 3 {
+				nc, err := nats.Connect(s.ClientURL())
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(nc.Close)
+				mjs, _ := jetstream.New(nc)
+				g, err := New(mjs, Config{
+					Stream: "PCS", Partitions: 6, Durable: func(p int) string { return fmt.Sprintf("pcs-%d", p) },
+					Filter: func(p int) string { return fmt.Sprintf("pcs.%d.>", p) }, PriorityGroup: "g", Bucket: "SMEMBERS",
+					Member: fmt.Sprintf("m%d", i), HeartbeatTTL: 2 * time.Second, Settle: settle,
+					Consume: func(ctx context.Context, p int, cons jetstream.Consumer) error {
+						mu.Lock()
+						starts++
+						mu.Unlock()
+						<-ctx.Done()
+						return nil
+					},
+				}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				groups = append(groups, g)
+				gctx, cancel := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				go func() { _ = g.Run(gctx); close(done) }()
+				t.Cleanup(func() { cancel(); <-done })
+				time.Sleep(50 * time.Millisecond) // a rollout: members a moment apart
+			}
+			testpoll.Until(t, 15*time.Second, "three members with two partitions each", func() bool {
+				for _, g := range groups {
+					if len(g.Owned()) != 2 || len(g.Members()) != 3 {
+						return false
+					}
+				}
+				return true
+			})
+			time.Sleep(300 * time.Millisecond) // any late hand-off shows
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("partition starts: %d for 6 partitions", starts)
+			if settle > 0 && starts != 6 {
+				t.Fatalf("with Settle, %d partition starts for 6 partitions (hand-offs at start)", starts)
+			}
+		})
+	}
+}

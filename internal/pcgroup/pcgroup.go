@@ -120,6 +120,13 @@ type Config struct {
 	// InFlight is a partition's MaxAckPending with KeyOf (default
 	// Concurrency); without KeyOf it is 1.
 	InFlight int
+	// Settle delays a member's first acquisition after it joined, so that
+	// members started together see each other before they take
+	// partitions instead of taking them and handing them over a moment
+	// later — which costs a lot where taking a partition is expensive
+	// (the trigger rebuilds the state of the partition's sessions).
+	// Default 0: acquire at once.
+	Settle time.Duration
 
 	// Consumer, when set, gives partition p's consumer configuration
 	// instead of the one-message-in-flight default (see consumerConfig). It
@@ -377,8 +384,13 @@ func (g *Group) Run(ctx context.Context) error {
 	hb := time.NewTicker(g.cfg.HeartbeatTTL / 3)
 	defer hb.Stop()
 
+	settled := g.cfg.Settle <= 0
+	var settle <-chan time.Time
+	if !settled {
+		settle = time.After(g.cfg.Settle)
+	}
 	reconcile := func() {
-		if !synced {
+		if !synced || !settled {
 			return
 		}
 		var live []string
@@ -453,6 +465,9 @@ loop:
 					g.log.WarnContext(ctx, "watching membership", "err", err)
 				}
 			}
+			reconcile()
+		case <-settle:
+			settled, settle = true, nil
 			reconcile()
 		case r := <-runnerDone:
 			if runners[r.p] == r {

@@ -276,6 +276,10 @@ func (t *Trigger) runGroup(ctx context.Context) error {
 		Stream: events.StreamTranscript, Partitions: n, Durable: func(p int) string { return events.TriggerDurable(p, n) },
 		PriorityGroup: PriorityGroup, Bucket: events.BucketTriggers, Member: t.cfg.MemberID,
 		HeartbeatTTL: t.cfg.PinnedTTL, AckWait: t.cfg.AckWait, PinnedTTL: t.cfg.PinnedTTL, Log: t.log,
+		// Replicas started together (a rollout, a restarted cluster) take
+		// their partitions once, instead of one taking all and handing
+		// them over, each hand-off a rebuild of the partition's sessions.
+		Settle: min(t.cfg.PinnedTTL/4, time.Second),
 		Consumer: func(p int) jetstream.ConsumerConfig { return t.partitionConsumer(p, start.Load()) },
 		Consume: func(ctx context.Context, p int, cons jetstream.Consumer) error {
 			l := t.newLane(cons, events.StreamTranscript, "", events.TriggerDurable(p, n), perLane)
