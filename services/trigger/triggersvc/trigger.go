@@ -279,7 +279,7 @@ func (t *Trigger) runGroup(ctx context.Context) error {
 		// Replicas started together (a rollout, a restarted cluster) take
 		// their partitions once, instead of one taking all and handing
 		// them over, each hand-off a rebuild of the partition's sessions.
-		Settle: min(t.cfg.PinnedTTL/4, time.Second),
+		Settle:   min(t.cfg.PinnedTTL/4, time.Second),
 		Consumer: func(p int) jetstream.ConsumerConfig { return t.partitionConsumer(p, start.Load()) },
 		Consume: func(ctx context.Context, p int, cons jetstream.Consumer) error {
 			l := t.newLane(cons, events.StreamTranscript, "", events.TriggerDurable(p, n), perLane)
