@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/recallhq/recall/internal/parked"
+	"github.com/recallhq/recall/pkg/chunked"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -92,8 +93,10 @@ func manualExtract(ctx context.Context, nc *nats.Conn, stdout io.Writer, tenant,
 	body, _ := json.Marshal(events.ExtractRequest{TimeoutMS: timeout.Milliseconds()})
 	rctx, cancel := context.WithTimeout(ctx, timeout+10*time.Second)
 	defer cancel()
-	m, err := nc.RequestWithContext(rctx, events.APISubject(events.VerbExtract, tenant, session), body)
-	if errors.Is(err, nats.ErrNoResponders) {
+	// The reply comes in the tenant's reply space, the only one the trigger
+	// answers in (internal/replyspace); chunked.Request listens there.
+	m, err := chunked.Request(rctx, nc, events.APISubject(events.VerbExtract, tenant, session), nil, body)
+	if errors.Is(err, chunked.ErrNoResponders) {
 		return errors.New("no trigger service answers manual extractions (is Recall running? try `recall up`)")
 	}
 	if err != nil {

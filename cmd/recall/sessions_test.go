@@ -67,6 +67,16 @@ func TestSessionIndexCommands(t *testing.T) {
 		}
 		return out.String()
 	}
+	// The README's manual flow: extract, read the memory, compact.
+	if out := cli("extract", "--session", "cli-pg"); !strings.Contains(out, "extracted default/cli-pg up to transcript seq") {
+		t.Fatalf("extract:\n%s", out)
+	}
+	if out := cli("memory", "get", "--session", "cli-pg"); !strings.Contains(out, "Postgres 17") {
+		t.Fatalf("memory get:\n%s", out)
+	}
+	if out := cli("compact", "--session", "cli-pg"); !strings.Contains(out, "Compaction of default/cli-pg") { // a tiny session: no_reduction
+		t.Fatalf("compact:\n%s", out)
+	}
 	if out := cli("index", "--session", "cli-pg"); !strings.Contains(out, `indexed cli-pg as "migrate-orders-table-postgres"`) {
 		t.Fatalf("index:\n%s", out)
 	}
