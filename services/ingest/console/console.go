@@ -70,6 +70,7 @@ type Console struct {
 	// graceful HTTP shutdown until its deadline.
 	closing   chan struct{}
 	closeOnce sync.Once
+	streams   streamLimit
 }
 
 // Close ends the live streams; register it with http.Server.RegisterOnShutdown.

@@ -318,3 +318,32 @@ func TestConsoleManySessions(t *testing.T) {
 		t.Fatalf("not the most recently active first: %v", list.Sessions[:3])
 	}
 }
+
+// TestConsoleLiveStreamsAreBounded: one tenant cannot hold more than 16
+// live streams open.
+func TestConsoleLiveStreamsAreBounded(t *testing.T) {
+	f := start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	open := func(token string) int {
+		req, _ := http.NewRequestWithContext(ctx, "GET", f.url+"/console/api/live", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp.StatusCode
+	}
+	for i := range 16 {
+		if code := open("a"); code != http.StatusOK {
+			t.Fatalf("stream %d: %d", i+1, code)
+		}
+	}
+	if code := open("a"); code != http.StatusTooManyRequests {
+		t.Fatalf("stream 17: %d, want 429", code)
+	}
+	if code := open("b"); code != http.StatusOK {
+		t.Fatalf("another tenant's stream: %d", code)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -141,10 +142,12 @@ func (c *Console) readSeries(ctx context.Context, p *sessionPage) error {
 			next.add(m)
 			return true
 		})
-	if err != nil {
-		return err
+	if next.lastSeq > s.lastSeq {
+		c.series.put(key, next) // what was read counts, even when the read ended early
 	}
-	c.series.put(key, next)
+	if err != nil {
+		return fmt.Errorf("reading the transcript (%d records so far; reload to go on): %w", next.records, err)
+	}
 	p.Records = next.records
 	p.Series = downsample(next.points, maxPoints)
 	p.Compactions = append(p.Compactions, next.compactions...)
@@ -191,6 +194,35 @@ func (s *series) add(m transcript.Raw) {
 		return
 	}
 	s.points = append(s.points, point{Seq: m.Seq, Tokens: s.tokens})
+	if len(s.points) > maxCachedPoints {
+		s.points = halve(s.points)
+	}
+}
+
+// maxCachedPoints bounds a cached series: a session of millions of records
+// keeps a few thousand points, the largest of each run.
+const maxCachedPoints = 8 * maxPoints
+
+// halve keeps the larger of each pair of points (and the last one) in a new
+// slice: the cached series it came from may still be read.
+func halve(points []point) []point {
+	last := len(points) - 1
+	out := make([]point, 0, len(points)/2+2)
+	for i := 0; i < last; i += 2 {
+		if i+1 < last {
+			out = append(out, max2(points[i], points[i+1]))
+		} else {
+			out = append(out, points[i])
+		}
+	}
+	return append(out, points[last])
+}
+
+func max2(a, b point) point {
+	if a.Tokens > b.Tokens {
+		return a
+	}
+	return b
 }
 
 // lru keeps what was read of the sessions viewed last (their series and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -34,6 +35,17 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request) {
 		}
 		subject = events.SubjectEventsRoot + ".*." + tenant + ".*"
 	}
+	who := tenant
+	if id.Operator {
+		who = "operator"
+	}
+	release, ok := c.streams.take(who)
+	if !ok {
+		w.Header().Set("Retry-After", "10")
+		fail(w, http.StatusTooManyRequests, fmt.Sprintf("too many live streams open (at most %d per tenant, %d in all)", maxStreamsPer, maxStreams))
+		return
+	}
+	defer release()
 	flusher, ok := w.(http.Flusher)
 	if !ok {
 		fail(w, http.StatusInternalServerError, "streaming is not supported here")
@@ -87,4 +99,38 @@ func dataOrNull(b []byte) []byte {
 		return []byte("null")
 	}
 	return buf.Bytes()
+}
+
+// Bounds of the live streams an edge holds open: each is a NATS
+// subscription and a goroutine.
+const (
+	maxStreamsPer = 16
+	maxStreams    = 512
+)
+
+// streamLimit counts the open live streams, per tenant (operators count as
+// one) and in all.
+type streamLimit struct {
+	mu    sync.Mutex
+	by    map[string]int
+	total int
+}
+
+func (l *streamLimit) take(who string) (release func(), ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.by == nil {
+		l.by = map[string]int{}
+	}
+	if l.by[who] >= maxStreamsPer || l.total >= maxStreams {
+		return nil, false
+	}
+	l.by[who]++
+	l.total++
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.by[who]--
+		l.total--
+	}, true
 }
