@@ -93,6 +93,7 @@ func PrintTable(w io.Writer, r *Result) error {
 		fmt.Fprintf(tw, "ingest.nats_endpoint\tskipped\t%s\n", r.Ingest.NATSEndpointSkipped)
 	} else {
 		row("ingest.nats_endpoint", r.Ingest.NATSEndpointEventsPerS, "events/s", ratioNote(r.Ingest.RatioNATSEndpointVsRaw, "raw publish"))
+		row("ingest.nats_endpoint_batch", r.Ingest.NATSEndpointBatchEventsPerS, "events/s", ratioNote(r.Ingest.RatioNATSEndpointBatchVsRaw, "raw publish"))
 	}
 	if r.Ingest.HTTPSkipped != "" && r.Ingest.Skipped == "" {
 		fmt.Fprintf(tw, "ingest.http_batch\tskipped\t%s\n", r.Ingest.HTTPSkipped)

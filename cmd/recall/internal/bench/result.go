@@ -73,6 +73,10 @@ type IngestResult struct {
 	// (request-reply per batch); null when the service does not serve it.
 	NATSEndpointEventsPerS *float64 `json:"nats_endpoint_events_per_s"`
 	NATSEndpointSkipped    string   `json:"nats_endpoint_skipped,omitempty"`
+	// NATSEndpointBatchEventsPerS is the same endpoint sent batches: a
+	// JSON array of up to 100 of one session's events per request.
+	NATSEndpointBatchEventsPerS *float64 `json:"nats_endpoint_batch_events_per_s"`
+	RatioNATSEndpointBatchVsRaw *float64 `json:"ratio_nats_endpoint_batch_vs_raw"`
 	HTTPBatchEventsPerS    *float64 `json:"http_batch_events_per_s"`
 	HTTPSkipped            string   `json:"http_skipped,omitempty"`
 	RatioNATSVsRaw         *float64 `json:"ratio_nats_vs_raw"`
