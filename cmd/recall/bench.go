@@ -18,6 +18,7 @@ func init() {
 func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("bench")
 	quick := fs.Bool("quick", false, "small sizes, under 60 s (CI smoke; the numbers mean little)")
+	huge := fs.Bool("huge", false, "add a 1,000,000-record transcript to the compaction scenario (flatness to a million; about a minute more)")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of the table")
 	natsURL := fs.String("nats-url", "", "run against this NATS server instead of an embedded one (Recall's streams there are DELETED)")
 	force := fs.Bool("force", false, "with --nats-url: run even if the server holds Recall transcripts")
@@ -27,7 +28,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	o := bench.Options{Quick: *quick, URL: *natsURL, Force: *force, Progress: os.Stderr, ProfileDir: *profile}
+	o := bench.Options{Quick: *quick, Huge: *huge, URL: *natsURL, Force: *force, Progress: os.Stderr, ProfileDir: *profile}
 	if *quiet {
 		o.Progress = nil
 	}

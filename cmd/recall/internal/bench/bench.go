@@ -65,6 +65,8 @@ var ErrServerHasData = errors.New("the NATS server holds Recall data that the be
 type Options struct {
 	// Quick runs every scenario at small sizes (CI smoke, well under 60 s).
 	Quick bool
+	// Huge adds a 1,000,000-record transcript to the compaction scenario.
+	Huge bool
 	// URL is an external NATS server; empty starts an embedded server with
 	// file storage in a temporary directory.
 	URL string
@@ -157,6 +159,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	e := &env{opts: o, log: o.Log, sizes: sizesFor(o.Quick), res: &Result{}}
+	if o.Huge && !o.Quick {
+		e.sizes.compactSizes = append(e.sizes.compactSizes, 1000000)
+	}
 	e.res.Meta = Meta{Quick: o.Quick, Started: time.Now().UTC(), GoVersion: runtime.Version(), GOOS: runtime.GOOS,
 		GOARCH: runtime.GOARCH, CPUs: runtime.NumCPU(), CPUModel: cpuModel(), Storage: "file"}
 
