@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
@@ -29,16 +30,39 @@ import (
 
 // Client publishes one tenant's events. It is safe for concurrent use.
 type Client struct {
-	js     jetstream.JetStream
-	tenant string
+	js      jetstream.JetStream
+	tenant  string
+	ordered bool
 }
 
+// Option configures a Client.
+type Option func(*Client)
+
+// Ordered makes PublishBatch keep each session's events in order even when
+// a publish fails mid-batch — for example while a stream leader changes —
+// and the batch is retried: a session's events are published one after
+// the other, the next once JetStream stored the previous, and a failure
+// stops that session's remaining events (their results carry
+// ErrNotAttempted), so that a retry of the batch stores them after it.
+// Sessions still go concurrently. Without it a batch is pipelined: faster
+// for one session's bulk, but a failed event retried later lands after the
+// session's newer events that succeeded.
+func Ordered() Option { return func(c *Client) { c.ordered = true } }
+
+// ErrNotAttempted is the error of an event an Ordered batch did not
+// publish because an earlier event of its session failed.
+var ErrNotAttempted = errors.New("not published: an earlier event of the session failed")
+
 // New returns a client publishing as tenant through js.
-func New(js jetstream.JetStream, tenant string) (*Client, error) {
+func New(js jetstream.JetStream, tenant string, opts ...Option) (*Client, error) {
 	if err := events.ValidateID(tenant); err != nil {
 		return nil, fmt.Errorf("tenant: %w", err)
 	}
-	return &Client{js: js, tenant: tenant}, nil
+	c := &Client{js: js, tenant: tenant}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
 }
 
 // Result is the outcome of one published event.
@@ -84,6 +108,9 @@ func (c *Client) Publish(ctx context.Context, e event.Event) (Result, error) {
 // published and do not stop the valid ones; the error is non-nil when any
 // event failed.
 func (c *Client) PublishBatch(ctx context.Context, evs []event.Event) ([]Result, error) {
+	if c.ordered {
+		return c.publishOrdered(ctx, evs)
+	}
 	res := make([]Result, len(evs))
 	futures := make([]jetstream.PubAckFuture, len(evs))
 	var failed int
@@ -130,4 +157,61 @@ func firstErr(res []Result) error {
 		}
 	}
 	return nil
+}
+
+// maxSessionsAtOnce bounds the sessions an Ordered batch publishes at once.
+const maxSessionsAtOnce = 256
+
+// publishOrdered publishes each session's events one after the other (see
+// Ordered), sessions concurrently.
+func (c *Client) publishOrdered(ctx context.Context, evs []event.Event) ([]Result, error) {
+	res := make([]Result, len(evs))
+	msgs := make([]*nats.Msg, len(evs))
+	var order []string
+	bySession := map[string][]int{}
+	for i, e := range evs {
+		m, err := c.Msg(ctx, e)
+		if err != nil {
+			res[i].Err = err
+			continue
+		}
+		msgs[i] = m
+		if _, ok := bySession[m.Subject]; !ok {
+			order = append(order, m.Subject)
+		}
+		bySession[m.Subject] = append(bySession[m.Subject], i)
+	}
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, maxSessionsAtOnce)
+	for _, subject := range order {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			failed := false
+			for _, i := range bySession[subject] {
+				if failed {
+					res[i].Err = fmt.Errorf("publishing event %s: %w", evs[i].ID(), ErrNotAttempted)
+					continue
+				}
+				ack, err := c.js.PublishMsg(ctx, msgs[i])
+				if err != nil {
+					res[i].Err = fmt.Errorf("publishing event %s: %w", evs[i].ID(), err)
+					failed = true
+					continue
+				}
+				res[i] = Result{Seq: ack.Sequence, Duplicate: ack.Duplicate}
+			}
+		})
+	}
+	wg.Wait()
+	failed := 0
+	for _, r := range res {
+		if r.Err != nil {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return res, fmt.Errorf("%d of %d events failed: %w", failed, len(evs), firstErr(res))
+	}
+	return res, nil
 }

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,5 +72,59 @@ func TestPublishAndBatch(t *testing.T) {
 	info, _ := st.Info(ctx)
 	if info.State.Msgs != 3 {
 		t.Fatalf("%d stored, want 3", info.State.Msgs)
+	}
+}
+
+// TestOrderedBatchStopsASessionAtItsFirstFailure: with Ordered, a publish
+// that fails stops the rest of its session (so a retry stores them after
+// it, in order) and not the other sessions; retrying the batch stores
+// every event once, in order.
+func TestOrderedBatchStopsASessionAtItsFirstFailure(t *testing.T) {
+	s := natstest.Start(t)
+	_, js := s.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 2, MemoryStorage: true}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(js, "acme", client.Ordered())
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := newEvent("s1-2", "s1")
+	_ = big.SetData(event.ApplicationJSON, events.Message{UUID: "u-big", Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: strings.Repeat("x", 5000)}}})
+	batch := []event.Event{newEvent("s1-1", "s1"), newEvent("s2-1", "s2"), big, newEvent("s2-2", "s2"), newEvent("s1-3", "s1")}
+	// The stream refuses the big event for now, as it would refuse a
+	// publish during a leader change.
+	st, _ := js.Stream(ctx, events.StreamTranscript)
+	cfg := st.CachedInfo().Config
+	cfg.MaxMsgSize = 4000
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.PublishBatch(ctx, batch)
+	if err == nil || res[0].Err != nil || res[1].Err != nil || res[3].Err != nil || res[2].Err == nil || !errors.Is(res[4].Err, client.ErrNotAttempted) {
+		t.Fatalf("first attempt: %v %+v", err, res)
+	}
+	cfg.MaxMsgSize = -1
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if res, err = c.PublishBatch(ctx, batch); err != nil || !res[0].Duplicate || res[2].Duplicate || res[4].Duplicate {
+		t.Fatalf("retry: %v %+v", err, res)
+	}
+	// s1's records are stored in the batch's order.
+	var ids []string
+	for seq := uint64(1); seq <= 5; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Subject == events.TranscriptSubject("acme", "s1") {
+			ids = append(ids, m.Header.Get("ce-id"))
+		}
+	}
+	if strings.Join(ids, ",") != "s1-1,s1-2,s1-3" {
+		t.Fatalf("s1 stored as %v", ids)
 	}
 }

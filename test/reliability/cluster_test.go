@@ -200,7 +200,7 @@ func TestClusterNodeLoss(t *testing.T) {
 		_, j := c.connect(t)
 		jss = append(jss, j)
 	}
-	g := &loadGen{Tenant: "acme", Sessions: 24, PerSession: 60, Batch: 8, Workers: 6, TextBytes: 200, DupEvery: 7}
+	g := &loadGen{Tenant: "acme", Sessions: 24, PerSession: 60, Batch: 8, Workers: 6, TextBytes: 200, DupEvery: 7, Ordered: true}
 	var stopped = make(chan struct{})
 	var restarted = make(chan struct{})
 	victim := -1
@@ -259,6 +259,9 @@ func TestClusterNodeLoss(t *testing.T) {
 	vs := verifyStoredOnce(t, nc, g, false)
 	t.Logf("cluster: %d events stored once (stream msgs %d, last seq %d), %d duplicate acks, %d retried batches, %d publish errors, %d acked with a node down, %d sessions reordered by retried batches (%s)",
 		vs.Stored, want.Msgs, want.LastSeq, g.Duplicates.Load(), g.Retries.Load(), g.Errors.Load(), downAcked, vs.Reordered, vs.FirstReorder)
+	if vs.Reordered != 0 {
+		t.Errorf("%d sessions stored out of order across the node loss (first: %s); client.Ordered must prevent it", vs.Reordered, vs.FirstReorder)
+	}
 	fmt.Printf("RELIABILITY cluster: events=%d duplicates=%d retries=%d errors=%d acked_while_down=%d reordered_sessions=%d\n",
 		vs.Stored, g.Duplicates.Load(), g.Retries.Load(), g.Errors.Load(), downAcked, vs.Reordered)
 }

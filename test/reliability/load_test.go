@@ -90,6 +90,9 @@ type loadGen struct {
 	// Pause, when set, runs between batches of a worker (lets faults
 	// interleave with the load).
 	Pause time.Duration
+	// Ordered publishes with client.Ordered: a session's events stay in
+	// order across failed and retried batches.
+	Ordered bool
 	// OnBatch is called after each acknowledged batch (may be nil).
 	OnBatch func(session string, lastEvent int)
 
@@ -119,7 +122,11 @@ func (g *loadGen) Run(ctx context.Context, js []jetstream.JetStream) error {
 	var wg sync.WaitGroup
 	errc := make(chan error, g.Workers)
 	for w := 0; w < g.Workers; w++ {
-		cl, err := client.New(js[w%len(js)], g.Tenant)
+		var opts []client.Option
+		if g.Ordered {
+			opts = append(opts, client.Ordered())
+		}
+		cl, err := client.New(js[w%len(js)], g.Tenant, opts...)
 		if err != nil {
 			return err
 		}

@@ -43,6 +43,15 @@ func runIngest(ctx context.Context, e *env) error {
 	if err := e.reset(ctx); err != nil {
 		return err
 	}
+	if d, err = clientPublish(ctx, e, c.events, client.Ordered()); err != nil {
+		return err
+	}
+	r.NATSOrderedEventsPerS = f64(round1(rate(len(c.events), d)))
+	r.RatioNATSOrderedVsRaw = ratio(r.NATSOrderedEventsPerS, e.res.Raw.JSPublishMsgsPerS)
+	e.progress("   ingest pkg/client, ordered: %.0f events/s (%.2f x raw publish)", *r.NATSOrderedEventsPerS, deref(r.RatioNATSOrderedVsRaw))
+	if err := e.reset(ctx); err != nil {
+		return err
+	}
 	if err := ingestService(ctx, e, c); err != nil {
 		return err
 	}
@@ -63,8 +72,8 @@ func runRawPublishOnly(ctx context.Context, e *env, c *corpus) error {
 // clientPublish publishes evs through pkg/client (validation, encoding,
 // async publish, acks awaited) from ingestPublishers goroutines and returns
 // the elapsed time.
-func clientPublish(ctx context.Context, e *env, evs []event.Event) (time.Duration, error) {
-	cl, err := client.New(e.js, benchTenant)
+func clientPublish(ctx context.Context, e *env, evs []event.Event, opts ...client.Option) (time.Duration, error) {
+	cl, err := client.New(e.js, benchTenant, opts...)
 	if err != nil {
 		return 0, err
 	}

@@ -89,6 +89,7 @@ func PrintTable(w io.Writer, r *Result) error {
 	row("raw.kv_get_p99", r.Raw.KVGetP99US, "µs", "")
 	skip("ingest", r.Ingest.Skipped)
 	row("ingest.nats (pkg/client)", r.Ingest.NATSEventsPerS, "events/s", ratioNote(r.Ingest.RatioNATSVsRaw, "raw publish"))
+	row("ingest.nats ordered", r.Ingest.NATSOrderedEventsPerS, "events/s", ratioNote(r.Ingest.RatioNATSOrderedVsRaw, "raw publish"))
 	if r.Ingest.NATSEndpointSkipped != "" && r.Ingest.Skipped == "" {
 		fmt.Fprintf(tw, "ingest.nats_endpoint\tskipped\t%s\n", r.Ingest.NATSEndpointSkipped)
 	} else {

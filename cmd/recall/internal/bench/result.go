@@ -69,6 +69,10 @@ type IngestResult struct {
 	// NATSEventsPerS is the pkg/client path: validation, binary-mode
 	// encoding and JetStream async publish with acks awaited.
 	NATSEventsPerS *float64 `json:"nats_events_per_s"`
+	// NATSOrderedEventsPerS is the same with client.Ordered (each
+	// session's events one after the other, sessions concurrently).
+	NATSOrderedEventsPerS *float64 `json:"nats_ordered_events_per_s"`
+	RatioNATSOrderedVsRaw *float64 `json:"ratio_nats_ordered_vs_raw"`
 	// NATSEndpointEventsPerS is the ingest service's NATS micro endpoint
 	// (request-reply per batch); null when the service does not serve it.
 	NATSEndpointEventsPerS *float64 `json:"nats_endpoint_events_per_s"`
@@ -77,11 +81,11 @@ type IngestResult struct {
 	// JSON array of up to 100 of one session's events per request.
 	NATSEndpointBatchEventsPerS *float64 `json:"nats_endpoint_batch_events_per_s"`
 	RatioNATSEndpointBatchVsRaw *float64 `json:"ratio_nats_endpoint_batch_vs_raw"`
-	HTTPBatchEventsPerS    *float64 `json:"http_batch_events_per_s"`
-	HTTPSkipped            string   `json:"http_skipped,omitempty"`
-	RatioNATSVsRaw         *float64 `json:"ratio_nats_vs_raw"`
-	RatioNATSEndpointVsRaw *float64 `json:"ratio_nats_endpoint_vs_raw"`
-	RatioHTTPVsRaw         *float64 `json:"ratio_http_vs_raw"`
+	HTTPBatchEventsPerS         *float64 `json:"http_batch_events_per_s"`
+	HTTPSkipped                 string   `json:"http_skipped,omitempty"`
+	RatioNATSVsRaw              *float64 `json:"ratio_nats_vs_raw"`
+	RatioNATSEndpointVsRaw      *float64 `json:"ratio_nats_endpoint_vs_raw"`
+	RatioHTTPVsRaw              *float64 `json:"ratio_http_vs_raw"`
 }
 
 // TriggerResult measures the trigger's decision throughput on a pre-filled
