@@ -289,7 +289,7 @@ func consoleParked(t *testing.T, newTab func() context.Context, base string, js 
 	if err := login(tab, base, "tok-beta"); err != nil {
 		t.Fatal(err)
 	}
-	if err := chromedp.Do(tab, visible(`tr[data-session="beta-secret"]`), chromedp.Navigate(base+"/console/#/parked"), visible("#main table")); err != nil {
+	if err := chromedp.Do(tab, visible(`tr[data-session="beta-secret"]`), chromedp.Navigate(base+"/console/#/parked"), visible("table#parked")); err != nil {
 		t.Fatal(err)
 	}
 	if main, _ := text(tab, "#main"); !strings.Contains(main, "529 overloaded") || strings.Contains(main, "Replay") {
@@ -301,12 +301,12 @@ func consoleParked(t *testing.T, newTab func() context.Context, base string, js 
 	}
 	err = chromedp.Do(ctx, visible("#tenant"), chromedp.SetValue(chromedp.CSS("#tenant"), "beta"),
 		chromedp.Evaluate[chromedp.Void](`document.getElementById("tenant").dispatchEvent(new Event("change"))`),
-		visible(`tr[data-session="beta-secret"]`), chromedp.Navigate(base+"/console/#/parked"), visible("#main table button"))
+		visible(`tr[data-session="beta-secret"]`), chromedp.Navigate(base+"/console/#/parked"), visible("table#parked button"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	screenshot(t, ctx, "parked")
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#main table button")), visible("#main .badge.ok")); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("table#parked button")), visible("table#parked .badge.ok")); err != nil {
 		t.Fatal(err)
 	}
 	if main, _ := text(ctx, "#main"); !strings.Contains(main, "replayed 1") {

@@ -322,7 +322,7 @@ async function parkedPage() {
   const q = state.who.operator ? "?tenant=" + encodeURIComponent(state.tenant) : "";
   const data = await api("/console/api/parked" + q);
   const rows = data.parked;
-  const table = rows.length === 0 ? el("p", { class: "muted", text: "Nothing is parked: every extraction request completed." }) : (() => {
+  const table = rows.length === 0 ? el("p", { class: "muted", id: "parked", text: "Nothing is parked: every extraction request completed." }) : (() => {
     const body = el("tbody");
     for (const p of rows) {
       const btn = data.can_replay ? el("button", { type: "button", class: "secondary", text: "Replay" }) : null;
@@ -339,7 +339,7 @@ async function parkedPage() {
         el("td", { class: "num", text: p.request.up_to_seq }), el("td", { text: p.reason }), el("td", { class: "num", text: p.attempts }),
         el("td", { text: (p.error || "").slice(0, 160) }), el("td", {}, btn)));
     }
-    return el("table", {}, el("thead", {}, el("tr", {}, ["Parked", "Tenant", "Session", "Up to seq", "Reason", "Attempts", "Error", ""].map(h => el("th", { text: h })))), body);
+    return el("table", { id: "parked" }, el("thead", {}, el("tr", {}, ["Parked", "Tenant", "Session", "Up to seq", "Reason", "Attempts", "Error", ""].map(h => el("th", { text: h })))), body);
   })();
   setMain(el("h1", { text: "Parked extractions" }),
     el("p", { class: "muted", text: data.can_replay ? "Requests that failed permanently. Replay re-queues a session's parked requests." : "Requests that failed permanently. An operator token can replay them." }), table);
