@@ -142,19 +142,11 @@ func runLTMHistory(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := target.validate(false); err != nil {
 		return err
 	}
-	nc, err := dialNATS(*target.natsURL, "recall-ltm")
+	kv, closeNATS, err := openBucket(ctx, *target.natsURL, "recall-ltm", events.BucketLTM)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	kv, err := js.KeyValue(ctx, events.BucketLTM)
-	if err != nil {
-		return fmt.Errorf("opening %s (is Recall provisioned on this server?): %w", events.BucketLTM, err)
-	}
+	defer closeNATS()
 	key := events.LTMKey(*target.tenant, *user, *peer, *typ)
 	hist, err := kv.History(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kelseyhightower/envconfig"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/svcmain"
@@ -119,6 +120,27 @@ func dialNATS(url, name string, extra ...nats.Option) (*nats.Conn, error) {
 		return nil, fmt.Errorf("connecting to NATS at %s: %w", url, err)
 	}
 	return nc, nil
+}
+
+// openBucket connects to NATS at url and opens one of Recall's KV buckets;
+// closeFn closes the connection.
+func openBucket(ctx context.Context, url, name, bucket string) (kv jetstream.KeyValue, closeFn func(), err error) {
+	nc, err := dialNATS(url, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err == nil {
+		kv, err = js.KeyValue(ctx, bucket)
+		if err != nil {
+			err = fmt.Errorf("opening %s (is Recall provisioned on this server?): %w", bucket, err)
+		}
+	}
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return kv, nc.Close, nil
 }
 
 // sessionFlags are the flags every operator command that acts on one

@@ -34,19 +34,11 @@ func runMemory(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := target.validate(true); err != nil {
 		return err
 	}
-	nc, err := dialNATS(*natsURL, "recall-memory")
+	kv, closeNATS, err := openBucket(ctx, *natsURL, "recall-memory", events.BucketMemory)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	kv, err := js.KeyValue(ctx, events.BucketMemory)
-	if err != nil {
-		return fmt.Errorf("opening %s (is Recall provisioned on this server?): %w", events.BucketMemory, err)
-	}
+	defer closeNATS()
 	key := events.MemoryKey(*tenant, *session)
 	if sub == "get" {
 		return memoryGet(ctx, kv, key, stdout, *asJSON)

@@ -19,13 +19,8 @@ import (
 // preview asks the compactor what a compaction would keep now, without
 // compacting (events.CompactRequest.Preview).
 func (c *Console) preview(w http.ResponseWriter, r *http.Request) {
-	_, tenant, ok := c.tenantOf(w, r)
+	tenant, session, ok := c.sessionOf(w, r)
 	if !ok {
-		return
-	}
-	session := r.PathValue("session")
-	if err := events.ValidateID(session); err != nil {
-		fail(w, http.StatusBadRequest, "session: "+err.Error())
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), c.cfg.Timeout)
@@ -53,13 +48,9 @@ func (c *Console) preview(w http.ResponseWriter, r *http.Request) {
 // parked lists parked extraction requests: every tenant's for an operator
 // (or the one asked for), the tenant's own for a tenant token.
 func (c *Console) parked(w http.ResponseWriter, r *http.Request) {
-	id, ok := c.identify(w, r)
+	id, want, ok := c.scopeOf(w, r)
 	if !ok {
 		return
-	}
-	want := r.URL.Query().Get("tenant")
-	if !id.Operator {
-		want = id.Tenant
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()

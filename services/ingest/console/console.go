@@ -146,6 +146,41 @@ func (c *Console) tenantOf(w http.ResponseWriter, r *http.Request) (Identity, st
 	return id, tenant, true
 }
 
+// sessionOf authenticates r and checks it may read the {tenant} of its
+// path, whose {session} must be a valid id.
+func (c *Console) sessionOf(w http.ResponseWriter, r *http.Request) (tenant, session string, ok bool) {
+	_, tenant, ok = c.tenantOf(w, r)
+	if !ok {
+		return "", "", false
+	}
+	session = r.PathValue("session")
+	if err := events.ValidateID(session); err != nil {
+		fail(w, http.StatusBadRequest, "session: "+err.Error())
+		return "", "", false
+	}
+	return tenant, session, true
+}
+
+// scopeOf authenticates r and returns the tenant it reads: a tenant token's
+// own; for an operator the ?tenant= asked for, "" meaning every tenant.
+func (c *Console) scopeOf(w http.ResponseWriter, r *http.Request) (Identity, string, bool) {
+	id, ok := c.identify(w, r)
+	if !ok {
+		return id, "", false
+	}
+	if !id.Operator {
+		return id, id.Tenant, true
+	}
+	tenant := r.URL.Query().Get("tenant")
+	if tenant != "" {
+		if err := events.ValidateID(tenant); err != nil {
+			fail(w, http.StatusBadRequest, "tenant: "+err.Error())
+			return id, "", false
+		}
+	}
+	return id, tenant, true
+}
+
 func (c *Console) whoami(w http.ResponseWriter, r *http.Request) {
 	id, ok := c.identify(w, r)
 	if !ok {

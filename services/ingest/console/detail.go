@@ -75,13 +75,8 @@ type happened struct {
 }
 
 func (c *Console) session(w http.ResponseWriter, r *http.Request) {
-	_, tenant, ok := c.tenantOf(w, r)
+	tenant, session, ok := c.sessionOf(w, r)
 	if !ok {
-		return
-	}
-	session := r.PathValue("session")
-	if err := events.ValidateID(session); err != nil {
-		fail(w, http.StatusBadRequest, "session: "+err.Error())
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)

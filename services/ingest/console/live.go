@@ -19,21 +19,13 @@ import (
 // session, seq-less notification}); a tenant token gets its tenant's, an
 // operator every tenant's or the one asked for.
 func (c *Console) live(w http.ResponseWriter, r *http.Request) {
-	id, ok := c.identify(w, r)
+	id, tenant, ok := c.scopeOf(w, r)
 	if !ok {
 		return
 	}
-	tenant := r.URL.Query().Get("tenant")
-	if !id.Operator {
-		tenant = id.Tenant
-	}
 	subject := events.EventsSubject("*", "*", "*")
 	if tenant != "" {
-		if err := events.ValidateID(tenant); err != nil {
-			fail(w, http.StatusBadRequest, "tenant: "+err.Error())
-			return
-		}
-		subject = events.SubjectEventsRoot + ".*." + tenant + ".*"
+		subject = events.EventsSubject("*", tenant, "*")
 	}
 	who := tenant
 	if id.Operator {
