@@ -3,14 +3,12 @@ package indexersvc
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/follow"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
@@ -40,36 +38,22 @@ func (c Config) consumerConfig() jetstream.ConsumerConfig {
 
 // consumer follows the transcript and starts indexings.
 type consumer struct {
-	x         *Indexer
-	js        jetstream.JetStream
-	jobs      sync.WaitGroup
-	consuming atomic.Bool
+	x      *Indexer
+	follow *follow.Follower
+	jobs   sync.WaitGroup
+}
+
+func newConsumer(x *Indexer, js jetstream.JetStream) *consumer {
+	c := &consumer{x: x}
+	c.follow = &follow.Follower{JS: js, Stream: events.StreamTranscript, Consumer: x.cfg.consumerConfig(), Handle: c.handle, Log: x.log}
+	return c
 }
 
 // run consumes until ctx is done, then waits (bounded) for running
 // indexings, whose records are then acknowledged or left for redelivery.
 func (c *consumer) run(ctx context.Context) error {
 	defer c.wait(10 * time.Second)
-	for ctx.Err() == nil {
-		var cons jetstream.Consumer
-		err := provision.Retry(ctx, c.x.log, "creating consumer "+events.DurableIndexer, func(ctx context.Context) (err error) {
-			cons, err = c.js.CreateOrUpdateConsumer(ctx, events.StreamTranscript, c.x.cfg.consumerConfig())
-			return err
-		})
-		if err != nil {
-			return nil // ctx done
-		}
-		err = c.consume(ctx, cons)
-		if ctx.Err() != nil {
-			return nil
-		}
-		c.x.log.Warn("indexer consumer stopped; restarting", "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
-	return nil
+	return c.follow.Run(ctx)
 }
 
 func (c *consumer) wait(limit time.Duration) {
@@ -79,29 +63,6 @@ func (c *consumer) wait(limit time.Duration) {
 	case <-done:
 	case <-time.After(limit):
 		c.x.log.Warn("indexings still running at shutdown; their records will be redelivered")
-	}
-}
-
-func (c *consumer) consume(ctx context.Context, cons jetstream.Consumer) error {
-	it, err := cons.Messages(jetstream.PullMaxMessages(256), jetstream.PullPriorityGroup(PriorityGroup))
-	if err != nil {
-		return fmt.Errorf("consuming %s: %w", events.DurableIndexer, err)
-	}
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-	defer it.Stop()
-	c.consuming.Store(true)
-	defer c.consuming.Store(false)
-	for {
-		m, err := it.Next()
-		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-			return errors.New("the message iterator closed")
-		}
-		if err != nil {
-			c.x.log.Debug("consume", "err", err)
-			continue
-		}
-		c.handle(ctx, m)
 	}
 }
 

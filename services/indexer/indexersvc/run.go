@@ -52,9 +52,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("adding the micro service: %w", err)
 	}
 	life.Adopt(svc)
-	c := &consumer{x: x, js: life.JS}
+	c := newConsumer(x, life.JS)
 	life.SetReady(func() error {
-		if !c.consuming.Load() {
+		if !c.follow.Consuming() {
 			return errors.New("not consuming the transcript yet")
 		}
 		return nil

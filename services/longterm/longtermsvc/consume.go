@@ -3,13 +3,11 @@ package longtermsvc
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/follow"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
 )
@@ -40,54 +38,15 @@ func (c Config) consumerConfig() jetstream.ConsumerConfig {
 // every replica; the pinned priority group lets one read at a time. The
 // commits themselves run wherever the commit group places their user.
 type consumer struct {
-	c         *committer
-	js        jetstream.JetStream
-	consuming atomic.Bool
+	c      *committer
+	js     jetstream.JetStream
+	follow *follow.Follower
 }
 
-func (k *consumer) run(ctx context.Context) error {
-	for ctx.Err() == nil {
-		var cons jetstream.Consumer
-		err := provision.Retry(ctx, k.c.log, "creating consumer "+events.DurableLongTerm, func(ctx context.Context) (err error) {
-			cons, err = k.js.CreateOrUpdateConsumer(ctx, events.StreamTranscript, k.c.cfg.consumerConfig())
-			return err
-		})
-		if err != nil {
-			return nil
-		}
-		err = k.consume(ctx, cons)
-		if ctx.Err() != nil {
-			return nil
-		}
-		k.c.log.Warn("long-term memory consumer stopped; restarting", "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
-	return nil
-}
-
-func (k *consumer) consume(ctx context.Context, cons jetstream.Consumer) error {
-	it, err := cons.Messages(jetstream.PullMaxMessages(256), jetstream.PullPriorityGroup(PriorityGroup))
-	if err != nil {
-		return fmt.Errorf("consuming %s: %w", events.DurableLongTerm, err)
-	}
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-	defer it.Stop()
-	k.consuming.Store(true)
-	defer k.consuming.Store(false)
-	for {
-		m, err := it.Next()
-		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-			return errors.New("the message iterator closed")
-		}
-		if err != nil {
-			continue
-		}
-		k.handle(ctx, m)
-	}
+func newConsumer(c *committer, js jetstream.JetStream) *consumer {
+	k := &consumer{c: c, js: js}
+	k.follow = &follow.Follower{JS: js, Stream: events.StreamTranscript, Consumer: c.cfg.consumerConfig(), Handle: k.handle, Log: c.log}
+	return k
 }
 
 // handle queues a commit at a session's end or a reported compaction; every

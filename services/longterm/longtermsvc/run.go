@@ -83,9 +83,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	k := &consumer{c: c, js: life.JS}
+	k := newConsumer(c, life.JS)
 	life.SetReady(func() error {
-		if !k.consuming.Load() {
+		if !k.follow.Consuming() {
 			return errors.New("not consuming the transcript yet")
 		}
 		if !slices.Contains(group.Members(), cfg.ID) {
@@ -99,7 +99,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		// group's drain time).
 		_ = provision.Retry(ctx, log, "joining the commit group", func(context.Context) error { return group.Run(ctx) })
 	})
-	err = k.run(ctx)
+	err = k.follow.Run(ctx)
 	wg.Wait()
 	return err
 }

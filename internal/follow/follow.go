@@ -1,0 +1,89 @@
+// Package follow runs a service's durable consumer on a stream as a pinned
+// priority group: every replica runs one, the server delivers to one of
+// them (the pinned one), and another takes over within the consumer's
+// PinnedTTL when it goes. The indexer and long-term memory follow the
+// transcript this way.
+package follow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/provision"
+)
+
+// Follower consumes Stream with the durable Consumer (whose
+// PriorityGroups[0] is the pinned group) and hands every message to Handle,
+// one after the other, until the context ends. Handle settles the message.
+type Follower struct {
+	JS       jetstream.JetStream
+	Stream   string
+	Consumer jetstream.ConsumerConfig
+	Handle   func(ctx context.Context, m jetstream.Msg)
+	Log      *slog.Logger
+
+	consuming atomic.Bool
+}
+
+// Consuming reports whether the follower has a live message iterator (it
+// may be the pinned replica or a standby).
+func (f *Follower) Consuming() bool { return f.consuming.Load() }
+
+// Run creates or updates the durable (retried while the cluster is
+// degraded) and consumes; a consumer that stops is restarted after a
+// second. It returns nil when ctx ends.
+func (f *Follower) Run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		var cons jetstream.Consumer
+		err := provision.Retry(ctx, f.Log, "creating consumer "+f.Consumer.Durable, func(ctx context.Context) (err error) {
+			cons, err = f.JS.CreateOrUpdateConsumer(ctx, f.Stream, f.Consumer)
+			return err
+		})
+		if err != nil {
+			return nil // ctx done
+		}
+		err = f.consume(ctx, cons)
+		if ctx.Err() != nil {
+			return nil
+		}
+		f.Log.Warn("consumer stopped; restarting", "durable", f.Consumer.Durable, "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+	return nil
+}
+
+func (f *Follower) consume(ctx context.Context, cons jetstream.Consumer) error {
+	opts := []jetstream.PullMessagesOpt{jetstream.PullMaxMessages(256)}
+	if len(f.Consumer.PriorityGroups) > 0 {
+		opts = append(opts, jetstream.PullPriorityGroup(f.Consumer.PriorityGroups[0]))
+	}
+	it, err := cons.Messages(opts...)
+	if err != nil {
+		return fmt.Errorf("consuming %s: %w", f.Consumer.Durable, err)
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	defer it.Stop()
+	f.consuming.Store(true)
+	defer f.consuming.Store(false)
+	for {
+		m, err := it.Next()
+		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			return errors.New("the message iterator closed")
+		}
+		if err != nil {
+			f.Log.Debug("consume", "durable", f.Consumer.Durable, "err", err)
+			continue
+		}
+		f.Handle(ctx, m)
+	}
+}
