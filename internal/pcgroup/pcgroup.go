@@ -358,145 +358,184 @@ func (g *Group) Run(ctx context.Context) error {
 		return fmt.Errorf("opening stream %s: %w", g.cfg.Stream, err)
 	}
 	info, _ := json.Marshal(memberInfo{Member: g.cfg.Member, Since: time.Now().UTC(), Partitions: g.cfg.Partitions})
-	beat := func() error {
-		bctx, cancel := context.WithTimeout(ctx, g.cfg.HeartbeatTTL/2)
-		defer cancel()
-		_, err := store.PutTTL(bctx, g.js, g.cfg.Bucket, g.cfg.Member, info, g.cfg.HeartbeatTTL, 0)
-		return err
-	}
-	if err := beat(); err != nil {
+	m := &membership{g: g, ctx: ctx, kv: kv, stream: stream, info: info,
+		members: map[string]bool{}, runners: map[int]*runner{}, runnerDone: make(chan *runner, g.cfg.Partitions),
+		settled: g.cfg.Settle <= 0}
+	if err := m.beat(); err != nil {
 		return fmt.Errorf("joining group as %s: %w", g.cfg.Member, err)
 	}
-	lastBeat := time.Now()
+	m.lastBeat = time.Now()
 	w, err := kv.WatchAll(ctx)
 	if err != nil {
 		return fmt.Errorf("watching membership: %w", err)
 	}
-	defer func() { _ = w.Stop() }()
+	defer func() { _ = m.w.Stop() }()
+	m.w = w
 	g.log.InfoContext(ctx, "joined consumer group", "member", g.cfg.Member, "partitions", g.cfg.Partitions, "heartbeat_ttl", g.cfg.HeartbeatTTL)
+	var cancel context.CancelFunc
+	m.hctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	m.loop()
+	m.leave()
+	return nil
+}
 
-	hctx, hcancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer hcancel()
-	members := map[string]bool{}
-	runners := map[int]*runner{}
-	runnerDone := make(chan *runner, g.cfg.Partitions)
-	synced := false
-	hb := time.NewTicker(g.cfg.HeartbeatTTL / 3)
-	defer hb.Stop()
+// membership is one Run of a member: the live members it sees, the
+// partitions it runs, its heartbeats. Only Run's goroutine uses it.
+type membership struct {
+	g          *Group
+	ctx, hctx  context.Context // Run's; the handlers' (outlives ctx for the drain)
+	kv         jetstream.KeyValue
+	stream     jetstream.Stream
+	info       []byte
+	w          jetstream.KeyWatcher
+	members    map[string]bool
+	runners    map[int]*runner
+	runnerDone chan *runner
+	synced     bool // the watcher delivered the initial values
+	settled    bool // Config.Settle has passed
+	lastBeat   time.Time
+}
 
-	settled := g.cfg.Settle <= 0
+// beat renews the membership key (a put with a TTL).
+func (m *membership) beat() error {
+	bctx, cancel := context.WithTimeout(m.ctx, m.g.cfg.HeartbeatTTL/2)
+	defer cancel()
+	_, err := store.PutTTL(bctx, m.g.js, m.g.cfg.Bucket, m.g.cfg.Member, m.info, m.g.cfg.HeartbeatTTL, 0)
+	return err
+}
+
+// loop follows membership changes, heartbeats and finished runners until
+// Run's context ends, reconciling the partitions after each.
+func (m *membership) loop() {
+	g := m.g
 	var settle <-chan time.Time
-	if !settled {
+	if !m.settled {
 		settle = time.After(g.cfg.Settle)
 	}
-	reconcile := func() {
-		if !synced || !settled {
-			return
-		}
-		var live []string
-		for m := range members {
-			live = append(live, m)
-		}
-		slices.Sort(live)
-		var mine []int
-		// A member that could not heartbeat for a whole TTL was declared
-		// dead by the others: it owns nothing until a beat succeeds.
-		if members[g.cfg.Member] && time.Since(lastBeat) < g.cfg.HeartbeatTTL {
-			mine = Assign(live, g.cfg.Partitions)[g.cfg.Member]
-		}
-		want := map[int]bool{}
-		for _, p := range mine {
-			want[p] = true
-		}
-		for p, r := range runners {
-			if !want[p] && !r.stopping() {
-				g.log.InfoContext(ctx, "releasing partition", "member", g.cfg.Member, "partition", p)
-				close(r.stop)
-			}
-		}
-		for _, p := range mine {
-			if _, ok := runners[p]; ok {
-				continue // running, or stopping: restarted when done
-			}
-			r := &runner{p: p, stop: make(chan struct{}), done: make(chan struct{}), slots: make(chan struct{}, g.cfg.InFlight), last: map[string]chan struct{}{}}
-			runners[p] = r
-			g.log.InfoContext(ctx, "acquiring partition", "member", g.cfg.Member, "partition", p)
-			go func() {
-				g.runPartition(hctx, stream, r)
-				runnerDone <- r
-			}()
-		}
-		g.setView(live, mine)
-	}
-
-	updates := w.Updates()
-loop:
+	hb := time.NewTicker(g.cfg.HeartbeatTTL / 3)
+	defer hb.Stop()
+	updates := m.w.Updates()
 	for {
 		select {
 		case e, ok := <-updates:
 			if !ok {
-				if ctx.Err() != nil {
-					break loop
+				if m.ctx.Err() != nil {
+					return
 				}
-				// The watcher ended (connection closed); retry.
-				updates = nil // re-watched on the next heartbeat tick
+				updates = nil // the watcher ended (connection closed): re-watched on the next heartbeat tick
 				continue
 			}
-			if e == nil {
-				synced = true
-			} else if e.Operation() == jetstream.KeyValuePut {
-				members[e.Key()] = true
-			} else {
-				delete(members, e.Key())
-			}
-			reconcile()
+			m.observe(e)
 		case <-hb.C:
-			if err := beat(); err != nil {
-				g.log.WarnContext(ctx, "membership heartbeat failed", "member", g.cfg.Member, "err", err)
-			} else {
-				lastBeat = time.Now()
-			}
-			if updates == nil && ctx.Err() == nil {
-				if nw, err := kv.WatchAll(ctx); err == nil {
-					_ = w.Stop()
-					w = nw
-					members, synced, updates = map[string]bool{}, false, w.Updates()
-				} else {
-					g.log.WarnContext(ctx, "watching membership", "err", err)
-				}
-			}
-			reconcile()
+			updates = m.heartbeat(updates)
 		case <-settle:
-			settled, settle = true, nil
-			reconcile()
-		case r := <-runnerDone:
-			if runners[r.p] == r {
-				delete(runners, r.p)
+			m.settled, settle = true, nil
+		case r := <-m.runnerDone:
+			if m.runners[r.p] == r {
+				delete(m.runners, r.p)
 			}
-			reconcile()
-		case <-ctx.Done():
-			break loop
+		case <-m.ctx.Done():
+			return
+		}
+		m.reconcile()
+	}
+}
+
+// observe applies one membership update (nil: the initial values are in).
+func (m *membership) observe(e jetstream.KeyValueEntry) {
+	switch {
+	case e == nil:
+		m.synced = true
+	case e.Operation() == jetstream.KeyValuePut:
+		m.members[e.Key()] = true
+	default:
+		delete(m.members, e.Key())
+	}
+}
+
+// heartbeat renews the membership and, when the watcher had ended, watches
+// again; it returns the updates channel to follow.
+func (m *membership) heartbeat(updates <-chan jetstream.KeyValueEntry) <-chan jetstream.KeyValueEntry {
+	g := m.g
+	if err := m.beat(); err != nil {
+		g.log.WarnContext(m.ctx, "membership heartbeat failed", "member", g.cfg.Member, "err", err)
+	} else {
+		m.lastBeat = time.Now()
+	}
+	if updates != nil || m.ctx.Err() != nil {
+		return updates
+	}
+	nw, err := m.kv.WatchAll(m.ctx)
+	if err != nil {
+		g.log.WarnContext(m.ctx, "watching membership", "err", err)
+		return nil
+	}
+	_ = m.w.Stop()
+	m.w = nw
+	m.members, m.synced = map[string]bool{}, false
+	return nw.Updates()
+}
+
+// reconcile starts runners for the partitions assigned to this member and
+// stops the others; nothing happens before the membership is synced and
+// settled.
+func (m *membership) reconcile() {
+	g := m.g
+	if !m.synced || !m.settled {
+		return
+	}
+	var live []string
+	for id := range m.members {
+		live = append(live, id)
+	}
+	slices.Sort(live)
+	var mine []int
+	// A member that could not heartbeat for a whole TTL was declared dead
+	// by the others: it owns nothing until a beat succeeds.
+	if m.members[g.cfg.Member] && time.Since(m.lastBeat) < g.cfg.HeartbeatTTL {
+		mine = Assign(live, g.cfg.Partitions)[g.cfg.Member]
+	}
+	for p, r := range m.runners {
+		if !slices.Contains(mine, p) && !r.stopping() {
+			g.log.InfoContext(m.ctx, "releasing partition", "member", g.cfg.Member, "partition", p)
+			close(r.stop)
 		}
 	}
+	for _, p := range mine {
+		if _, ok := m.runners[p]; ok {
+			continue // running, or stopping: restarted when done
+		}
+		r := &runner{p: p, stop: make(chan struct{}), done: make(chan struct{}), slots: make(chan struct{}, g.cfg.InFlight), last: map[string]chan struct{}{}}
+		m.runners[p] = r
+		g.log.InfoContext(m.ctx, "acquiring partition", "member", g.cfg.Member, "partition", p)
+		go func() {
+			g.runPartition(m.hctx, m.stream, r)
+			m.runnerDone <- r
+		}()
+	}
+	g.setView(live, mine)
+}
 
-	// Shutdown: stop fetching everywhere, drain, unpin (in runPartition),
-	// then leave so the others rebalance at once.
-	for _, r := range runners {
+// leave stops fetching everywhere, drains, unpins (in runPartition), then
+// deletes the membership key so the others rebalance at once.
+func (m *membership) leave() {
+	g := m.g
+	for _, r := range m.runners {
 		if !r.stopping() {
 			close(r.stop)
 		}
 	}
-	for _, r := range runners {
+	for _, r := range m.runners {
 		<-r.done
 	}
 	g.setView(nil, nil)
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(m.ctx), 2*time.Second)
 	defer cancel()
-	if err := kv.Delete(dctx, g.cfg.Member); err != nil {
+	if err := m.kv.Delete(dctx, g.cfg.Member); err != nil {
 		g.log.WarnContext(dctx, "leaving consumer group", "member", g.cfg.Member, "err", err)
 	}
 	g.log.InfoContext(dctx, "left consumer group", "member", g.cfg.Member)
-	return nil
 }
 
 // consumerConfig is partition p's durable consumer.
@@ -532,93 +571,11 @@ func (g *Group) runPartition(hctx context.Context, stream jetstream.Stream, r *r
 	// The handler's context ends DrainTimeout after the stop signal.
 	hctx, cancel := context.WithCancel(hctx)
 	defer cancel()
-	go func() {
-		select {
-		case <-r.stop:
-			t := time.NewTimer(g.cfg.DrainTimeout)
-			defer t.Stop()
-			select {
-			case <-t.C:
-				cancel()
-			case <-r.done:
-			}
-		case <-r.done:
-		}
-	}()
-	log := g.log.With("member", g.cfg.Member, "partition", r.p)
-	durable := g.cfg.Durable(r.p)
-	var cons jetstream.Consumer
-	backoff := 100 * time.Millisecond
-	pause := func() bool { // false when stopping
-		t := time.NewTimer(backoff)
-		defer t.Stop()
-		if backoff < 5*time.Second {
-			backoff *= 2
-		}
-		select {
-		case <-t.C:
-			return true
-		case <-r.stop:
-			return false
-		}
-	}
-	for !r.stopping() {
-		if cons == nil {
-			cctx, ccancel := context.WithTimeout(hctx, 10*time.Second)
-			c, err := stream.CreateOrUpdateConsumer(cctx, g.consumerConfig(r.p))
-			ccancel()
-			if err != nil {
-				log.WarnContext(hctx, "creating partition consumer", "durable", durable, "err", err)
-				if !pause() {
-					break
-				}
-				continue
-			}
-			cons = c
-		}
-		if !g.takeSlot(r) {
-			break
-		}
-		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(g.cfg.FetchWait), jetstream.FetchPriorityGroup(g.cfg.PriorityGroup))
-		if err != nil {
-			g.releaseSlot(r)
-			if isGone(err) {
-				cons = nil
-			}
-			log.WarnContext(hctx, "fetching", "durable", durable, "err", err)
-			if !pause() {
-				break
-			}
-			continue
-		}
-		got := false
-		for m := range batch.Messages() {
-			got = true
-			if r.stopping() {
-				// Lost the partition while the pull was open: hand the
-				// message back at once for the next owner.
-				_ = m.Nak()
-				g.releaseSlot(r)
-				continue
-			}
-			g.dispatch(hctx, r, m, log)
-		}
-		if !got {
-			g.releaseSlot(r)
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-			if isGone(err) {
-				cons = nil
-			}
-			if !errors.Is(err, jetstream.ErrPinIDMismatch) {
-				log.WarnContext(hctx, "fetching", "durable", durable, "err", err)
-				if !pause() {
-					break
-				}
-			}
-			continue
-		}
-		backoff = 100 * time.Millisecond
+	go g.cancelAfterDrain(r, cancel)
+	f := &fetcher{g: g, r: r, stream: stream, durable: g.cfg.Durable(r.p),
+		log: g.log.With("member", g.cfg.Member, "partition", r.p), backoff: minBackoff}
+	for !r.stopping() && f.step(hctx) {
+		// one fetch per step
 	}
 	// Every message this member holds is settled before the next owner can
 	// be pinned, so a key's messages never run on two members at once.
@@ -626,9 +583,111 @@ func (g *Group) runPartition(hctx context.Context, stream jetstream.Stream, r *r
 	// Unpin so the next owner is pinned now, not after PinnedTTL.
 	uctx, ucancel := context.WithTimeout(context.WithoutCancel(hctx), 2*time.Second)
 	defer ucancel()
-	if err := stream.UnpinConsumer(uctx, durable, g.cfg.PriorityGroup); err != nil {
-		log.DebugContext(uctx, "unpinning", "durable", durable, "err", err)
+	if err := stream.UnpinConsumer(uctx, f.durable, g.cfg.PriorityGroup); err != nil {
+		f.log.DebugContext(uctx, "unpinning", "durable", f.durable, "err", err)
 	}
+}
+
+// cancelAfterDrain cancels the handlers' context DrainTimeout after r is
+// told to stop, unless the loop is done first.
+func (g *Group) cancelAfterDrain(r *runner, cancel context.CancelFunc) {
+	select {
+	case <-r.stop:
+		t := time.NewTimer(g.cfg.DrainTimeout)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-r.done:
+		}
+	case <-r.done:
+	}
+}
+
+// minBackoff is the first pause after a failed consumer creation or fetch;
+// it doubles up to about 5 s and resets after a good fetch.
+const minBackoff = 100 * time.Millisecond
+
+// fetcher is the fetch loop of one partition in handler mode.
+type fetcher struct {
+	g       *Group
+	r       *runner
+	stream  jetstream.Stream
+	durable string
+	log     *slog.Logger
+	cons    jetstream.Consumer
+	backoff time.Duration
+}
+
+// pause waits the backoff (and doubles it); false when the partition is
+// being stopped meanwhile.
+func (f *fetcher) pause() bool {
+	t := time.NewTimer(f.backoff)
+	defer t.Stop()
+	if f.backoff < 5*time.Second {
+		f.backoff *= 2
+	}
+	select {
+	case <-t.C:
+		return true
+	case <-f.r.stop:
+		return false
+	}
+}
+
+// step makes sure the consumer exists, fetches one message and dispatches
+// it; false when the loop must end.
+func (f *fetcher) step(hctx context.Context) bool {
+	g, r := f.g, f.r
+	if f.cons == nil {
+		cctx, ccancel := context.WithTimeout(hctx, 10*time.Second)
+		c, err := f.stream.CreateOrUpdateConsumer(cctx, g.consumerConfig(r.p))
+		ccancel()
+		if err != nil {
+			f.log.WarnContext(hctx, "creating partition consumer", "durable", f.durable, "err", err)
+			return f.pause()
+		}
+		f.cons = c
+	}
+	if !g.takeSlot(r) {
+		return false
+	}
+	batch, err := f.cons.Fetch(1, jetstream.FetchMaxWait(g.cfg.FetchWait), jetstream.FetchPriorityGroup(g.cfg.PriorityGroup))
+	if err != nil {
+		g.releaseSlot(r)
+		if isGone(err) {
+			f.cons = nil
+		}
+		f.log.WarnContext(hctx, "fetching", "durable", f.durable, "err", err)
+		return f.pause()
+	}
+	got := false
+	for m := range batch.Messages() {
+		got = true
+		if r.stopping() {
+			// Lost the partition while the pull was open: hand the message
+			// back at once for the next owner.
+			_ = m.Nak()
+			g.releaseSlot(r)
+			continue
+		}
+		g.dispatch(hctx, r, m, f.log)
+	}
+	if !got {
+		g.releaseSlot(r)
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+		if isGone(err) {
+			f.cons = nil
+		}
+		if !errors.Is(err, jetstream.ErrPinIDMismatch) {
+			f.log.WarnContext(hctx, "fetching", "durable", f.durable, "err", err)
+			return f.pause()
+		}
+		return true
+	}
+	f.backoff = minBackoff
+	return true
 }
 
 // consumePartition runs Config.Consume on partition r.p's consumer until
