@@ -132,127 +132,172 @@ func ClaudeCode(r io.Reader, opt Options) (*Result, error) {
 			return nil, fmt.Errorf("tenant: %w", err)
 		}
 	}
-	type pendingEvent struct {
-		line      int
-		id        string
-		typ       string
-		at        time.Time
-		msg       *events.Message
-		compacted *events.SessionCompacted
-		started   *events.SessionStarted
-		kinds     []string
-	}
-	var out []*pendingEvent
-	var lastCompaction *pendingEvent
-	// started describes the session (dev.recall.session.started): the
-	// first working directory and assistant model, and the parent session —
-	// Claude Code copies a resumed or forked session's history with the
-	// earlier sessionId, so the first other valid sessionId is the parent.
-	started := &events.SessionStarted{}
-	var sessionIDs []string
-	br := bufio.NewReaderSize(r, 1<<20)
-	for line := 1; ; line++ {
-		raw, err := br.ReadBytes('\n')
-		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("reading line %d: %w", line, err)
-		}
-		raw = bytes.TrimSpace(raw)
-		if len(raw) == 0 {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			continue
-		}
-		res.Records++
-		var rec record
-		if jerr := json.Unmarshal(raw, &rec); jerr != nil {
-			res.Skipped["malformed"]++
-			res.Warnings = append(res.Warnings, fmt.Sprintf("line %d: not a JSON record: %v", line, jerr))
-		} else {
-			if res.Session == "" && events.ValidateID(rec.SessionID) == nil {
-				res.Session = rec.SessionID
-			}
-			if events.ValidateID(rec.SessionID) == nil && (len(sessionIDs) == 0 || sessionIDs[len(sessionIDs)-1] != rec.SessionID) {
-				sessionIDs = append(sessionIDs, rec.SessionID)
-			}
-			if started.CWD == "" {
-				started.CWD = rec.CWD
-			}
-			if started.Model == "" && rec.Message != nil && rec.Message.Role == events.RoleAssistant && !strings.HasPrefix(rec.Message.Model, "<") {
-				started.Model = rec.Message.Model
-			}
-			at, _ := time.Parse(time.RFC3339Nano, rec.Timestamp)
-			id := rec.UUID
-			if id == "" {
-				sum := sha256.Sum256(raw)
-				id = "line-" + hex.EncodeToString(sum[:12])
-			}
-			switch kind := recordKind(&rec); kind {
-			case "message":
-				msg, kinds := convertMessage(&rec, res.Skipped)
-				if msg == nil {
-					res.Skipped["empty"]++
-					break
-				}
-				if rec.IsCompactSummary {
-					// The summary Claude Code put in the compacted context:
-					// not conversation, but it tells the context's new size.
-					if lastCompaction != nil && lastCompaction.compacted.PostTokens == 0 {
-						lastCompaction.compacted.PostTokens = memory.EstimateContent(msg.Content)
-					}
-					res.Skipped["compact_summary"]++
-					break
-				}
-				out = append(out, &pendingEvent{line: line, id: id, typ: events.TypeMessage, at: at, msg: msg, kinds: kinds})
-			case "compaction":
-				c := &events.SessionCompacted{}
-				if m := rec.CompactMetadata; m != nil {
-					c.Trigger, c.PreTokens, c.PostTokens = m.Trigger, m.PreTokens, m.PostTokens
-					if m.PreservedMessages != nil && len(m.PreservedMessages.UUIDs) > 0 {
-						c.FirstKeptUUID = m.PreservedMessages.UUIDs[0]
-						c.LastKeptUUID = m.PreservedMessages.UUIDs[len(m.PreservedMessages.UUIDs)-1]
-					}
-					if ps := m.PreservedSegment; ps != nil && ps.HeadUUID != "" && ps.TailUUID != "" {
-						c.FirstKeptUUID, c.LastKeptUUID = ps.HeadUUID, ps.TailUUID
-					}
-				}
-				pe := &pendingEvent{line: line, id: id, typ: events.TypeSessionCompacted, at: at, compacted: c, kinds: []string{"compaction"}}
-				out = append(out, pe)
-				lastCompaction = pe
-			default:
-				res.Skipped[kind]++
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	im := &claudeImport{res: res, started: &events.SessionStarted{}}
+	if err := im.read(r); err != nil {
+		return nil, err
 	}
 	if res.Session == "" {
 		return nil, ErrNoSession
 	}
-	validateAs := opt.Tenant
-	if validateAs == "" {
-		validateAs = "default"
+	im.prependStarted()
+	if err := im.emit(opt); err != nil {
+		return nil, err
 	}
-	fileSession := sessionIDs
-	if len(fileSession) > 0 {
-		last := fileSession[len(fileSession)-1] // the file's own session writes last
-		for _, id := range fileSession {
+	return res, nil
+}
+
+// pendingEvent is an event the import will emit, before it is encoded.
+type pendingEvent struct {
+	line      int
+	id        string
+	typ       string
+	at        time.Time
+	msg       *events.Message
+	compacted *events.SessionCompacted
+	started   *events.SessionStarted
+	kinds     []string
+}
+
+// claudeImport is one import's progress.
+type claudeImport struct {
+	res            *Result
+	out            []*pendingEvent
+	lastCompaction *pendingEvent
+	// started describes the session (dev.recall.session.started): the
+	// first working directory and assistant model, and the parent session —
+	// Claude Code copies a resumed or forked session's history with the
+	// earlier sessionId, so the first other valid sessionId is the parent.
+	started    *events.SessionStarted
+	sessionIDs []string
+}
+
+// read reads every line of the file.
+func (im *claudeImport) read(r io.Reader) error {
+	br := bufio.NewReaderSize(r, 1<<20)
+	for line := 1; ; line++ {
+		raw, err := br.ReadBytes('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("reading line %d: %w", line, err)
+		}
+		raw = bytes.TrimSpace(raw)
+		if len(raw) > 0 {
+			im.line(line, raw)
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+	}
+}
+
+// line converts one record, or counts why it is skipped.
+func (im *claudeImport) line(line int, raw []byte) {
+	res := im.res
+	res.Records++
+	var rec record
+	if jerr := json.Unmarshal(raw, &rec); jerr != nil {
+		res.Skipped["malformed"]++
+		res.Warnings = append(res.Warnings, fmt.Sprintf("line %d: not a JSON record: %v", line, jerr))
+		return
+	}
+	im.noteSession(&rec)
+	at, _ := time.Parse(time.RFC3339Nano, rec.Timestamp)
+	id := rec.UUID
+	if id == "" {
+		sum := sha256.Sum256(raw)
+		id = "line-" + hex.EncodeToString(sum[:12])
+	}
+	switch kind := recordKind(&rec); kind {
+	case "message":
+		msg, kinds := convertMessage(&rec, res.Skipped)
+		switch {
+		case msg == nil:
+			res.Skipped["empty"]++
+		case rec.IsCompactSummary:
+			// The summary Claude Code put in the compacted context: not
+			// conversation, but it tells the context's new size.
+			if im.lastCompaction != nil && im.lastCompaction.compacted.PostTokens == 0 {
+				im.lastCompaction.compacted.PostTokens = memory.EstimateContent(msg.Content)
+			}
+			res.Skipped["compact_summary"]++
+		default:
+			im.out = append(im.out, &pendingEvent{line: line, id: id, typ: events.TypeMessage, at: at, msg: msg, kinds: kinds})
+		}
+	case "compaction":
+		pe := &pendingEvent{line: line, id: id, typ: events.TypeSessionCompacted, at: at, compacted: compacted(&rec), kinds: []string{"compaction"}}
+		im.out = append(im.out, pe)
+		im.lastCompaction = pe
+	default:
+		res.Skipped[kind]++
+	}
+}
+
+// noteSession records the session facts a record carries: its session id
+// (the first valid one names the import's session unless given), the
+// working directory and the assistant model.
+func (im *claudeImport) noteSession(rec *record) {
+	if im.res.Session == "" && events.ValidateID(rec.SessionID) == nil {
+		im.res.Session = rec.SessionID
+	}
+	if events.ValidateID(rec.SessionID) == nil && (len(im.sessionIDs) == 0 || im.sessionIDs[len(im.sessionIDs)-1] != rec.SessionID) {
+		im.sessionIDs = append(im.sessionIDs, rec.SessionID)
+	}
+	if im.started.CWD == "" {
+		im.started.CWD = rec.CWD
+	}
+	if im.started.Model == "" && rec.Message != nil && rec.Message.Role == events.RoleAssistant && !strings.HasPrefix(rec.Message.Model, "<") {
+		im.started.Model = rec.Message.Model
+	}
+}
+
+// compacted is a compact boundary record as dev.recall.session.compacted.
+func compacted(rec *record) *events.SessionCompacted {
+	c := &events.SessionCompacted{}
+	m := rec.CompactMetadata
+	if m == nil {
+		return c
+	}
+	c.Trigger, c.PreTokens, c.PostTokens = m.Trigger, m.PreTokens, m.PostTokens
+	if m.PreservedMessages != nil && len(m.PreservedMessages.UUIDs) > 0 {
+		c.FirstKeptUUID = m.PreservedMessages.UUIDs[0]
+		c.LastKeptUUID = m.PreservedMessages.UUIDs[len(m.PreservedMessages.UUIDs)-1]
+	}
+	if ps := m.PreservedSegment; ps != nil && ps.HeadUUID != "" && ps.TailUUID != "" {
+		c.FirstKeptUUID, c.LastKeptUUID = ps.HeadUUID, ps.TailUUID
+	}
+	return c
+}
+
+// prependStarted puts dev.recall.session.started first, with the parent
+// session: the first session id other than the file's own (which writes
+// last).
+func (im *claudeImport) prependStarted() {
+	if n := len(im.sessionIDs); n > 0 {
+		last := im.sessionIDs[n-1]
+		for _, id := range im.sessionIDs {
 			if id != last {
-				started.ParentSession = id
+				im.started.ParentSession = id
 				break
 			}
 		}
 	}
-	if started.ParentSession == res.Session {
-		started.ParentSession = ""
+	if im.started.ParentSession == im.res.Session {
+		im.started.ParentSession = ""
 	}
-	if len(out) > 0 {
-		first := out[0]
-		out = append([]*pendingEvent{{line: first.line, id: "started", typ: events.TypeSessionStarted, at: first.at, started: started, kinds: []string{"started"}}}, out...)
+	if len(im.out) > 0 {
+		first := im.out[0]
+		im.out = append([]*pendingEvent{{line: first.line, id: "started", typ: events.TypeSessionStarted, at: first.at, started: im.started, kinds: []string{"started"}}}, im.out...)
 	}
-	res.Events = make([]event.Event, 0, len(out))
-	for _, pe := range out {
+}
+
+// emit encodes the events, keeping those ingest would accept.
+func (im *claudeImport) emit(opt Options) error {
+	res := im.res
+	validateAs := opt.Tenant
+	if validateAs == "" {
+		validateAs = "default"
+	}
+	res.Events = make([]event.Event, 0, len(im.out))
+	for _, pe := range im.out {
 		e := event.New()
 		e.SetID(res.Session + "-" + pe.id)
 		e.SetSource(opt.Source)
@@ -269,7 +314,7 @@ func ClaudeCode(r io.Reader, opt Options) (*Result, error) {
 			data = pe.started
 		}
 		if err := e.SetData(event.ApplicationJSON, data); err != nil {
-			return nil, fmt.Errorf("line %d: encoding data: %w", pe.line, err)
+			return fmt.Errorf("line %d: encoding data: %w", pe.line, err)
 		}
 		if opt.Tenant != "" {
 			e.SetExtension(events.ExtTenant, opt.Tenant)
@@ -287,7 +332,7 @@ func ClaudeCode(r io.Reader, opt Options) (*Result, error) {
 		}
 		res.Events = append(res.Events, e)
 	}
-	return res, nil
+	return nil
 }
 
 // recordKind classifies a record: "message", "compaction", or the kind it
