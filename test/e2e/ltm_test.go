@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,13 +14,8 @@ import (
 
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/llm/llmtest"
-	"github.com/recallhq/recall/internal/natsconn"
-	"github.com/recallhq/recall/internal/natstest"
-	"github.com/recallhq/recall/internal/provision"
-	"github.com/recallhq/recall/internal/telemetry"
 	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/events"
-	"github.com/recallhq/recall/services/ingest/ingestsvc"
 	"github.com/recallhq/recall/services/longterm/longtermsvc"
 )
 
@@ -37,42 +31,15 @@ func startLTMStack(t *testing.T, provider llm.Provider) *indexStack {
 // waits for it to return.
 func startLTMReplicas(t *testing.T, provider llm.Provider, partitions int, ids ...string) (s *indexStack, stop map[string]func()) {
 	t.Helper()
-	srv := natstest.Start(t)
-	nc, js := srv.Connect(t)
-	prov := provision.Config{Partitions: partitions}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := provision.Ensure(ctx, js, prov); err != nil {
-		t.Fatal(err)
-	}
-	ncfg := natsconn.Config{URL: srv.ClientURL()}
-	log := telemetry.NewLogger(os.Stderr, telemetry.Config{LogLevel: "error"})
-	runCtx, stopAll := context.WithCancel(context.Background())
-	ing, err := ingestsvc.Start(runCtx, ingestsvc.Config{NATS: ncfg, Config: prov, HTTPAddr: "127.0.0.1:0"}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := startEdge(t, partitions)
 	stop = map[string]func(){}
 	for _, id := range ids {
-		rctx, cancel := context.WithCancel(runCtx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			_ = longtermsvc.Run(rctx, longtermsvc.Config{NATS: ncfg, Config: prov, Provider: provider, ID: id, HeartbeatTTL: 2 * time.Second,
-				Timeout: 20 * time.Second, CommitWait: 20 * time.Second}, log)
-		}()
-		stop[id] = func() { cancel(); <-done }
+		stop[id] = e.run(func(ctx context.Context) error {
+			return longtermsvc.Run(ctx, longtermsvc.Config{NATS: e.ncfg, Config: e.prov, Provider: provider, ID: id, HeartbeatTTL: 2 * time.Second,
+				Timeout: 20 * time.Second, CommitWait: 20 * time.Second}, e.log)
+		})
 	}
-	t.Cleanup(func() {
-		stopAll()
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = ing.Shutdown(sctx)
-		for _, f := range stop {
-			f()
-		}
-	})
-	members, err := js.KeyValue(ctx, events.BucketLTMMembers)
+	members, err := e.js.KeyValue(context.Background(), events.BucketLTMMembers)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,11 +47,8 @@ func startLTMReplicas(t *testing.T, provider llm.Provider, partitions int, ids .
 		keys, _ := members.Keys(context.Background())
 		return len(keys) == len(ids)
 	})
-	testpoll.Until(t, 20*time.Second, "the long-term memory service answers discovery", func() bool {
-		_, err := nc.Request("$SRV.PING."+longtermsvc.ServiceName, nil, 200*time.Millisecond)
-		return err == nil
-	})
-	return &indexStack{url: "http://" + ing.Addr(), nc: nc, js: js}, stop
+	e.ping(t, longtermsvc.ServiceName)
+	return e.indexStack, stop
 }
 
 // said is a user message, from a peer when peer is set.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -38,41 +39,77 @@ type indexStack struct {
 	js  jetstream.JetStream
 }
 
-func startIndexStack(t *testing.T, provider llm.Provider) *indexStack {
+// edge is a fresh server with Recall provisioned and the ingest service
+// (HTTP on a free port); the test's services run beside it with run, and
+// everything stops when the test ends.
+type edge struct {
+	*indexStack
+	prov provision.Config
+	ncfg natsconn.Config
+	log  *slog.Logger
+	ctx  context.Context
+	wg   sync.WaitGroup
+}
+
+func startEdge(t *testing.T, partitions int) *edge {
 	t.Helper()
 	srv := natstest.Start(t)
 	nc, js := srv.Connect(t)
-	prov := provision.Config{Partitions: 2}
+	e := &edge{prov: provision.Config{Partitions: partitions}, ncfg: natsconn.Config{URL: srv.ClientURL()},
+		log: telemetry.NewLogger(os.Stderr, telemetry.Config{LogLevel: "error"})}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := provision.Ensure(ctx, js, prov); err != nil {
+	if err := provision.Ensure(ctx, js, e.prov); err != nil {
 		t.Fatal(err)
 	}
-	ncfg := natsconn.Config{URL: srv.ClientURL()}
-	log := telemetry.NewLogger(os.Stderr, telemetry.Config{LogLevel: "error"})
 	runCtx, stop := context.WithCancel(context.Background())
-	ing, err := ingestsvc.Start(runCtx, ingestsvc.Config{NATS: ncfg, Config: prov, HTTPAddr: "127.0.0.1:0"}, log)
+	e.ctx = runCtx
+	ing, err := ingestsvc.Start(runCtx, ingestsvc.Config{NATS: e.ncfg, Config: e.prov, HTTPAddr: "127.0.0.1:0"}, e.log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_ = indexersvc.Run(runCtx, indexersvc.Config{NATS: ncfg, Config: prov, Provider: provider, Timeout: 20 * time.Second, ReindexWait: 20 * time.Second}, log)
-	}()
 	t.Cleanup(func() {
 		stop()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = ing.Shutdown(sctx)
-		wg.Wait()
+		e.wg.Wait()
 	})
-	testpoll.Until(t, 20*time.Second, "the indexer answers discovery", func() bool {
-		_, err := nc.Request("$SRV.PING."+indexersvc.ServiceName, nil, 200*time.Millisecond)
+	e.indexStack = &indexStack{url: "http://" + ing.Addr(), nc: nc, js: js}
+	return e
+}
+
+// run runs a service until the test ends or stop is called (stop waits
+// for it to return).
+func (e *edge) run(service func(ctx context.Context) error) (stop func()) {
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		defer close(done)
+		_ = service(ctx)
+	}()
+	return func() { cancel(); <-done }
+}
+
+// ping waits until the micro service name answers discovery.
+func (e *edge) ping(t *testing.T, name string) {
+	t.Helper()
+	testpoll.Until(t, 20*time.Second, name+" answers discovery", func() bool {
+		_, err := e.nc.Request("$SRV.PING."+name, nil, 200*time.Millisecond)
 		return err == nil
 	})
-	return &indexStack{url: "http://" + ing.Addr(), nc: nc, js: js}
+}
+
+func startIndexStack(t *testing.T, provider llm.Provider) *indexStack {
+	t.Helper()
+	e := startEdge(t, 2)
+	e.run(func(ctx context.Context) error {
+		return indexersvc.Run(ctx, indexersvc.Config{NATS: e.ncfg, Config: e.prov, Provider: provider, Timeout: 20 * time.Second, ReindexWait: 20 * time.Second}, e.log)
+	})
+	e.ping(t, indexersvc.ServiceName)
+	return e.indexStack
 }
 
 func lifecycleEvent(session, id, typ string, data any) map[string]any {
