@@ -208,7 +208,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// a 2-core machine (docs/benchmarks.md): the ETA printed before each
 	// scenario is the sum of what is left, scaled by how this run compares.
 	typicalS := map[string][2]float64{ScenarioRaw: {10, 2}, ScenarioIngest: {12, 2}, ScenarioTrigger: {60, 6},
-		ScenarioCompaction: {13, 3}, ScenarioExtraction: {32, 4}, ScenarioPipeline: {36, 6}, ScenarioQuery: {15, 2}}
+		ScenarioCompaction: {13, 3}, ScenarioExtraction: {32, 4}, ScenarioPipeline: {75, 12}, ScenarioQuery: {15, 2}}
 	steps := []struct {
 		name string
 		run  func(context.Context, *env) error

@@ -36,8 +36,9 @@ func targets(r *Result) []Target {
 		viol = f64(float64(*r.Extraction.OrderingViolations))
 	}
 	return []Target{
-		atLeast("ingest.ratio_nats_vs_raw", ">= 0.7", r.Ingest.RatioNATSVsRaw, 0.7),
-		atLeast("ingest.ratio_http_vs_raw", ">= 0.35", r.Ingest.RatioHTTPVsRaw, 0.35),
+		atLeast("ingest.ratio_nats_vs_raw", ">= 0.8 (pkg/client)", r.Ingest.RatioNATSVsRaw, 0.8),
+		atLeast("ingest.ratio_nats_endpoint_vs_raw", ">= 0.5", r.Ingest.RatioNATSEndpointVsRaw, 0.5),
+		atLeast("ingest.ratio_http_vs_raw", ">= 0.5", r.Ingest.RatioHTTPVsRaw, 0.5),
 		atLeast("trigger.ratio_vs_raw_consume", ">= 0.8", r.Trigger.RatioVsRawConsume, 0.8),
 		atMost("trigger.bytes_per_session", "<= 1024", r.Trigger.BytesPerSession, 1024),
 		atMost("trigger.restart_recovery_s", "<= 10 (100,000 sessions in a full run)", r.Trigger.RestartRecoveryS, 10),
@@ -46,6 +47,8 @@ func targets(r *Result) []Target {
 		atMost("compaction.flatness", "<= 1.2 (p99 largest / p99 smallest transcript)", r.Compaction.Flatness, 1.2),
 		atLeast("extraction.scaling[workers=8].efficiency", ">= 0.9", eff8, 0.9),
 		atMost("extraction.ordering_violations", "== 0", viol, 0),
+		atMost("pipeline.trigger_lag_p99_ms", "<= 250 (50 % of ingest capacity, 2 trigger replicas)", r.Pipeline.TriggerLagP99MS, 250),
+		atMost("pipeline.trigger_lag_80_p99_ms", "<= 1000 (80 % of ingest capacity, 2 trigger replicas)", r.Pipeline.TriggerLag80P99MS, 1000),
 		atMost("query.overhead_p99_ms", "<= 50 (10,000-record session in a full run)", r.Query.OverheadP99MS, 50),
 	}
 }
@@ -123,7 +126,10 @@ func PrintTable(w io.Writer, r *Result) error {
 		fmt.Fprintf(tw, "extraction.ordering_violations\t%d\t\n", *r.Extraction.OrderingViolations)
 	}
 	skip("pipeline", r.Pipeline.Skipped)
-	row("pipeline.trigger_lag_p99", r.Pipeline.TriggerLagP99MS, "ms", "")
+	for _, s := range r.Pipeline.Steps {
+		fmt.Fprintf(tw, "pipeline[%.0f%%] trigger lag\tp50 %.1f ms, p99 %.1f ms\t%.0f events/s (%.0f achieved), %d trigger replicas, %d requests\n",
+			100*s.Load, s.TriggerLagP50MS, s.TriggerLagP99MS, s.RateEventsPerS, s.AchievedEventsPerS, r.Pipeline.TriggerReplicas, s.Requests)
+	}
 	skip("query", r.Query.Skipped)
 	row("query.overhead_p50", r.Query.OverheadP50MS, "ms", fmt.Sprintf("%d-record session, Recall's time outside the model", r.Query.TranscriptMessages))
 	row("query.overhead_p99", r.Query.OverheadP99MS, "ms", ratioNote(r.Query.RatioP50VsFloor, "floor p50 (raw read of the records it read)"))

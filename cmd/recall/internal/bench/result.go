@@ -180,13 +180,30 @@ type ExtractionResult struct {
 	ViolationExamples  []string         `json:"violation_examples,omitempty"`
 }
 
-// PipelineResult measures the trigger lag under steady ingest.
+// PipelineResult measures the trigger lag under steady ingest at 50 % and
+// 80 % of the client ingest capacity, with partitioned trigger replicas. The
+// top-level rate, requests and lags are the 50 % step's.
 type PipelineResult struct {
-	Skipped         string   `json:"skipped,omitempty"`
-	RateEventsPerS  *float64 `json:"rate_events_per_s"`
-	Requests        int      `json:"extraction_requests"`
-	TriggerLagP50MS *float64 `json:"trigger_lag_p50_ms"`
-	TriggerLagP99MS *float64 `json:"trigger_lag_p99_ms"`
+	Skipped            string         `json:"skipped,omitempty"`
+	CapacityEventsPerS *float64       `json:"capacity_events_per_s"`
+	TriggerReplicas    int            `json:"trigger_replicas"`
+	RateEventsPerS     *float64       `json:"rate_events_per_s"`
+	Requests           int            `json:"extraction_requests"`
+	TriggerLagP50MS    *float64       `json:"trigger_lag_p50_ms"`
+	TriggerLagP99MS    *float64       `json:"trigger_lag_p99_ms"`
+	TriggerLag80P50MS  *float64       `json:"trigger_lag_80_p50_ms"`
+	TriggerLag80P99MS  *float64       `json:"trigger_lag_80_p99_ms"`
+	Steps              []PipelineStep `json:"steps"`
+}
+
+// PipelineStep is one steady load of the pipeline scenario.
+type PipelineStep struct {
+	Load               float64 `json:"load"`
+	RateEventsPerS     float64 `json:"rate_events_per_s"`
+	AchievedEventsPerS float64 `json:"achieved_events_per_s"`
+	Requests           int     `json:"extraction_requests"`
+	TriggerLagP50MS    float64 `json:"trigger_lag_p50_ms"`
+	TriggerLagP99MS    float64 `json:"trigger_lag_p99_ms"`
 }
 
 // Target is one target of the issue and this run's verdict.
