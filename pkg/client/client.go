@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
@@ -121,7 +122,7 @@ func (c *Client) PublishBatch(ctx context.Context, evs []event.Event) ([]Result,
 			failed++
 			continue
 		}
-		f, err := c.js.PublishMsgAsync(m)
+		f, err := c.publishAsync(ctx, m)
 		if err != nil {
 			res[i].Err = fmt.Errorf("publishing event %s: %w", e.ID(), err)
 			failed++
@@ -149,6 +150,29 @@ func (c *Client) PublishBatch(ctx context.Context, evs []event.Event) ([]Result,
 	}
 	return res, nil
 }
+
+// publishAsync publishes m without waiting for its acknowledgement. When
+// the connection's window of unacknowledged publishes is full (the server
+// is slower than the caller) it waits for room, bounded by ctx, instead of
+// failing the event: a burst is slowed down, not partly lost.
+func (c *Client) publishAsync(ctx context.Context, m *nats.Msg) (jetstream.PubAckFuture, error) {
+	for {
+		f, err := c.js.PublishMsgAsync(m)
+		if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			return f, err
+		}
+		select {
+		case <-c.js.PublishAsyncComplete():
+		case <-time.After(stallRetry):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w; gave up waiting for room: %w", err, ctx.Err())
+		}
+	}
+}
+
+// stallRetry is how often publishAsync retries while the window is full
+// (each attempt itself waits for room for nats.go's stall wait).
+const stallRetry = 10 * time.Millisecond
 
 func firstErr(res []Result) error {
 	for _, r := range res {

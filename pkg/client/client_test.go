@@ -3,11 +3,14 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/natstest"
@@ -126,5 +129,53 @@ func TestOrderedBatchStopsASessionAtItsFirstFailure(t *testing.T) {
 	}
 	if strings.Join(ids, ",") != "s1-1,s1-2,s1-3" {
 		t.Fatalf("s1 stored as %v", ids)
+	}
+}
+
+// TestBatchWaitsForRoomWhenTheServerIsSlow publishes a batch larger than
+// the connection's window of unacknowledged publishes while acknowledgements
+// take longer than nats.go's stall wait (200 ms): the batch slows down and
+// every event is stored, none fails with "stalled". The acknowledgements come
+// from a slow responder on the transcript subject standing in for a stream
+// that is busy.
+func TestBatchWaitsForRoomWhenTheServerIsSlow(t *testing.T) {
+	s := natstest.Start(t)
+	nc, _ := s.Connect(t)
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq atomic.Uint64
+	sub, err := nc.Subscribe(events.TranscriptSubject("acme", ">"), func(m *nats.Msg) {
+		n := seq.Add(1)
+		time.AfterFunc(300*time.Millisecond, func() {
+			_ = m.Respond(fmt.Appendf(nil, `{"stream":%q,"seq":%d}`, events.StreamTranscript, n))
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	c, err := client.New(js, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch []event.Event
+	for i := range 6 {
+		batch = append(batch, newEvent(fmt.Sprintf("w%d", i), "s1"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := c.PublishBatch(ctx, batch)
+	if err != nil {
+		t.Fatalf("a batch over a slow server failed: %v", err)
+	}
+	for i, r := range res {
+		if r.Err != nil || r.Seq == 0 {
+			t.Fatalf("event %d: %+v", i, r)
+		}
+	}
+	if got := seq.Load(); got != 6 {
+		t.Fatalf("the server received %d publishes, want 6", got)
 	}
 }

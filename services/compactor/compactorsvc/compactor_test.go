@@ -17,9 +17,11 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/recallhq/recall/internal/lifecycle"
 	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/provision"
@@ -694,6 +696,31 @@ func TestPanicAnsweredAs500(t *testing.T) {
 	if r := e.compact("s1", nil); r.Outcome != memory.OutcomeSessionMemory {
 		t.Fatalf("after the panic: outcome %q", r.Outcome)
 	}
+	// micro's stats show both answers, sent after the handler returned.
+	m, err := e.nc.Request("$SRV.STATS."+ServiceName, nil, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stats micro.Stats
+	if err := json.Unmarshal(m.Data, &stats); err != nil {
+		t.Fatal(err)
+	}
+	for _, ep := range stats.Endpoints {
+		if ep.Name != events.VerbCompact {
+			continue
+		}
+		var data struct {
+			Later microapi.LaterStats `json:"answered_later"`
+		}
+		if err := json.Unmarshal(ep.Data, &data); err != nil {
+			t.Fatal(err)
+		}
+		if l := data.Later; l.NumRequests != 2 || l.NumErrors != 1 || !strings.HasPrefix(l.LastError, "500:") {
+			t.Fatalf("compact endpoint's answered_later: %+v", l)
+		}
+		return
+	}
+	t.Fatalf("no compact endpoint in %s", m.Data)
 }
 
 // hungProvider never answers until its context ends.

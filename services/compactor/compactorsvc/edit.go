@@ -145,7 +145,7 @@ func (h *handler) serveEdit(req micro.Request) {
 		_ = req.Error("400", err.Error(), nil)
 		return
 	}
-	h.answer(req, "edit", tenant, session, func(ctx context.Context) (any, func(), error) {
+	h.answer(req, events.VerbEdit, "edit", tenant, session, func(ctx context.Context) (any, func(), error) {
 		reply, err := h.c.Edit(ctx, tenant, session, r)
 		return reply, nil, err
 	})

@@ -30,6 +30,7 @@ import (
 
 	"github.com/recallhq/recall/internal/lifecycle"
 	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/internal/replyspace"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/pkg/chunked"
@@ -78,7 +79,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	h := &handler{c: c, nc: life.NC, log: log, sem: make(chan struct{}, cfg.Concurrency), base: base}
+	h := &handler{c: c, nc: life.NC, log: log, sem: make(chan struct{}, cfg.Concurrency), base: base, later: microapi.NewLater()}
 	svc, err := h.service()
 	if err != nil {
 		return err
@@ -115,6 +116,9 @@ func (h *handler) service() (micro.Service, error) {
 		Name:        ServiceName,
 		Version:     "1.0.0",
 		Description: "Recall compaction from session memory",
+		// Compactions are answered from goroutines: their outcomes are
+		// counted by h.later and shown as each endpoint's stats data.
+		StatsHandler: h.later.Stats,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("adding micro service: %w", err)
@@ -157,12 +161,14 @@ func (h *handler) fail(reply, code, description string) {
 
 // handler adapts micro requests to the Compactor, one goroutine per request.
 type handler struct {
-	c    *Compactor
-	nc   *nats.Conn
-	log  *slog.Logger
-	sem  chan struct{}
-	wg   sync.WaitGroup
-	base context.Context
+	c   *Compactor
+	nc  *nats.Conn
+	log *slog.Logger
+	sem chan struct{}
+	wg  sync.WaitGroup
+	// later counts the answers sent after the handler returned.
+	later *microapi.Later
+	base  context.Context
 }
 
 func (h *handler) serve(req micro.Request) {
@@ -176,7 +182,7 @@ func (h *handler) serve(req micro.Request) {
 		_ = req.Error("400", err.Error(), nil)
 		return
 	}
-	h.answer(req, "compaction", tenant, session, func(ctx context.Context) (any, func(), error) {
+	h.answer(req, events.VerbCompact, "compaction", tenant, session, func(ctx context.Context) (any, func(), error) {
 		reply := h.c.Compact(ctx, tenant, session, r)
 		if r.Preview {
 			return reply, nil, nil
@@ -190,8 +196,9 @@ func (h *handler) serve(req micro.Request) {
 // reply; a work error or a panic answers 500. then, when work returns one,
 // runs after the reply is sent. The request's headers and reply subject are
 // read before answer returns: micro reuses the request once the handler
-// returns, so the goroutine answers on the connection directly.
-func (h *handler) answer(req micro.Request, what, tenant, session string, work func(context.Context) (any, func(), error)) {
+// returns, so the goroutine answers on the connection directly, and the
+// outcome is counted in h.later under the endpoint verb.
+func (h *handler) answer(req micro.Request, verb, what, tenant, session string, work func(context.Context) (any, func(), error)) {
 	select {
 	case h.sem <- struct{}{}:
 	default:
@@ -200,6 +207,11 @@ func (h *handler) answer(req micro.Request, what, tenant, session string, work f
 	}
 	h.wg.Add(1)
 	hdrs, replyTo := nats.Header(req.Headers()), req.Reply()
+	done := h.later.Begin(verb)
+	fail := func(description string) {
+		h.fail(replyTo, "500", description)
+		done(500, description)
+	}
 	go func() {
 		defer h.wg.Done()
 		defer func() { <-h.sem }()
@@ -207,23 +219,24 @@ func (h *handler) answer(req micro.Request, what, tenant, session string, work f
 		defer func() {
 			if v := recover(); v != nil {
 				h.log.ErrorContext(ctx, what+" panicked", "tenant", tenant, "session", session, "panic", v, "stack", string(debug.Stack()))
-				h.fail(replyTo, "500", "internal error ("+what+"); see the compactor's log")
+				fail("internal error (" + what + "); see the compactor's log")
 			}
 		}()
 		reply, then, err := work(ctx)
 		if err != nil {
-			h.fail(replyTo, "500", err.Error())
+			fail(err.Error())
 			return
 		}
 		data, err := replyJSON.Marshal(reply)
 		if err != nil {
-			h.fail(replyTo, "500", "encoding the reply: "+err.Error())
+			fail("encoding the reply: " + err.Error())
 			return
 		}
 		hdr := nats.Header{"Content-Type": []string{"application/json"}}
 		if err := chunked.Respond(h.nc, replyTo, hdr, data); err != nil {
 			h.log.WarnContext(ctx, "sending the "+what+" reply", "tenant", tenant, "session", session, "err", err)
 		}
+		done(0, "")
 		if then != nil {
 			then()
 		}

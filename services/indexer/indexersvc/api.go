@@ -30,10 +30,12 @@ var fail = microapi.Fail
 
 // serve adds the micro service with the index endpoints.
 func (x *Indexer) serve(log *slog.Logger) (micro.Service, error) {
+	later := microapi.NewLater()
 	svc, err := micro.AddService(x.nc, micro.Config{
-		Name:        ServiceName,
-		Version:     "1.0.0",
-		Description: "Recall indexer: session index, references and questions to past sessions",
+		Name:         ServiceName,
+		Version:      "1.0.0",
+		Description:  "Recall indexer: session index, references and questions to past sessions",
+		StatsHandler: later.Stats,
 	})
 	if err != nil {
 		return nil, err
@@ -41,7 +43,7 @@ func (x *Indexer) serve(log *slog.Logger) (micro.Service, error) {
 	type endpoint struct {
 		verb string
 		// quick endpoints answer in the handler (micro counts their
-		// errors); slow ones answer from a goroutine.
+		// errors); slow ones answer from a goroutine (later counts them).
 		quick bool
 		fn    func(ctx context.Context, tenant, session string, body []byte) (any, *apiError)
 	}
@@ -64,10 +66,11 @@ func (x *Indexer) serve(log *slog.Logger) (micro.Service, error) {
 				x.answer(req.Reply(), res, aerr, req)
 				return
 			}
-			reply, data := req.Reply(), req.Data()
+			reply, data, done := req.Reply(), req.Data(), later.Begin(e.verb)
 			go func() {
 				res, aerr := e.fn(ctx, tenant, session, data)
 				x.answer(reply, res, aerr, nil)
+				microapi.Done(done, aerr)
 			}()
 		})
 		if err := svc.AddEndpoint(e.verb, replyspace.Guard(log, h), micro.WithEndpointSubject(events.APISubject(e.verb, "*", "*"))); err != nil {

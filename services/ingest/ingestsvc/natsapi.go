@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
 )
@@ -40,6 +41,9 @@ type NATSHandler struct {
 	limits Limits
 	sem    chan struct{}
 	wg     sync.WaitGroup
+	// later counts the replies sent once the acknowledgements came back
+	// (micro counts only the decode and the submission).
+	later *microapi.Later
 }
 
 // NewNATSHandler returns the handler of the NATS ingest endpoint, replying
@@ -49,7 +53,7 @@ func NewNATSHandler(nc *nats.Conn, in *Ingester, limits Limits, maxInFlight int)
 	if maxInFlight <= 0 {
 		maxInFlight = 1024
 	}
-	return &NATSHandler{nc: nc, in: in, limits: limits, sem: make(chan struct{}, maxInFlight)}
+	return &NATSHandler{nc: nc, in: in, limits: limits, sem: make(chan struct{}, maxInFlight), later: microapi.NewLater()}
 }
 
 // Handle implements micro.Handler. The body is one structured CloudEvent
@@ -84,6 +88,7 @@ func (h *NATSHandler) Handle(req micro.Request) {
 	reply := req.Reply()
 	h.sem <- struct{}{}
 	h.wg.Add(1)
+	done := h.later.Begin(events.VerbIngest)
 	go func() {
 		defer func() { <-h.sem; h.wg.Done(); span.End() }()
 		status, body := summarize(pend.wait(ctx))
@@ -95,6 +100,9 @@ func (h *NATSHandler) Handle(req micro.Request) {
 				micro.ErrorCodeHeader: []string{strconv.Itoa(p.Status)},
 				"Content-Type":        []string{MediaProblem},
 			}
+			done(p.Status, p.Detail)
+		} else {
+			done(0, "")
 		}
 		if reply != "" {
 			_ = h.nc.PublishMsg(m)
@@ -102,6 +110,10 @@ func (h *NATSHandler) Handle(req micro.Request) {
 		h.in.observe(ctx, "nats", start)
 	}()
 }
+
+// Stats is the micro StatsHandler of the ingest service: the outcomes of
+// the requests answered after Handle returned.
+func (h *NATSHandler) Stats(e *micro.Endpoint) any { return h.later.Stats(e) }
 
 // Wait blocks until every request handed to Handle has been answered.
 func (h *NATSHandler) Wait() { h.wg.Wait() }

@@ -89,9 +89,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 	}
 	s.nh = NewNATSHandler(s.apiNC, in, limits, 1024)
 	s.svc, err = micro.AddService(s.apiNC, micro.Config{
-		Name:        ServiceName,
-		Version:     "1.0.0",
-		Description: "Recall ingest: validates session CloudEvents and stores them on " + events.StreamTranscript,
+		Name:         ServiceName,
+		Version:      "1.0.0",
+		Description:  "Recall ingest: validates session CloudEvents and stores them on " + events.StreamTranscript,
+		StatsHandler: s.nh.Stats,
 	})
 	if err == nil {
 		err = s.svc.AddEndpoint(events.VerbIngest, replyspace.Guard(log, s.nh), micro.WithEndpointSubject(IngestEndpointSubject))

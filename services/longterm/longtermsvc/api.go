@@ -22,8 +22,10 @@ const ServiceName = "recall-longterm"
 // serve adds the micro service: commit (answered from a goroutine: it runs
 // model calls) and ltm (a read, answered at once).
 func (c *committer) serve(nc *nats.Conn, log *slog.Logger) (micro.Service, error) {
+	later := microapi.NewLater() // counts the commits answered from goroutines
 	svc, err := micro.AddService(nc, micro.Config{Name: ServiceName, Version: "1.0.0",
-		Description: "Recall long-term memory: commits of session batches, per-user and per-peer memory"})
+		Description:  "Recall long-term memory: commits of session batches, per-user and per-peer memory",
+		StatsHandler: later.Stats})
 	if err != nil {
 		return nil, err
 	}
@@ -48,10 +50,11 @@ func (c *committer) serve(nc *nats.Conn, log *slog.Logger) (micro.Service, error
 			return
 		}
 		ctx := natsce.Extract(context.Background(), nats.Header(req.Headers()))
-		reply := req.Reply()
+		reply, done := req.Reply(), later.Begin(events.VerbCommit)
 		go func() {
 			res, aerr := c.explicit(ctx, tenant, session)
 			microapi.Answer(nc, log, reply, res, aerr, nil)
+			microapi.Done(done, aerr)
 		}()
 	})
 	for verb, h := range map[string]micro.Handler{events.VerbLTM: read, events.VerbCommit: commit} {

@@ -3,11 +3,13 @@ package triggersvc
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/internal/replyspace"
 	"github.com/recallhq/recall/internal/store"
 	"github.com/recallhq/recall/pkg/events"
@@ -32,10 +34,14 @@ const maxManualTimeout = 10 * time.Minute
 // Config.ExtractTimeout). Requests are served concurrently; ctx cancels the
 // waits in progress. The caller stops the returned service.
 func (t *Trigger) ServeManual(ctx context.Context) (micro.Service, error) {
+	later := microapi.NewLater()
 	svc, err := micro.AddService(t.nc, micro.Config{
 		Name:        ServiceName,
 		Version:     "1.0.0",
 		Description: "Recall trigger: manual extraction",
+		// Waiting extractions are answered from goroutines: their outcomes
+		// are counted by later and shown as the endpoint's stats data.
+		StatsHandler: later.Stats,
 	})
 	if err != nil {
 		return nil, err
@@ -44,17 +50,16 @@ func (t *Trigger) ServeManual(ctx context.Context) (micro.Service, error) {
 		// Handlers are serial per endpoint and an extraction takes seconds:
 		// a request that can be refused at once is answered here, through
 		// micro (which counts the error); one that waits is answered from a
-		// goroutine on the connection. (Answering through the micro.Request
+		// goroutine on the connection (answering through the micro.Request
 		// after the handler returned races with micro reading its error
-		// state: micro cannot count those outcomes; recall_trigger_manual
-		// does.)
+		// state) and counted by later.
 		in, code, msg := t.parseManual(req)
 		if code != "" {
 			t.m.manual.Add(ctx, 1, reasonAttr("error_"+code))
 			_ = req.Error(code, msg, nil)
 			return
 		}
-		go t.manual(ctx, req.Reply(), in)
+		go t.manual(ctx, req.Reply(), in, later.Begin(events.VerbExtract))
 	})), micro.WithEndpointSubject(events.SubjectAPIRoot+"."+events.VerbExtract+".*.*"))
 	if err != nil {
 		_ = svc.Stop()
@@ -90,9 +95,15 @@ func (t *Trigger) parseManual(req micro.Request) (in manualRequest, code, msg st
 	return in, "", ""
 }
 
-// manual runs one manual extraction and answers on reply.
-func (t *Trigger) manual(ctx context.Context, reply string, in manualRequest) {
+// manual runs one manual extraction, answers on reply and records the
+// outcome with done (a failed extraction is an answer, not an error).
+func (t *Trigger) manual(ctx context.Context, reply string, in manualRequest, done func(int, string)) {
 	res, code, msg := t.extract(ctx, in)
+	if n, err := strconv.Atoi(code); err == nil {
+		done(n, msg)
+	} else {
+		done(0, "")
+	}
 	if reply == "" {
 		return
 	}

@@ -1,0 +1,84 @@
+package microapi_test
+
+import (
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/recallhq/recall/internal/microapi"
+	"github.com/recallhq/recall/internal/natstest"
+)
+
+// TestLaterStatsInSRVStats answers from goroutines after the handler
+// returned — one success, two refusals — and reads $SRV.STATS: micro's own
+// counters see three requests and no error, the endpoint's data counts the
+// answers as they were sent.
+func TestLaterStatsInSRVStats(t *testing.T) {
+	s := natstest.Start(t)
+	nc, _ := s.Connect(t)
+	later := microapi.NewLater()
+	svc, err := micro.AddService(nc, micro.Config{Name: "later-test", Version: "1.0.0", StatsHandler: later.Stats})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	err = svc.AddEndpoint("work", micro.HandlerFunc(func(req micro.Request) {
+		reply, body, done := req.Reply(), string(req.Data()), later.Begin("work")
+		go func() {
+			time.Sleep(20 * time.Millisecond)
+			var aerr *microapi.Error
+			if body == "bad" {
+				aerr = microapi.Fail(422, "cannot do %q", body)
+			}
+			microapi.Answer(nc, slog.Default(), reply, map[string]string{"ok": body}, aerr, nil)
+			microapi.Done(done, aerr)
+		}()
+	}), micro.WithEndpointSubject("later.work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{"good", "bad", "bad"} {
+		m, err := nc.Request("later.work", []byte(body), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := m.Header.Get(micro.ErrorCodeHeader); (code == "422") != (body == "bad") {
+			t.Fatalf("%s answered with code %q", body, code)
+		}
+	}
+	m, err := nc.Request("$SRV.STATS.later-test", nil, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stats struct {
+		Endpoints []struct {
+			Name     string `json:"name"`
+			Requests int    `json:"num_requests"`
+			Errors   int    `json:"num_errors"`
+			Data     struct {
+				Later microapi.LaterStats `json:"answered_later"`
+			} `json:"data"`
+		} `json:"endpoints"`
+	}
+	if err := json.Unmarshal(m.Data, &stats); err != nil {
+		t.Fatalf("%v: %s", err, m.Data)
+	}
+	if len(stats.Endpoints) != 1 {
+		t.Fatalf("endpoints: %s", m.Data)
+	}
+	e := stats.Endpoints[0]
+	if e.Requests != 3 || e.Errors != 0 {
+		t.Fatalf("micro's own counters: %d requests, %d errors (want 3, 0: it cannot see later answers)", e.Requests, e.Errors)
+	}
+	l := e.Data.Later
+	if l.NumRequests != 3 || l.NumErrors != 2 || l.InFlight != 0 || !strings.HasPrefix(l.LastError, "422:") {
+		t.Fatalf("answered_later: %+v", l)
+	}
+	if l.AverageProcessingTime < 20*time.Millisecond {
+		t.Fatalf("average processing time %s, want at least the 20ms each answer waited", l.AverageProcessingTime)
+	}
+}
