@@ -103,7 +103,11 @@ func (g *Gen) Event(session string) event.Event {
 	e.SetSubject(session)
 	e.SetTime(time.Now())
 	data, _ := json.Marshal(m)
-	_ = e.SetData(event.ApplicationJSON, data)
+	// The data as a JSON value, as platforms send it: SetData with a
+	// []byte would mark it binary and a structured event would carry it as
+	// data_base64.
+	e.SetDataContentType(event.ApplicationJSON)
+	e.DataEncoded = data
 	return e
 }
 
