@@ -48,7 +48,8 @@ type NATSHandler struct {
 
 // NewNATSHandler returns the handler of the NATS ingest endpoint, replying
 // on nc (the connection of the micro service); at most maxInFlight requests
-// await their acknowledgements at once.
+// await their acknowledgements at once, more are refused with a 503 before
+// anything of them is published.
 func NewNATSHandler(nc *nats.Conn, in *Ingester, limits Limits, maxInFlight int) *NATSHandler {
 	if maxInFlight <= 0 {
 		maxInFlight = 1024
@@ -82,11 +83,24 @@ func (h *NATSHandler) Handle(req micro.Request) {
 		span.End()
 		return
 	}
+	// A slot is taken before anything is published: when every slot awaits
+	// acknowledgements (JetStream is slow or down), the request is refused
+	// at once with a 503 and nothing of it is stored, rather than queued in
+	// the subscription's buffer, where it would wait unseen and finally be
+	// dropped as a slow consumer's message.
+	select {
+	case h.sem <- struct{}{}:
+	default:
+		h.in.reject(ctx, "busy", len(items))
+		respondProblem(req, newProblem(ProblemUnavailable, http.StatusServiceUnavailable,
+			fmt.Sprintf("ingest busy: %d requests are awaiting their acknowledgements; nothing of this request was stored, retry shortly", cap(h.sem))))
+		span.End()
+		return
+	}
 	pend := h.in.submit(ctx, tenant, session, items)
 	// The reply is published directly on the connection, not through req:
 	// micro reads the request's state after Handle returns.
 	reply := req.Reply()
-	h.sem <- struct{}{}
 	h.wg.Add(1)
 	done := h.later.Begin(events.VerbIngest)
 	go func() {
