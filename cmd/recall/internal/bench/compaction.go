@@ -57,58 +57,20 @@ func benchNotes(g *benchgen.Gen, session string) string {
 func runCompaction(ctx context.Context, e *env) error {
 	r := &e.res.Compaction
 	bg := benchgen.SessionIDs("c", e.sizes.compactSessions)
-	plan := fillPlan{}
-	for _, s := range bg {
-		plan.sessions = append(plan.sessions, s)
-		plan.counts = append(plan.counts, compactBackgroundMessages)
-	}
 	measured := make([]string, len(e.sizes.compactSizes))
 	for i, n := range e.sizes.compactSizes {
 		measured[i] = fmt.Sprintf("big%d", n)
-		plan.sessions = append(plan.sessions, measured[i])
-		plan.counts = append(plan.counts, n)
 	}
-	r.Sessions = len(plan.sessions)
-	// seqs of the measured sessions' records, in order.
-	seqs := map[string][]uint64{}
-	for _, s := range measured {
-		seqs[s] = nil
-	}
-	t0 := time.Now()
 	g := benchgen.New(7)
-	if _, err := e.fill(ctx, g, plan, func(s string, seq uint64) {
-		if l, ok := seqs[s]; ok {
-			seqs[s] = append(l, seq)
-		}
-	}); err != nil {
+	seqs, err := fillCompactionSessions(ctx, e, g, bg, measured)
+	if err != nil {
 		return err
 	}
-	e.progress("   pre-filled %d sessions, %d events in %s", len(plan.sessions), plan.total(), time.Since(t0).Round(time.Millisecond))
-
-	// Memory for every session: the measured ones summarized up to
-	// compactUnsummarized records before their end, at an assistant answer
-	// (turn%4 == 3, a safe point: no open tool_use).
-	t0 = time.Now()
-	kv, err := e.js.KeyValue(ctx, events.BucketMemory)
+	r.Sessions = len(bg) + len(measured)
+	kv, err := writeCompactionMemory(ctx, e, g, append(append([]string(nil), bg...), measured...), seqs)
 	if err != nil {
-		return fmt.Errorf("opening %s: %w", events.BucketMemory, err)
+		return err
 	}
-	for _, s := range append(append([]string(nil), bg...), measured...) {
-		rec := events.MemoryRecord{Notes: benchNotes(g, s), UpdatedAt: time.Now(), Extractions: 3}
-		if l, ok := seqs[s]; ok {
-			turn := len(l) - compactUnsummarized
-			turn -= (turn - 3) % 4 // back to an assistant answer
-			rec.LastSummarizedID = fmt.Sprintf("%s-m%06d", s, turn)
-			rec.LastSummarizedSeq = l[turn]
-			rec.CoveredSeq = l[len(l)-1]
-		}
-		b, _ := json.Marshal(rec)
-		if _, err := kv.Put(ctx, events.MemoryKey(benchTenant, s), b); err != nil {
-			return fmt.Errorf("writing memory: %w", err)
-		}
-	}
-	e.progress("   wrote %d memory records in %s", len(plan.sessions), time.Since(t0).Round(time.Millisecond))
-
 	cfg := compactorsvc.Config{NATS: natsconn.Config{URL: e.url}, Config: e.provisionConfig()}
 	svc, err := startService(ctx, "compactor", func(ctx context.Context) error {
 		return compactorsvc.Run(ctx, cfg, e.log.With("service", "compactor"))
@@ -120,17 +82,87 @@ func runCompaction(ctx context.Context, e *env) error {
 		return err
 	}
 	defer svc.stop()
-
 	fl, err := newFloor(e.nc, kv)
 	if err != nil {
 		return err
 	}
 	defer fl.close()
-	lat := make([]latencies, len(measured))
-	flat := make([]latencies, len(measured))
-	kept := make([]int, len(measured))
+	m, err := measureCompactions(ctx, e, fl, measured)
+	if err != nil {
+		return err
+	}
+	summarizeCompactions(e, m)
+	return nil
+}
+
+// fillCompactionSessions stores compactBackgroundMessages records for every
+// background session and the sizes' records for the measured ones, and
+// returns the measured sessions' stream sequences, in order.
+func fillCompactionSessions(ctx context.Context, e *env, g *benchgen.Gen, bg, measured []string) (map[string][]uint64, error) {
+	plan := fillPlan{}
+	for _, s := range bg {
+		plan.sessions = append(plan.sessions, s)
+		plan.counts = append(plan.counts, compactBackgroundMessages)
+	}
+	seqs := map[string][]uint64{}
+	for i, s := range measured {
+		plan.sessions = append(plan.sessions, s)
+		plan.counts = append(plan.counts, e.sizes.compactSizes[i])
+		seqs[s] = nil
+	}
+	t0 := time.Now()
+	if _, err := e.fill(ctx, g, plan, func(s string, seq uint64) {
+		if l, ok := seqs[s]; ok {
+			seqs[s] = append(l, seq)
+		}
+	}); err != nil {
+		return nil, err
+	}
+	e.progress("   pre-filled %d sessions, %d events in %s", len(plan.sessions), plan.total(), time.Since(t0).Round(time.Millisecond))
+	return seqs, nil
+}
+
+// writeCompactionMemory writes a memory record for every session: the
+// measured ones (those in seqs) summarized up to compactUnsummarized records
+// before their end, at an assistant answer (turn%4 == 3, a safe point: no
+// open tool_use).
+func writeCompactionMemory(ctx context.Context, e *env, g *benchgen.Gen, sessions []string, seqs map[string][]uint64) (jetstream.KeyValue, error) {
+	t0 := time.Now()
+	kv, err := e.js.KeyValue(ctx, events.BucketMemory)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", events.BucketMemory, err)
+	}
+	for _, s := range sessions {
+		rec := events.MemoryRecord{Notes: benchNotes(g, s), UpdatedAt: time.Now(), Extractions: 3}
+		if l, ok := seqs[s]; ok {
+			turn := len(l) - compactUnsummarized
+			turn -= (turn - 3) % 4 // back to an assistant answer
+			rec.LastSummarizedID = fmt.Sprintf("%s-m%06d", s, turn)
+			rec.LastSummarizedSeq = l[turn]
+			rec.CoveredSeq = l[len(l)-1]
+		}
+		b, _ := json.Marshal(rec)
+		if _, err := kv.Put(ctx, events.MemoryKey(benchTenant, s), b); err != nil {
+			return nil, fmt.Errorf("writing memory: %w", err)
+		}
+	}
+	e.progress("   wrote %d memory records in %s", len(sessions), time.Since(t0).Round(time.Millisecond))
+	return kv, nil
+}
+
+// compactionSamples are the measured latencies of each size, and of its
+// floor, and how many records the last compaction kept.
+type compactionSamples struct {
+	lat, floor []latencies
+	kept       []int
+}
+
+// measureCompactions compacts the measured sessions round-robin (after a
+// tenth as many warm-up rounds), each followed by its floor.
+func measureCompactions(ctx context.Context, e *env, fl *floor, measured []string) (compactionSamples, error) {
+	m := compactionSamples{lat: make([]latencies, len(measured)), floor: make([]latencies, len(measured)), kept: make([]int, len(measured))}
 	warm := e.sizes.compactRequests / 10
-	t0 = time.Now()
+	t0 := time.Now()
 	for i := 0; i < e.sizes.compactRequests+warm; i++ {
 		if i == warm {
 			e.progress("   %d warm-up rounds took %s", warm, time.Since(t0).Round(time.Millisecond))
@@ -140,31 +172,38 @@ func runCompaction(ctx context.Context, e *env) error {
 			s := measured[j]
 			rep, size, d, err := compactOnceSized(ctx, e.nc, s)
 			if err != nil {
-				return fmt.Errorf("compacting %s: %w", s, err)
+				return m, fmt.Errorf("compacting %s: %w", s, err)
 			}
 			if !rep.Served {
-				return fmt.Errorf("compacting %s: not served: outcome %s: %s", s, rep.Outcome, rep.Reason)
+				return m, fmt.Errorf("compacting %s: not served: outcome %s: %s", s, rep.Outcome, rep.Reason)
 			}
-			kept[j] = rep.KeptCount
+			m.kept[j] = rep.KeptCount
 			fd, err := fl.once(ctx, s, rep.FirstKeptSeq, rep.LastSeq, size)
 			if err != nil {
-				return err
+				return m, err
 			}
 			if i >= warm {
-				lat[j] = append(lat[j], d)
-				flat[j] = append(flat[j], fd)
+				m.lat[j] = append(m.lat[j], d)
+				m.floor[j] = append(m.floor[j], fd)
 			}
 		}
 	}
+	return m, nil
+}
+
+// summarizeCompactions fills the compaction result from the samples: each
+// size against its floor, the worst ratios, the flatness.
+func summarizeCompactions(e *env, m compactionSamples) {
+	r := &e.res.Compaction
 	for j, n := range e.sizes.compactSizes {
-		sz := CompactionSize{TranscriptMessages: n, Requests: len(lat[j]),
-			P50US: round1(lat[j].percentile(50)), P99US: round1(lat[j].percentile(99)), KeptMessages: kept[j],
-			FloorP50US: round1(flat[j].percentile(50)), FloorP99US: round1(flat[j].percentile(99))}
+		sz := CompactionSize{TranscriptMessages: n, Requests: len(m.lat[j]),
+			P50US: round1(m.lat[j].percentile(50)), P99US: round1(m.lat[j].percentile(99)), KeptMessages: m.kept[j],
+			FloorP50US: round1(m.floor[j].percentile(50)), FloorP99US: round1(m.floor[j].percentile(99))}
 		sz.RatioP50VsFloor = round3(sz.P50US / sz.FloorP50US)
 		sz.RatioP99VsFloor = round3(sz.P99US / sz.FloorP99US)
 		r.BySize = append(r.BySize, sz)
 		e.progress("   compaction of a %d-message transcript: p50 %.0f us, p99 %.0f us, %d kept; floor p50 %.0f us, p99 %.0f us (%.2f× / %.2f×)",
-			n, sz.P50US, sz.P99US, kept[j], sz.FloorP50US, sz.FloorP99US, sz.RatioP50VsFloor, sz.RatioP99VsFloor)
+			n, sz.P50US, sz.P99US, m.kept[j], sz.FloorP50US, sz.FloorP99US, sz.RatioP50VsFloor, sz.RatioP99VsFloor)
 	}
 	for _, sz := range r.BySize { // the worst size decides
 		r.RatioP50VsFloor = f64(max(deref(r.RatioP50VsFloor), sz.RatioP50VsFloor))
@@ -177,7 +216,6 @@ func runCompaction(ctx context.Context, e *env) error {
 		r.RatioP99VsRaw = f64(round3(largest / (*raw.RequestReplyP99US + *raw.KVGetP99US)))
 	}
 	r.Flatness = f64(round3(largest / r.BySize[0].P99US))
-	return nil
 }
 
 // compactOnce asks the compactor to compact session, as a platform would

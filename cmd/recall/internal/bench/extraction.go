@@ -167,22 +167,64 @@ type completion struct {
 func extractionStep(ctx context.Context, e *env, provider llm.Provider, workers int) (ExtractionStep, []string, error) {
 	step := ExtractionStep{Workers: workers}
 	sessions := benchgen.SessionIDs(fmt.Sprintf("x%d_", workers), e.sizes.extractSessions)
+	seqs, err := fillExtractionSessions(ctx, e, sessions)
+	if err != nil {
+		return step, nil, err
+	}
+	stop, err := startExtractors(ctx, e, provider, workers)
+	defer stop()
+	if err != nil {
+		return step, nil, err
+	}
+	col, err := collectOutcomes(e, 2*len(sessions))
+	if err != nil {
+		return step, nil, err
+	}
+	defer col.close()
+
+	limit := 30*time.Second + time.Duration(4*len(sessions)/workers/e.sizes.extractPerWorker+4)*e.sizes.extractLatency
+	start := time.Now()
+	if err := requestExtractions(ctx, e, sessions, seqs); err != nil {
+		return step, nil, err
+	}
+	outs, err := col.wait(ctx, limit)
+	if err != nil {
+		return step, nil, err
+	}
+	last, problems := judgeOutcomes(&step, outs, sessions, seqs)
+	step.BusiestWorkerSessions = busiestWorker(sessions, workers, e.provisionConfig().Partitions)
+	per := e.sizes.extractPerWorker
+	waves := func(n int) float64 { return float64((n + per - 1) / per) }
+	step.EfficiencyBound = round3(waves(len(sessions)) / float64(workers) / waves(step.BusiestWorkerSessions))
+	step.ExtractionsPerS = round3(rate(step.Extractions, last.Sub(start)))
+	step.CapacityPerS = round3(float64(workers*per) / e.sizes.extractLatency.Seconds())
+	step.Utilization = round3(step.ExtractionsPerS / step.CapacityPerS)
+	e.progress("   %d workers: %d extractions (%d outcomes) in %s", workers, step.Extractions, len(outs), last.Sub(start).Round(time.Millisecond))
+	return step, problems, nil
+}
+
+// fillExtractionSessions stores extractMessages records for each session
+// and returns each session's stream sequences, in order.
+func fillExtractionSessions(ctx context.Context, e *env, sessions []string) (map[string][]uint64, error) {
 	plan := fillPlan{sessions: sessions, counts: make([]int, len(sessions))}
 	for i := range plan.counts {
 		plan.counts[i] = extractMessages
 	}
 	seqs := map[string][]uint64{}
 	var mu sync.Mutex
-	if _, err := e.fill(ctx, benchgen.New(11), plan, func(s string, seq uint64) {
+	_, err := e.fill(ctx, benchgen.New(11), plan, func(s string, seq uint64) {
 		mu.Lock()
 		seqs[s] = append(seqs[s], seq)
 		mu.Unlock()
-	}); err != nil {
-		return step, nil, err
-	}
+	})
+	return seqs, err
+}
 
+// startExtractors starts workers extractor services and waits until every
+// partition has a worker pulling. stop (always set) stops them all at once.
+func startExtractors(ctx context.Context, e *env, provider llm.Provider, workers int) (stop func(), err error) {
 	var svcs []*service
-	defer func() {
+	stop = func() {
 		t0 := time.Now()
 		for _, s := range svcs {
 			s.cancel() // stop them all at once, then wait
@@ -191,7 +233,7 @@ func extractionStep(ctx context.Context, e *env, provider llm.Provider, workers 
 			_ = s.stop()
 		}
 		e.progress("   %d workers stopped in %s", workers, time.Since(t0).Round(time.Millisecond))
-	}()
+	}
 	for w := 0; w < workers; w++ {
 		cfg := extractorsvc.Config{NATS: natsconn.Config{URL: e.url}, Config: e.provisionConfig(), Provider: provider,
 			WorkerID: fmt.Sprintf("bench-%d-%d", workers, w), Concurrency: e.sizes.extractPerWorker, FetchWait: time.Second}
@@ -199,75 +241,104 @@ func extractionStep(ctx context.Context, e *env, provider llm.Provider, workers 
 			return extractorsvc.Run(ctx, cfg, e.log.With("service", "extractor", "worker", cfg.WorkerID))
 		}, nil)
 		if err != nil {
-			return step, nil, err
+			return stop, err
 		}
 		svcs = append(svcs, svc)
 	}
 	t0 := time.Now()
 	if err := waitWorkers(ctx, e, workers, svcs); err != nil {
-		return step, nil, err
+		return stop, err
 	}
 	e.progress("   %d workers own every partition after %s", workers, time.Since(t0).Round(time.Millisecond))
+	return stop, nil
+}
 
-	var (
-		cmu  sync.Mutex
-		outs []completion
-	)
-	want := 2 * len(sessions)
-	done := make(chan struct{})
-	onEvent := func(m *nats.Msg) {
-		ev, err := natsce.FromMsg(m)
-		if err != nil {
-			return
-		}
-		c := completion{at: time.Now()}
-		switch ev.Type() {
-		case events.TypeExtractionCompleted:
-			var d events.ExtractionCompleted
-			if json.Unmarshal(ev.Data(), &d) != nil {
-				return
-			}
-			c.session, c.covered, c.upTo, c.skipped = d.Session, d.CoveredSeq, d.UpToSeq, d.Skipped
-		case events.TypeExtractionFailed:
-			var d events.ExtractionFailed
-			if json.Unmarshal(ev.Data(), &d) != nil {
-				return
-			}
-			c.session, c.upTo, c.failed = d.Session, d.UpToSeq, d.Error
-		default:
-			return
-		}
-		cmu.Lock()
-		outs = append(outs, c)
-		if len(outs) == want {
-			close(done)
-		}
-		cmu.Unlock()
-	}
-	var subs []*nats.Subscription
+// outcomes collects the extraction outcome events of the bench tenant.
+type outcomes struct {
+	mu   sync.Mutex
+	outs []completion
+	want int
+	done chan struct{}
+	subs []*nats.Subscription
+}
+
+// collectOutcomes subscribes to the completion and failure events until
+// want of them arrived.
+func collectOutcomes(e *env, want int) (*outcomes, error) {
+	o := &outcomes{want: want, done: make(chan struct{})}
 	for _, kind := range []string{events.KindExtractionCompleted, events.KindExtractionFailed} {
-		sub, err := e.nc.Subscribe(events.EventsSubject(kind, benchTenant, "*"), onEvent)
+		sub, err := e.nc.Subscribe(events.EventsSubject(kind, benchTenant, "*"), o.onEvent)
 		if err != nil {
-			return step, nil, err
+			o.close()
+			return nil, err
 		}
-		subs = append(subs, sub)
+		o.subs = append(o.subs, sub)
 	}
-	defer func() {
-		for _, s := range subs {
-			_ = s.Unsubscribe()
-		}
-	}()
 	if err := e.nc.Flush(); err != nil {
-		return step, nil, err
+		o.close()
+		return nil, err
 	}
+	return o, nil
+}
 
-	limit := 30*time.Second + time.Duration(4*len(sessions)/workers/e.sizes.extractPerWorker+4)*e.sizes.extractLatency
-	start := time.Now()
-	// Two requests per session, back to back: the first (whole transcript)
-	// costs one model call; the second names an older point (a request
-	// delayed in flight), must be answered as already covered and never
-	// run beside the first or move the coverage back. (Identical requests
-	// would be deduplicated by the stream.)
+func (o *outcomes) onEvent(m *nats.Msg) {
+	ev, err := natsce.FromMsg(m)
+	if err != nil {
+		return
+	}
+	c := completion{at: time.Now()}
+	switch ev.Type() {
+	case events.TypeExtractionCompleted:
+		var d events.ExtractionCompleted
+		if json.Unmarshal(ev.Data(), &d) != nil {
+			return
+		}
+		c.session, c.covered, c.upTo, c.skipped = d.Session, d.CoveredSeq, d.UpToSeq, d.Skipped
+	case events.TypeExtractionFailed:
+		var d events.ExtractionFailed
+		if json.Unmarshal(ev.Data(), &d) != nil {
+			return
+		}
+		c.session, c.upTo, c.failed = d.Session, d.UpToSeq, d.Error
+	default:
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.outs = append(o.outs, c)
+	if len(o.outs) == o.want {
+		close(o.done)
+	}
+}
+
+// wait returns the outcomes once want arrived, or an error after limit.
+func (o *outcomes) wait(ctx context.Context, limit time.Duration) ([]completion, error) {
+	select {
+	case <-o.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(limit):
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.outs) < o.want {
+		return nil, fmt.Errorf("%d of %d extraction outcomes within %s", len(o.outs), o.want, limit)
+	}
+	return append([]completion(nil), o.outs...), nil
+}
+
+func (o *outcomes) close() {
+	for _, s := range o.subs {
+		_ = s.Unsubscribe()
+	}
+}
+
+// requestExtractions publishes two requests per session, back to back: the
+// first (whole transcript) costs one model call; the second names an older
+// point (a request delayed in flight), must be answered as already covered
+// and never run beside the first or move the coverage back. (Identical
+// requests would be deduplicated by the stream.)
+func requestExtractions(ctx context.Context, e *env, sessions []string, seqs map[string][]uint64) error {
 	for round := 0; round < 2; round++ {
 		for _, s := range sessions {
 			l := seqs[s]
@@ -275,24 +346,17 @@ func extractionStep(ctx context.Context, e *env, provider llm.Provider, workers 
 			req := events.ExtractionRequested{Tenant: benchTenant, Session: s, UpToSeq: upTo,
 				UpToID: fmt.Sprintf("%s-m%06d", s, indexOf(l, upTo)), Reason: events.ReasonThreshold}
 			if err := publishRequest(ctx, e.js, req); err != nil {
-				return step, nil, err
+				return err
 			}
 		}
 	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return step, nil, ctx.Err()
-	case <-time.After(limit):
-		cmu.Lock()
-		n := len(outs)
-		cmu.Unlock()
-		return step, nil, fmt.Errorf("%d of %d extraction outcomes within %s", n, want, limit)
-	}
-	cmu.Lock()
-	defer cmu.Unlock()
-	var last time.Time
-	var problems []string
+	return nil
+}
+
+// judgeOutcomes counts the model-calling extractions into step and returns
+// when the last one completed and the ordering problems: failed outcomes,
+// coverage moving back, sessions not covered to their end.
+func judgeOutcomes(step *ExtractionStep, outs []completion, sessions []string, seqs map[string][]uint64) (last time.Time, problems []string) {
 	covered := map[string]uint64{}
 	for _, c := range outs {
 		if c.failed != "" {
@@ -315,15 +379,7 @@ func extractionStep(ctx context.Context, e *env, provider llm.Provider, workers 
 	}
 	sort.Strings(problems)
 	step.OrderingProblems = len(problems)
-	step.BusiestWorkerSessions = busiestWorker(sessions, workers, e.provisionConfig().Partitions)
-	per := e.sizes.extractPerWorker
-	waves := func(n int) float64 { return float64((n + per - 1) / per) }
-	step.EfficiencyBound = round3(waves(len(sessions)) / float64(workers) / waves(step.BusiestWorkerSessions))
-	step.ExtractionsPerS = round3(rate(step.Extractions, last.Sub(start)))
-	step.CapacityPerS = round3(float64(workers*per) / e.sizes.extractLatency.Seconds())
-	step.Utilization = round3(step.ExtractionsPerS / step.CapacityPerS)
-	e.progress("   %d workers: %d extractions (%d outcomes) in %s", workers, step.Extractions, len(outs), last.Sub(start).Round(time.Millisecond))
-	return step, problems, nil
+	return last, problems
 }
 
 // busiestWorker returns how many of sessions the busiest of n workers owns:
