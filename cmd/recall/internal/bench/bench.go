@@ -164,56 +164,91 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	e.res.Meta = Meta{Quick: o.Quick, Started: time.Now().UTC(), GoVersion: runtime.Version(), GOOS: runtime.GOOS,
 		GOARCH: runtime.GOARCH, CPUs: runtime.NumCPU(), CPUModel: cpuModel(), Storage: "file"}
+	stop, err := e.connect(ctx)
+	defer stop()
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	if err := e.runScenarios(ctx, start); err != nil {
+		return nil, err
+	}
+	if err := e.cleanup(ctx); err != nil {
+		e.progress("cleanup: %v", err)
+	}
+	e.res.Meta.DurationS = time.Since(start).Seconds()
+	e.res.Targets = targets(e.res)
+	return e.res, nil
+}
 
-	var srv *server.Server
+// connect starts the embedded server in a temporary directory (unless
+// Options.URL names one) and connects to it; stop (always set) closes the
+// connection and stops the server.
+func (e *env) connect(ctx context.Context) (stop func(), err error) {
+	var closers []func()
+	stop = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	o := e.opts
 	if o.URL == "" {
 		dir, err := os.MkdirTemp("", "recall-bench-")
 		if err != nil {
-			return nil, fmt.Errorf("creating the store directory: %w", err)
+			return stop, fmt.Errorf("creating the store directory: %w", err)
 		}
-		defer os.RemoveAll(dir)
-		srv, err = embedded.Start(embedded.Options{DataDir: dir})
+		closers = append(closers, func() { os.RemoveAll(dir) })
+		srv, err := embedded.Start(embedded.Options{DataDir: dir})
 		if err != nil {
-			return nil, err
+			return stop, err
 		}
-		defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+		closers = append(closers, func() { srv.Shutdown(); srv.WaitForShutdown() })
 		e.url = srv.ClientURL()
 		e.res.Meta.NATS = "embedded nats-server " + server.VERSION + " (file storage, temp dir)"
 	} else {
 		e.url = o.URL
-		e.res.Meta.NATS = "external"
 	}
 	nc, err := nats.Connect(e.url, nats.Name("recall-bench"))
 	if err != nil {
-		return nil, fmt.Errorf("connecting to NATS at %s: %w", e.url, err)
+		return stop, fmt.Errorf("connecting to NATS at %s: %w", e.url, err)
 	}
-	defer nc.Close()
+	closers = append(closers, nc.Close)
 	if o.URL != "" {
 		e.res.Meta.NATS = "external nats-server " + nc.ConnectedServerVersion()
 	}
 	e.nc = nc
 	e.js, err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(asyncWindow))
 	if err != nil {
-		return nil, fmt.Errorf("creating the JetStream context: %w", err)
+		return stop, fmt.Errorf("creating the JetStream context: %w", err)
 	}
 	if o.URL != "" && !o.Force {
 		if s, err := e.js.Stream(ctx, events.StreamTranscript); err == nil && s.CachedInfo().State.Msgs > 0 {
-			return nil, fmt.Errorf("%w: %s holds %d messages; use a scratch server or --force", ErrServerHasData, events.StreamTranscript, s.CachedInfo().State.Msgs)
+			return stop, fmt.Errorf("%w: %s holds %d messages; use a scratch server or --force", ErrServerHasData, events.StreamTranscript, s.CachedInfo().State.Msgs)
 		}
 	}
+	return stop, nil
+}
 
-	start := time.Now()
-	selected := func(name string) bool { return len(o.Only) == 0 || slices.Contains(o.Only, name) }
-	// typicalS is how long each scenario took in a full and a quick run on
-	// a 2-core machine (docs/benchmarks.md): the ETA printed before each
-	// scenario is the sum of what is left, scaled by how this run compares.
-	typicalS := map[string][2]float64{ScenarioRaw: {10, 2}, ScenarioIngest: {12, 2}, ScenarioTrigger: {60, 6},
-		ScenarioCompaction: {13, 3}, ScenarioExtraction: {32, 4}, ScenarioPipeline: {75, 12}, ScenarioQuery: {15, 2}}
-	steps := []struct {
-		name string
-		run  func(context.Context, *env) error
-		skip func(string)
-	}{
+// scenario is one selectable scenario: how to run it and where to say why
+// it was skipped.
+type scenario struct {
+	name string
+	run  func(context.Context, *env) error
+	skip func(string)
+}
+
+// typicalS is how long each scenario took in a full and a quick run on a
+// 2-core machine (docs/benchmarks.md): the ETA printed before each scenario
+// is the sum of what is left, scaled by how this run compares.
+var typicalS = map[string][2]float64{ScenarioRaw: {10, 2}, ScenarioIngest: {12, 2}, ScenarioTrigger: {60, 6},
+	ScenarioCompaction: {13, 3}, ScenarioExtraction: {32, 4}, ScenarioPipeline: {75, 12}, ScenarioQuery: {15, 2}}
+
+// runScenarios runs the selected scenarios in order, each on freshly
+// provisioned streams; a scenario that fails or cannot run is recorded as
+// skipped with the reason, only a cancelled ctx stops the run.
+func (e *env) runScenarios(ctx context.Context, start time.Time) error {
+	selected := func(name string) bool { return len(e.opts.Only) == 0 || slices.Contains(e.opts.Only, name) }
+	steps := []scenario{
 		{ScenarioRaw, runRaw, func(r string) { e.res.Raw.Skipped = r }},
 		{ScenarioIngest, runIngest, func(r string) { e.res.Ingest.Skipped = r }},
 		{ScenarioTrigger, runTrigger, func(r string) { e.res.Trigger.Skipped = r }},
@@ -228,7 +263,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			todo = append(todo, st.name)
 		}
 	}
-	eta := newETA(todo, typicalS, o.Quick)
+	eta := newETA(todo, typicalS, e.opts.Quick)
 	for _, st := range steps {
 		if !selected(st.name) {
 			st.skip("not selected (--only)")
@@ -237,31 +272,35 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		e.res.Meta.Scenarios = append(e.res.Meta.Scenarios, st.name)
 		e.progress("== %s (%s)", st.name, eta.before(st.name, time.Since(start)))
 		t0 := time.Now()
-		err := e.reset(ctx)
-		if err == nil {
-			stopProfile := e.startProfile(st.name)
-			err = st.run(ctx, e)
-			stopProfile()
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%s: %w (cause: %v; scenario error: %v)", st.name, ctx.Err(), context.Cause(ctx), err)
-		}
-		if reason, ok := isSkip(err); ok {
-			e.progress("   %s skipped: %s", st.name, reason)
-			st.skip(reason)
-		} else if err != nil {
-			e.progress("   %s failed: %v", st.name, err)
-			st.skip("failed: " + err.Error())
+		if err := e.runScenario(ctx, st); err != nil {
+			return err
 		}
 		e.progress("   %s took %s", st.name, time.Since(t0).Round(time.Millisecond))
 		eta.finished(st.name, time.Since(t0))
 	}
-	if err := e.cleanup(ctx); err != nil {
-		e.progress("cleanup: %v", err)
+	return nil
+}
+
+// runScenario resets the streams and runs st, profiled when asked; it
+// returns an error only when ctx ended.
+func (e *env) runScenario(ctx context.Context, st scenario) error {
+	err := e.reset(ctx)
+	if err == nil {
+		stopProfile := e.startProfile(st.name)
+		err = st.run(ctx, e)
+		stopProfile()
 	}
-	e.res.Meta.DurationS = time.Since(start).Seconds()
-	e.res.Targets = targets(e.res)
-	return e.res, nil
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: %w (cause: %v; scenario error: %v)", st.name, ctx.Err(), context.Cause(ctx), err)
+	}
+	if reason, ok := isSkip(err); ok {
+		e.progress("   %s skipped: %s", st.name, reason)
+		st.skip(reason)
+	} else if err != nil {
+		e.progress("   %s failed: %v", st.name, err)
+		st.skip("failed: " + err.Error())
+	}
+	return nil
 }
 
 func (e *env) progress(format string, args ...any) {

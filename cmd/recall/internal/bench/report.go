@@ -55,98 +55,123 @@ func targets(r *Result) []Target {
 
 // PrintTable writes a human-readable summary of r.
 func PrintTable(w io.Writer, r *Result) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	t := table{tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	t.header(r)
+	t.ingest(r)
+	t.services(r)
+	t.targets(r)
+	return t.tw.Flush()
+}
+
+// table writes PrintTable's rows.
+type table struct{ tw *tabwriter.Writer }
+
+func (t table) row(name string, v *float64, unit, note string) {
+	val := "—"
+	if v != nil {
+		val = fmt.Sprintf("%.1f %s", *v, unit)
+	}
+	fmt.Fprintf(t.tw, "%s\t%s\t%s\n", name, val, note)
+}
+
+func (t table) skip(group, reason string) {
+	if reason != "" {
+		fmt.Fprintf(t.tw, "%s\tskipped\t%s\n", group, reason)
+	}
+}
+
+func ratioNote(v *float64, what string) string {
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprintf("%.3f × %s", *v, what)
+}
+
+// header writes the run's description and the raw ceilings.
+func (t table) header(r *Result) {
 	mode := "full"
 	if r.Meta.Quick {
 		mode = "quick (sizes too small for the targets to mean anything)"
 	}
-	fmt.Fprintf(tw, "recall bench, %s run, %.1f s, %s, %d CPUs, %s\n", mode, r.Meta.DurationS, r.Meta.GoVersion, r.Meta.CPUs, r.Meta.NATS)
+	fmt.Fprintf(t.tw, "recall bench, %s run, %.1f s, %s, %d CPUs, %s\n", mode, r.Meta.DurationS, r.Meta.GoVersion, r.Meta.CPUs, r.Meta.NATS)
 	if r.Meta.EventBytes.Mean > 0 {
-		fmt.Fprintf(tw, "transcript events: %d–%d bytes, mean %.0f (headers + data)\n", r.Meta.EventBytes.Min, r.Meta.EventBytes.Max, r.Meta.EventBytes.Mean)
+		fmt.Fprintf(t.tw, "transcript events: %d–%d bytes, mean %.0f (headers + data)\n", r.Meta.EventBytes.Min, r.Meta.EventBytes.Max, r.Meta.EventBytes.Mean)
 	}
-	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "metric\tvalue\tratio / note")
-	row := func(name string, v *float64, unit, note string) {
-		val := "—"
-		if v != nil {
-			val = fmt.Sprintf("%.1f %s", *v, unit)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, val, note)
-	}
-	ratioNote := func(v *float64, what string) string {
-		if v == nil {
-			return ""
-		}
-		return fmt.Sprintf("%.3f × %s", *v, what)
-	}
-	skip := func(group, reason string) {
-		if reason != "" {
-			fmt.Fprintf(tw, "%s\tskipped\t%s\n", group, reason)
-		}
-	}
-	skip("raw", r.Raw.Skipped)
-	row("raw.js_publish", r.Raw.JSPublishMsgsPerS, "msgs/s", "")
-	row("raw.js_consume", r.Raw.JSConsumeMsgsPerS, "msgs/s", "")
-	row("raw.request_reply_p50", r.Raw.RequestReplyP50US, "µs", "")
-	row("raw.request_reply_p99", r.Raw.RequestReplyP99US, "µs", "")
-	row("raw.kv_get_p99", r.Raw.KVGetP99US, "µs", "")
-	skip("ingest", r.Ingest.Skipped)
-	row("ingest.nats (pkg/client)", r.Ingest.NATSEventsPerS, "events/s", ratioNote(r.Ingest.RatioNATSVsRaw, "raw publish"))
-	row("ingest.nats ordered", r.Ingest.NATSOrderedEventsPerS, "events/s", ratioNote(r.Ingest.RatioNATSOrderedVsRaw, "raw publish"))
+	fmt.Fprintln(t.tw)
+	fmt.Fprintln(t.tw, "metric\tvalue\tratio / note")
+	t.skip("raw", r.Raw.Skipped)
+	t.row("raw.js_publish", r.Raw.JSPublishMsgsPerS, "msgs/s", "")
+	t.row("raw.js_consume", r.Raw.JSConsumeMsgsPerS, "msgs/s", "")
+	t.row("raw.request_reply_p50", r.Raw.RequestReplyP50US, "µs", "")
+	t.row("raw.request_reply_p99", r.Raw.RequestReplyP99US, "µs", "")
+	t.row("raw.kv_get_p99", r.Raw.KVGetP99US, "µs", "")
+}
+
+func (t table) ingest(r *Result) {
+	t.skip("ingest", r.Ingest.Skipped)
+	t.row("ingest.nats (pkg/client)", r.Ingest.NATSEventsPerS, "events/s", ratioNote(r.Ingest.RatioNATSVsRaw, "raw publish"))
+	t.row("ingest.nats ordered", r.Ingest.NATSOrderedEventsPerS, "events/s", ratioNote(r.Ingest.RatioNATSOrderedVsRaw, "raw publish"))
 	if r.Ingest.NATSEndpointSkipped != "" && r.Ingest.Skipped == "" {
-		fmt.Fprintf(tw, "ingest.nats_endpoint\tskipped\t%s\n", r.Ingest.NATSEndpointSkipped)
+		fmt.Fprintf(t.tw, "ingest.nats_endpoint\tskipped\t%s\n", r.Ingest.NATSEndpointSkipped)
 	} else {
-		row("ingest.nats_endpoint", r.Ingest.NATSEndpointEventsPerS, "events/s", ratioNote(r.Ingest.RatioNATSEndpointVsRaw, "raw publish"))
-		row("ingest.nats_endpoint_batch", r.Ingest.NATSEndpointBatchEventsPerS, "events/s", ratioNote(r.Ingest.RatioNATSEndpointBatchVsRaw, "raw publish"))
+		t.row("ingest.nats_endpoint", r.Ingest.NATSEndpointEventsPerS, "events/s", ratioNote(r.Ingest.RatioNATSEndpointVsRaw, "raw publish"))
+		t.row("ingest.nats_endpoint_batch", r.Ingest.NATSEndpointBatchEventsPerS, "events/s", ratioNote(r.Ingest.RatioNATSEndpointBatchVsRaw, "raw publish"))
 	}
 	if r.Ingest.HTTPSkipped != "" && r.Ingest.Skipped == "" {
-		fmt.Fprintf(tw, "ingest.http_batch\tskipped\t%s\n", r.Ingest.HTTPSkipped)
+		fmt.Fprintf(t.tw, "ingest.http_batch\tskipped\t%s\n", r.Ingest.HTTPSkipped)
 	} else {
-		row("ingest.http_batch", r.Ingest.HTTPBatchEventsPerS, "events/s", ratioNote(r.Ingest.RatioHTTPVsRaw, "raw publish"))
+		t.row("ingest.http_batch", r.Ingest.HTTPBatchEventsPerS, "events/s", ratioNote(r.Ingest.RatioHTTPVsRaw, "raw publish"))
 	}
-	skip("trigger", r.Trigger.Skipped)
-	row("trigger.events", r.Trigger.EventsPerS, "events/s", ratioNote(r.Trigger.RatioVsRawConsume, "raw consume"))
-	row("trigger.bytes_per_session", r.Trigger.BytesPerSession, "B", "")
-	row("trigger.restart_recovery", r.Trigger.RestartRecoveryS, "s", "one new record in every session after a restart")
+}
+
+// services writes the trigger, compaction, extraction, pipeline and query
+// rows.
+func (t table) services(r *Result) {
+	t.skip("trigger", r.Trigger.Skipped)
+	t.row("trigger.events", r.Trigger.EventsPerS, "events/s", ratioNote(r.Trigger.RatioVsRawConsume, "raw consume"))
+	t.row("trigger.bytes_per_session", r.Trigger.BytesPerSession, "B", "")
+	t.row("trigger.restart_recovery", r.Trigger.RestartRecoveryS, "s", "one new record in every session after a restart")
 	for _, s := range r.Trigger.ReplicasScaling {
-		fmt.Fprintf(tw, "trigger.replicas[%d]	%.1f events/s	%d partitions, %.2f s\n", s.Replicas, s.EventsPerS, s.Partitions, s.Seconds)
+		fmt.Fprintf(t.tw, "trigger.replicas[%d]\t%.1f events/s\t%d partitions, %.2f s\n", s.Replicas, s.EventsPerS, s.Partitions, s.Seconds)
 	}
-	skip("compaction", r.Compaction.Skipped)
+	t.skip("compaction", r.Compaction.Skipped)
 	for _, s := range r.Compaction.BySize {
-		fmt.Fprintf(tw, "compaction[%d msgs]\tp50 %.0f µs, p99 %.0f µs\t%d requests, %d kept; floor p50 %.0f µs, p99 %.0f µs (%.2f× / %.2f×)\n", s.TranscriptMessages, s.P50US, s.P99US, s.Requests, s.KeptMessages, s.FloorP50US, s.FloorP99US, s.RatioP50VsFloor, s.RatioP99VsFloor)
+		fmt.Fprintf(t.tw, "compaction[%d msgs]\tp50 %.0f µs, p99 %.0f µs\t%d requests, %d kept; floor p50 %.0f µs, p99 %.0f µs (%.2f× / %.2f×)\n", s.TranscriptMessages, s.P50US, s.P99US, s.Requests, s.KeptMessages, s.FloorP50US, s.FloorP99US, s.RatioP50VsFloor, s.RatioP99VsFloor)
 	}
-	row("compaction.ratio_p50_vs_floor", r.Compaction.RatioP50VsFloor, "", "p50 / floor p50 (KV get + Direct Get of the kept records + same-size reply)")
-	row("compaction.ratio_p99_vs_floor", r.Compaction.RatioP99VsFloor, "", "p99 / floor p99")
-	row("compaction.flatness", r.Compaction.Flatness, "", "p99 largest / p99 smallest")
-	skip("extraction", r.Extraction.Skipped)
+	t.row("compaction.ratio_p50_vs_floor", r.Compaction.RatioP50VsFloor, "", "p50 / floor p50 (KV get + Direct Get of the kept records + same-size reply)")
+	t.row("compaction.ratio_p99_vs_floor", r.Compaction.RatioP99VsFloor, "", "p99 / floor p99")
+	t.row("compaction.flatness", r.Compaction.Flatness, "", "p99 largest / p99 smallest")
+	t.skip("extraction", r.Extraction.Skipped)
 	for _, s := range r.Extraction.Scaling {
-		fmt.Fprintf(tw, "extraction[%d workers]\t%.1f /s\tefficiency %.3f (session balance bound %.3f), %.0f%% of capacity, %d extractions\n", s.Workers, s.ExtractionsPerS, s.Efficiency, s.EfficiencyBound, 100*s.Utilization, s.Extractions)
+		fmt.Fprintf(t.tw, "extraction[%d workers]\t%.1f /s\tefficiency %.3f (session balance bound %.3f), %.0f%% of capacity, %d extractions\n", s.Workers, s.ExtractionsPerS, s.Efficiency, s.EfficiencyBound, 100*s.Utilization, s.Extractions)
 	}
 	if r.Extraction.OrderingViolations != nil {
-		fmt.Fprintf(tw, "extraction.ordering_violations\t%d\t\n", *r.Extraction.OrderingViolations)
+		fmt.Fprintf(t.tw, "extraction.ordering_violations\t%d\t\n", *r.Extraction.OrderingViolations)
 	}
-	skip("pipeline", r.Pipeline.Skipped)
+	t.skip("pipeline", r.Pipeline.Skipped)
 	for _, s := range r.Pipeline.Steps {
-		fmt.Fprintf(tw, "pipeline[%.0f%%] trigger lag\tp50 %.1f ms, p99 %.1f ms\t%.0f events/s (%.0f achieved), %d trigger replicas, %d requests\n",
+		fmt.Fprintf(t.tw, "pipeline[%.0f%%] trigger lag\tp50 %.1f ms, p99 %.1f ms\t%.0f events/s (%.0f achieved), %d trigger replicas, %d requests\n",
 			100*s.Load, s.TriggerLagP50MS, s.TriggerLagP99MS, s.RateEventsPerS, s.AchievedEventsPerS, r.Pipeline.TriggerReplicas, s.Requests)
 	}
-	skip("query", r.Query.Skipped)
-	row("query.overhead_p50", r.Query.OverheadP50MS, "ms", fmt.Sprintf("%d-record session, Recall's time outside the model", r.Query.TranscriptMessages))
-	row("query.overhead_p99", r.Query.OverheadP99MS, "ms", ratioNote(r.Query.RatioP50VsFloor, "floor p50 (raw read of the records it read)"))
-	row("query.round_trip_p99", r.Query.RoundTripP99MS, "ms", "request to reply, offline (extractive) answer included")
-	fmt.Fprintln(tw)
-	fmt.Fprintln(tw, "target\twant\tverdict")
-	for _, t := range r.Targets {
+	t.skip("query", r.Query.Skipped)
+	t.row("query.overhead_p50", r.Query.OverheadP50MS, "ms", fmt.Sprintf("%d-record session, Recall's time outside the model", r.Query.TranscriptMessages))
+	t.row("query.overhead_p99", r.Query.OverheadP99MS, "ms", ratioNote(r.Query.RatioP50VsFloor, "floor p50 (raw read of the records it read)"))
+	t.row("query.round_trip_p99", r.Query.RoundTripP99MS, "ms", "request to reply, offline (extractive) answer included")
+}
+
+func (t table) targets(r *Result) {
+	fmt.Fprintln(t.tw)
+	fmt.Fprintln(t.tw, "target\twant\tverdict")
+	for _, tg := range r.Targets {
 		v := "not measured"
-		if t.Met != nil {
-			v = fmt.Sprintf("%.3f: ", *t.Value)
-			if *t.Met {
+		if tg.Met != nil {
+			v = fmt.Sprintf("%.3f: ", *tg.Value)
+			if *tg.Met {
 				v += "met"
 			} else {
 				v += "MISSED"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, strings.TrimSpace(t.Want), v)
+		fmt.Fprintf(t.tw, "%s\t%s\t%s\n", tg.Name, strings.TrimSpace(tg.Want), v)
 	}
-	return tw.Flush()
 }
