@@ -41,46 +41,18 @@ func runQuery(ctx context.Context, e *env) error {
 	n := e.sizes.querySessionMessages
 	const session = "q1"
 	r.TranscriptMessages = n
-	g := benchgen.New(11)
-	last, err := e.fill(ctx, g, fillPlan{sessions: []string{session}, counts: []int{n}}, nil)
+	last, err := fillQuerySession(ctx, e, session, n)
 	if err != nil {
-		return err
-	}
-	kv, err := e.js.KeyValue(ctx, events.BucketMemory)
-	if err != nil {
-		return fmt.Errorf("opening %s: %w", events.BucketMemory, err)
-	}
-	b, _ := json.Marshal(events.MemoryRecord{Notes: benchNotes(g, session), UpdatedAt: time.Now()})
-	if _, err := kv.Put(ctx, events.MemoryKey(benchTenant, session), b); err != nil {
 		return err
 	}
 	// The offline provider answers extractively (its time is the "model"
 	// time, outside the overhead); a huge threshold keeps indexing out of
 	// the measurement.
 	cfg := indexersvc.Config{NATS: natsconn.Config{URL: e.url}, Config: e.provisionConfig(), Provider: llm.NewOffline(), MinNewUserMessages: 1 << 30}
-	ask := func(ctx context.Context) (*events.QueryReply, time.Duration, error) {
-		body, _ := json.Marshal(events.QueryRequest{Question: "Which files and errors came up, and what was decided?", BudgetTokens: queryBudget})
-		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		t0 := time.Now()
-		m, err := chunked.Request(rctx, e.nc, events.APISubject(events.VerbQuery, benchTenant, session), nil, body)
-		took := time.Since(t0)
-		if err != nil {
-			return nil, 0, err
-		}
-		if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
-			return nil, 0, fmt.Errorf("query answered %s: %s", code, m.Header.Get("Nats-Service-Error"))
-		}
-		var reply events.QueryReply
-		if err := json.Unmarshal(m.Data, &reply); err != nil {
-			return nil, 0, err
-		}
-		return &reply, took, nil
-	}
 	svc, err := startService(ctx, "indexer", func(ctx context.Context) error {
 		return indexersvc.Run(ctx, cfg, e.log.With("service", "indexer"))
 	}, func(ctx context.Context) error {
-		_, _, err := ask(ctx)
+		_, _, err := askQuery(ctx, e, session)
 		return err
 	})
 	if err != nil {
@@ -90,25 +62,18 @@ func runQuery(ctx context.Context, e *env) error {
 
 	var overhead, round, floor latencies
 	for i := 0; i < e.sizes.queryRequests; i++ {
-		reply, took, err := ask(ctx)
+		reply, took, err := askQuery(ctx, e, session)
 		if err != nil {
 			return err
 		}
 		overhead = append(overhead, time.Duration(reply.OverheadMS*float64(time.Millisecond)))
 		round = append(round, took)
-		// The bench session is alone in the stream: its last Records
-		// records are the last Records sequences.
 		r.RecordsRead = reply.Records
-		from := uint64(1)
-		if last > uint64(reply.Records) {
-			from = last - uint64(reply.Records) + 1
-		}
-		t0 := time.Now()
-		err = transcript.ScanRaw(ctx, e.nc, events.StreamTranscript, events.TranscriptSubject(benchTenant, session), from, last, transcript.DefaultBatch, func(transcript.Raw) bool { return true })
+		fd, err := queryFloor(ctx, e, session, last, reply.Records)
 		if err != nil {
-			return fmt.Errorf("floor read: %w", err)
+			return err
 		}
-		floor = append(floor, time.Since(t0))
+		floor = append(floor, fd)
 	}
 	r.Requests = len(overhead)
 	ms := func(l latencies, p float64) *float64 { return f64(l.percentile(p) / 1000) }
@@ -121,4 +86,61 @@ func runQuery(ctx context.Context, e *env) error {
 	e.progress("   %d questions to a %d-record session (%d records read): overhead p50 %.1f ms, p99 %.1f ms; round trip p99 %.1f ms; floor (raw read of those records) p50 %.1f ms",
 		r.Requests, n, r.RecordsRead, *r.OverheadP50MS, *r.OverheadP99MS, *r.RoundTripP99MS, *r.FloorP50MS)
 	return nil
+}
+
+// fillQuerySession stores n records of session and its memory notes, and
+// returns the last record's sequence.
+func fillQuerySession(ctx context.Context, e *env, session string, n int) (uint64, error) {
+	g := benchgen.New(11)
+	last, err := e.fill(ctx, g, fillPlan{sessions: []string{session}, counts: []int{n}}, nil)
+	if err != nil {
+		return 0, err
+	}
+	kv, err := e.js.KeyValue(ctx, events.BucketMemory)
+	if err != nil {
+		return 0, fmt.Errorf("opening %s: %w", events.BucketMemory, err)
+	}
+	b, _ := json.Marshal(events.MemoryRecord{Notes: benchNotes(g, session), UpdatedAt: time.Now()})
+	if _, err := kv.Put(ctx, events.MemoryKey(benchTenant, session), b); err != nil {
+		return 0, err
+	}
+	return last, nil
+}
+
+// askQuery asks session the bench's question and returns the reply and the
+// round trip.
+func askQuery(ctx context.Context, e *env, session string) (*events.QueryReply, time.Duration, error) {
+	body, _ := json.Marshal(events.QueryRequest{Question: "Which files and errors came up, and what was decided?", BudgetTokens: queryBudget})
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	m, err := chunked.Request(rctx, e.nc, events.APISubject(events.VerbQuery, benchTenant, session), nil, body)
+	took := time.Since(t0)
+	if err != nil {
+		return nil, 0, err
+	}
+	if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
+		return nil, 0, fmt.Errorf("query answered %s: %s", code, m.Header.Get("Nats-Service-Error"))
+	}
+	var reply events.QueryReply
+	if err := json.Unmarshal(m.Data, &reply); err != nil {
+		return nil, 0, err
+	}
+	return &reply, took, nil
+}
+
+// queryFloor times a raw batch Direct Get of the records a question read:
+// the bench session is alone in the stream, so its last records are the
+// last sequences.
+func queryFloor(ctx context.Context, e *env, session string, last uint64, records int) (time.Duration, error) {
+	from := uint64(1)
+	if last > uint64(records) {
+		from = last - uint64(records) + 1
+	}
+	t0 := time.Now()
+	err := transcript.ScanRaw(ctx, e.nc, events.StreamTranscript, events.TranscriptSubject(benchTenant, session), from, last, transcript.DefaultBatch, func(transcript.Raw) bool { return true })
+	if err != nil {
+		return 0, fmt.Errorf("floor read: %w", err)
+	}
+	return time.Since(t0), nil
 }
