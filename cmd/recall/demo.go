@@ -103,90 +103,23 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	started := time.Now()
 	say := func(format string, a ...any) { fmt.Fprintf(os.Stderr, "▸ "+format+"\n", a...) }
-
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if *verbose {
-		var tc telemetry.Config
-		_ = envconfig.Process(svcmain.EnvPrefix, &tc)
-		log = telemetry.NewLogger(os.Stderr, tc)
-	}
 	dir, err := os.MkdirTemp("", "recall-demo-*")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-
-	say("starting an embedded NATS server and the six services (ingest, trigger, extractor, compactor, indexer, longterm)…")
-	t0 := time.Now()
-	st, err := startStack(ctx, stackOptions{DataDir: dir, Log: log})
+	st, nc, err := startDemoStack(ctx, dir, *verbose, say)
 	if err != nil {
-		return fmt.Errorf("starting the stack: %w", err)
+		return err
 	}
 	defer st.Close()
-	say("  up in %s — NATS at %s, data in %s", fmtDuration(time.Since(t0)), st.NATSURL, dir)
-
-	nc, err := nats.Connect(st.NATSURL, append(st.AdminOptions(), nats.Name("recall-demo"))...)
-	if err != nil {
-		return fmt.Errorf("connecting to the embedded NATS: %w", err)
-	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 
-	res, err := demo.Import(demoTenant, demoSession)
+	out, mrec, err := replayDemo(ctx, nc, js, say, started.Add(*timeout))
 	if err != nil {
 		return err
 	}
-	var tokens int64
-	for _, e := range res.Events {
-		var m events.Message
-		if e.Type() == events.TypeMessage && json.Unmarshal(e.Data(), &m) == nil {
-			tokens += memory.EstimateMessage(&m)
-		}
-	}
-	out := demoResult{Tenant: demoTenant, Session: demoSession, Transcript: demoTranscript{Name: demo.Name, Events: len(res.Events), Tokens: tokens, Counts: res.Counts}}
-
-	// Follow the lifecycle notifications for progress and completion.
-	w := &demoWatch{changed: make(chan struct{}, 1), say: say}
-	sub, err := nc.Subscribe(events.SubjectEventsRoot+".*."+demoTenant+"."+demoSession, w.handle)
-	if err != nil {
-		return fmt.Errorf("subscribing to lifecycle events: %w", err)
-	}
-	defer sub.Unsubscribe()
-	_ = nc.Flush()
-
-	say("replaying %q: %d events (%s tool calls, ~%s tokens of messages)…", demo.Name, len(res.Events), thousands(int64(res.Counts["tool_use"])), thousands(tokens))
-	cl, err := client.New(js, demoTenant)
-	if err != nil {
-		return err
-	}
-	t0 = time.Now()
-	if _, err := cl.PublishBatch(ctx, res.Events); err != nil {
-		return fmt.Errorf("publishing the demo transcript: %w", err)
-	}
-	published := time.Now()
-	say("  stored in RECALL_TRANSCRIPT in %s; the trigger watches the session…", fmtDuration(published.Sub(t0)))
-
-	var tc triggersvc.Config
-	_ = envconfig.Process(svcmain.EnvPrefix, &tc)
-	quiet := tc.WithDefaults().ResponseQuietPeriod
-	if err := w.waitSettled(ctx, published.Add(quiet+1500*time.Millisecond), started.Add(*timeout), tokens); err != nil {
-		return err
-	}
-	out.Extractions = w.extractions()
-
-	kv, err := js.KeyValue(ctx, events.BucketMemory)
-	if err != nil {
-		return fmt.Errorf("opening %s: %w", events.BucketMemory, err)
-	}
-	mrec, rev, err := store.NewMemory(kv).Get(ctx, demoTenant, demoSession)
-	if err != nil {
-		return err
-	}
-	out.Memory = mrec.Notes
-	out.Provider = strings.Trim(mrec.Provider+"/"+mrec.Model, "/")
-	out.MemoryInfo = demoMemory{Revision: rev, LastSummarizedID: mrec.LastSummarizedID, LastSummarizedSeq: mrec.LastSummarizedSeq,
-		CoveredSeq: mrec.CoveredSeq, Extractions: mrec.Extractions, Tokens: memory.DocumentTokens(mrec.Notes)}
-
 	say("compacting the session from its memory (recall.api.compact.%s.%s, keep window ≥ %s tokens and 5 text messages)…", demoTenant, demoSession, thousands(*keepMin))
 	reply, latency, err := requestCompaction(ctx, nc, demoTenant, demoSession, events.CompactRequest{Trigger: events.TriggerManual, MinTokens: *keepMin})
 	if err != nil {
@@ -201,12 +134,105 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	out.Elapsed = time.Since(started).Seconds()
 	say("done in %s", fmtDuration(time.Since(started)))
-
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
+	printDemo(stdout, out, mrec, reply, latency)
+	return nil
+}
+
+// startDemoStack starts the embedded server and the six services with
+// their data in dir, and connects to it as an operator.
+func startDemoStack(ctx context.Context, dir string, verbose bool, say func(string, ...any)) (*stack, *nats.Conn, error) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if verbose {
+		var tc telemetry.Config
+		_ = envconfig.Process(svcmain.EnvPrefix, &tc)
+		log = telemetry.NewLogger(os.Stderr, tc)
+	}
+	say("starting an embedded NATS server and the six services (ingest, trigger, extractor, compactor, indexer, longterm)…")
+	t0 := time.Now()
+	st, err := startStack(ctx, stackOptions{DataDir: dir, Log: log})
+	if err != nil {
+		return nil, nil, fmt.Errorf("starting the stack: %w", err)
+	}
+	say("  up in %s — NATS at %s, data in %s", fmtDuration(time.Since(t0)), st.NATSURL, dir)
+	nc, err := nats.Connect(st.NATSURL, append(st.AdminOptions(), nats.Name("recall-demo"))...)
+	if err != nil {
+		st.Close()
+		return nil, nil, fmt.Errorf("connecting to the embedded NATS: %w", err)
+	}
+	return st, nc, nil
+}
+
+// replayDemo publishes the demo transcript, waits (until deadline) for the
+// pipeline to settle, and returns the result so far and the memory record.
+func replayDemo(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, say func(string, ...any), deadline time.Time) (demoResult, *events.MemoryRecord, error) {
+	res, err := demo.Import(demoTenant, demoSession)
+	if err != nil {
+		return demoResult{}, nil, err
+	}
+	var tokens int64
+	for _, e := range res.Events {
+		var m events.Message
+		if e.Type() == events.TypeMessage && json.Unmarshal(e.Data(), &m) == nil {
+			tokens += memory.EstimateMessage(&m)
+		}
+	}
+	out := demoResult{Tenant: demoTenant, Session: demoSession, Transcript: demoTranscript{Name: demo.Name, Events: len(res.Events), Tokens: tokens, Counts: res.Counts}}
+	// Follow the lifecycle notifications for progress and completion.
+	w := &demoWatch{changed: make(chan struct{}, 1), say: say}
+	sub, err := nc.Subscribe(events.SubjectEventsRoot+".*."+demoTenant+"."+demoSession, w.handle)
+	if err != nil {
+		return out, nil, fmt.Errorf("subscribing to lifecycle events: %w", err)
+	}
+	defer sub.Unsubscribe()
+	_ = nc.Flush()
+
+	say("replaying %q: %d events (%s tool calls, ~%s tokens of messages)…", demo.Name, len(res.Events), thousands(int64(res.Counts["tool_use"])), thousands(tokens))
+	cl, err := client.New(js, demoTenant)
+	if err != nil {
+		return out, nil, err
+	}
+	t0 := time.Now()
+	if _, err := cl.PublishBatch(ctx, res.Events); err != nil {
+		return out, nil, fmt.Errorf("publishing the demo transcript: %w", err)
+	}
+	published := time.Now()
+	say("  stored in RECALL_TRANSCRIPT in %s; the trigger watches the session…", fmtDuration(published.Sub(t0)))
+	var tc triggersvc.Config
+	_ = envconfig.Process(svcmain.EnvPrefix, &tc)
+	quiet := tc.WithDefaults().ResponseQuietPeriod
+	if err := w.waitSettled(ctx, published.Add(quiet+1500*time.Millisecond), deadline, tokens); err != nil {
+		return out, nil, err
+	}
+	out.Extractions = w.extractions()
+	mrec, err := readDemoMemory(ctx, js, &out)
+	return out, mrec, err
+}
+
+// readDemoMemory reads the demo session's memory record into out.
+func readDemoMemory(ctx context.Context, js jetstream.JetStream, out *demoResult) (*events.MemoryRecord, error) {
+	kv, err := js.KeyValue(ctx, events.BucketMemory)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", events.BucketMemory, err)
+	}
+	mrec, rev, err := store.NewMemory(kv).Get(ctx, demoTenant, demoSession)
+	if err != nil {
+		return nil, err
+	}
+	out.Memory = mrec.Notes
+	out.Provider = strings.Trim(mrec.Provider+"/"+mrec.Model, "/")
+	out.MemoryInfo = demoMemory{Revision: rev, LastSummarizedID: mrec.LastSummarizedID, LastSummarizedSeq: mrec.LastSummarizedSeq,
+		CoveredSeq: mrec.CoveredSeq, Extractions: mrec.Extractions, Tokens: memory.DocumentTokens(mrec.Notes)}
+	return &mrec, nil
+}
+
+// printDemo writes the demo's outcome for a reader: the memory, then the
+// compaction.
+func printDemo(stdout io.Writer, out demoResult, mrec *events.MemoryRecord, reply *events.CompactReply, latency time.Duration) {
 	fmt.Fprintf(stdout, "Session memory of %s/%s (revision %d, %d extraction(s), %s, ~%s tokens):\n\n",
 		demoTenant, demoSession, out.MemoryInfo.Revision, mrec.Extractions, orText(out.Provider, "offline provider"), thousands(out.MemoryInfo.Tokens))
 	fmt.Fprintln(stdout, indent(strings.TrimRight(mrec.Notes, "\n"), "  "))
@@ -214,7 +240,6 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 	printCompaction(stdout, demoTenant, demoSession, reply, latency, false)
 	fmt.Fprintf(stdout, "\nThe platform's new context: the boundary marker, the summary message (the notes above), then the %d kept messages verbatim.\n", reply.KeptCount)
 	fmt.Fprintln(stdout, "Try: go run ./cmd/recall demo --json | jq .compaction")
-	return nil
 }
 
 func orText(s, def string) string {
