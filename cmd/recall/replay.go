@@ -87,51 +87,19 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 		fs.Usage()
 		return fmt.Errorf("%w: replay takes exactly one FILE", errUsage)
 	}
-	if *batchSize < 1 {
-		*batchSize = 1
-	}
 	path := fs.Arg(0)
-	f, err := os.Open(path)
+	res, err := importFile(path, importer.Options{Tenant: *tenant, Session: *session})
 	if err != nil {
 		return err
 	}
-	res, err := importer.ClaudeCode(f, importer.Options{Tenant: *tenant, Session: *session})
-	f.Close()
+	send, target, closeSend, err := replaySender(*natsURL, *httpURL, *token, *tenant, res.Session)
 	if err != nil {
-		return fmt.Errorf("importing %s: %w", path, err)
+		return err
 	}
-	for _, w := range res.Warnings {
-		fmt.Fprintln(os.Stderr, "warning:", w)
-	}
-	var send func(context.Context, []event.Event) ([]ingestsvc.EventResult, error)
-	target := *httpURL
-	if *natsURL != "" {
-		t := *tenant
-		if t == "" {
-			t = ingestsvc.DefaultTenant
-		}
-		// A tenant's NATS user receives replies only on its own inbox prefix
-		// (recall nats-permissions).
-		nc, err := dialNATS(*natsURL, "recall-replay", nats.CustomInboxPrefix(natsperm.InboxPrefix(t)))
-		if err != nil {
-			return err
-		}
-		defer nc.Close()
-		subject := events.APISubject(events.VerbIngest, t, res.Session)
-		target = *natsURL + " (" + subject + ")"
-		send = func(ctx context.Context, batch []event.Event) ([]ingestsvc.EventResult, error) {
-			return sendNATS(ctx, nc, subject, batch)
-		}
-	} else {
-		client := &http.Client{Timeout: 60 * time.Second}
-		url := strings.TrimRight(*httpURL, "/") + "/v1/events"
-		send = func(ctx context.Context, batch []event.Event) ([]ingestsvc.EventResult, error) {
-			return sendHTTP(ctx, client, url, *token, batch)
-		}
-	}
+	defer closeSend()
 
 	bar := newProgress(os.Stderr, len(res.Events), "events")
-	rp := &replayer{send: send, batch: *batchSize, retryFor: *retryFor, progress: bar.set,
+	rp := &replayer{send: send, batch: max(*batchSize, 1), retryFor: *retryFor, progress: bar.set,
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	st, err := rp.run(ctx, res.Events)
 	bar.done()
@@ -140,7 +108,59 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 			path, res.Session, target, st.published, st.duplicates, st.rejected)
 		return fmt.Errorf("publishing to %s: %w", target, err)
 	}
+	printReplay(stdout, path, target, res, st)
+	if st.rejected > 0 {
+		return fmt.Errorf("%d of %d events were rejected", st.rejected, len(res.Events))
+	}
+	return nil
+}
 
+// importFile imports the Claude Code transcript at path, printing its
+// warnings.
+func importFile(path string, o importer.Options) (*importer.Result, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	res, err := importer.ClaudeCode(f, o)
+	if err != nil {
+		return nil, fmt.Errorf("importing %s: %w", path, err)
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintln(os.Stderr, "warning:", w)
+	}
+	return res, nil
+}
+
+// replaySender returns how replay sends a batch — through the NATS ingest
+// endpoint when natsURL is set, else to the HTTP edge — and a description
+// of where.
+func replaySender(natsURL, httpURL, token, tenant, session string) (send func(context.Context, []event.Event) ([]ingestsvc.EventResult, error), target string, closeFn func(), err error) {
+	if natsURL == "" {
+		client := &http.Client{Timeout: 60 * time.Second}
+		url := strings.TrimRight(httpURL, "/") + "/v1/events"
+		return func(ctx context.Context, batch []event.Event) ([]ingestsvc.EventResult, error) {
+			return sendHTTP(ctx, client, url, token, batch)
+		}, httpURL, func() {}, nil
+	}
+	if tenant == "" {
+		tenant = ingestsvc.DefaultTenant
+	}
+	// A tenant's NATS user receives replies only on its own inbox prefix
+	// (recall nats-permissions).
+	nc, err := dialNATS(natsURL, "recall-replay", nats.CustomInboxPrefix(natsperm.InboxPrefix(tenant)))
+	if err != nil {
+		return nil, "", nil, err
+	}
+	subject := events.APISubject(events.VerbIngest, tenant, session)
+	return func(ctx context.Context, batch []event.Event) ([]ingestsvc.EventResult, error) {
+		return sendNATS(ctx, nc, subject, batch)
+	}, natsURL + " (" + subject + ")", nc.Close, nil
+}
+
+// printReplay writes what a finished replay published.
+func printReplay(stdout io.Writer, path, target string, res *importer.Result, st *replayStats) {
 	fmt.Fprintf(stdout, "Replayed %s as session %s to %s\n", path, res.Session, target)
 	fmt.Fprintf(stdout, "  records:   %d\n", res.Records)
 	fmt.Fprintf(stdout, "  events:    %d (published %d, duplicates %d, rejected %d)\n", len(res.Events), st.published, st.duplicates, st.rejected)
@@ -155,10 +175,6 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	for _, e := range st.firstErrors {
 		fmt.Fprintln(stdout, "  rejected:", e)
 	}
-	if st.rejected > 0 {
-		return fmt.Errorf("%d of %d events were rejected", st.rejected, len(res.Events))
-	}
-	return nil
 }
 
 // reorderFlags moves the FILE argument after the flags, so both
