@@ -74,7 +74,7 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	httpURL := fs.String("http", "http://127.0.0.1:8080", "base URL of the HTTP edge")
 	natsURL := fs.String("nats-url", "", "publish through the NATS ingest endpoint at this URL instead of HTTP")
 	token := fs.String("token", os.Getenv("RECALL_TOKEN"), "bearer token for the HTTP edge (default $RECALL_TOKEN)")
-	batchSize := fs.Int("batch", 1, "events per request; above 1 is faster, but a batch cut by a JetStream leader loss may store its later events first (counted as reordered)")
+	batchSize := fs.Int("batch", 1, "events per request; above 1 is faster (the ingest keeps a session's events of a request in order, also through a JetStream leader loss)")
 	retryFor := fs.Duration("retry-for", 2*time.Minute, "how long one request is retried while the ingest answers 503/504 or cannot be reached, before replay stops")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: recall replay FILE [--tenant T] [--session S] [--http URL | --nats-url URL] [--token TOKEN]")

@@ -93,8 +93,16 @@ func longTranscript(t *testing.T, n int) string {
 // TestReplayUnderLeaderLoss replays a long transcript through a real
 // ingest on a three-node cluster (R3) and stops the transcript stream's
 // leader in the middle: the replay finishes, and the session's records are
-// stored once each, in file order.
+// stored once each, in file order — one event per request, and batches of
+// 50 (the ingest publishes a session's events of a request one after the
+// other and stops at the first that is not stored).
 func TestReplayUnderLeaderLoss(t *testing.T) {
+	for _, batch := range []string{"1", "50"} {
+		t.Run("batch="+batch, func(t *testing.T) { replayUnderLeaderLoss(t, batch) })
+	}
+}
+
+func replayUnderLeaderLoss(t *testing.T, batch string) {
 	nodes, urls := threeNodes(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
@@ -118,7 +126,7 @@ func TestReplayUnderLeaderLoss(t *testing.T) {
 	done := make(chan error, 1)
 	var out bytes.Buffer
 	go func() {
-		done <- runReplay(ctx, []string{file, "--http", "http://" + svc.Addr(), "--token", "tok"}, &out)
+		done <- runReplay(ctx, []string{file, "--http", "http://" + svc.Addr(), "--token", "tok", "--batch", batch}, &out)
 	}()
 	st, err := js.Stream(ctx, events.StreamTranscript)
 	if err != nil {
@@ -143,6 +151,9 @@ func TestReplayUnderLeaderLoss(t *testing.T) {
 		t.Fatalf("replay: %v\n%s", err, out.String())
 	}
 	t.Logf("replay summary:\n%s", out.String())
+	if strings.Contains(out.String(), "reordered:") {
+		t.Errorf("the replay saw events stored before an earlier event of their batch:\n%s", out.String())
+	}
 
 	f, _ := os.Open(file)
 	res, err := importer.ClaudeCode(f, importer.Options{})

@@ -94,12 +94,60 @@ func (in *Ingester) observe(ctx context.Context, transport string, start time.Ti
 
 // pending is a request whose valid events are published and whose
 // acknowledgements are awaited.
+//
+// A session's events are stored in request order even when a publication
+// fails (a stream leader lost mid-request): the first event of each session
+// is published at once, sessions side by side, and each later event of the
+// same session only once the previous one is stored. When one is not
+// stored, the session's later events in the request are not published
+// (503, "not attempted"), so a retry from the failed event stores them in
+// order; pipelining them would let a later event land first.
 type pending struct {
 	in      *Ingester
 	results []EventResult
 	futures []jetstream.PubAckFuture
 	spans   []trace.Span // per-event spans of events that carried their own trace
 	started time.Time
+	// last is the index of each session's latest event (requests of more
+	// than one event); next links an event to the session's following one,
+	// which waits in held until its turn.
+	last map[string]int
+	next map[int]int
+	held map[int]*nats.Msg
+	// timer bounds the wait for acknowledgements (publishTimeout from the
+	// first wait that blocks); expired once it fired.
+	timer   *time.Timer
+	expired bool
+}
+
+// errNotAttempted is the result error of an event not published because
+// an earlier event of its session in the same request was not stored.
+var errNotAttempted = errors.New("not published: an earlier event of this session in the request was not stored; retry from that event, in order (the ids make the retry safe)")
+
+// enqueue publishes m, event i, or holds it while an earlier event of its
+// session in this request is unacknowledged.
+func (p *pending) enqueue(i int, m *nats.Msg, id string) {
+	p.results[i] = EventResult{Index: i, ID: id, Status: http.StatusAccepted}
+	if p.last != nil {
+		if prev, ok := p.last[m.Subject]; ok {
+			p.next[prev] = i
+			p.held[i] = m
+			p.last[m.Subject] = i
+			return
+		}
+		p.last[m.Subject] = i
+	}
+	p.send(i, m)
+}
+
+// send publishes event i asynchronously.
+func (p *pending) send(i int, m *nats.Msg) {
+	f, err := p.in.js.PublishMsgAsync(m)
+	if err != nil {
+		p.results[i].Status, p.results[i].Error = http.StatusServiceUnavailable, "publishing: "+err.Error()
+		return
+	}
+	p.futures[i] = f
 }
 
 // submit validates every item for tenant and publishes the valid ones
@@ -107,7 +155,10 @@ type pending struct {
 // events must belong to (NATS requests carry it in their subject); an event
 // without a subject gets it.
 func (in *Ingester) submit(ctx context.Context, tenant, session string, items []item) *pending {
-	p := &pending{in: in, results: make([]EventResult, len(items)), started: time.Now()}
+	p := &pending{in: in, results: make([]EventResult, len(items)), futures: make([]jetstream.PubAckFuture, len(items)), started: time.Now()}
+	if len(items) > 1 {
+		p.last, p.next, p.held = map[string]int{}, map[int]int{}, map[int]*nats.Msg{}
+	}
 	// The trace context of the request, injected into every event that does
 	// not carry its own: computed once per request.
 	reqHeader := nats.Header{}
@@ -158,16 +209,7 @@ func (in *Ingester) submit(ctx context.Context, tenant, session string, items []
 				m.Header[k] = v
 			}
 		}
-		f, err := in.js.PublishMsgAsync(m)
-		if err != nil {
-			p.results[i] = EventResult{Index: i, ID: s.Event.ID(), Status: http.StatusServiceUnavailable, Error: "publishing: " + err.Error()}
-			continue
-		}
-		if p.futures == nil {
-			p.futures = make([]jetstream.PubAckFuture, len(items))
-		}
-		p.futures[i] = f
-		p.results[i] = EventResult{Index: i, ID: s.Event.ID(), Status: http.StatusAccepted}
+		p.enqueue(i, m, s.Event.ID())
 	}
 	if f := in.afterSubmit.Load(); f != nil {
 		(*f)()
@@ -179,38 +221,66 @@ func (in *Ingester) submit(ctx context.Context, tenant, session string, items []
 // not arrive in time.
 var errAckTimeout = errors.New("JetStream did not acknowledge the event in time; retry (the id makes the retry safe)")
 
-// wait waits for every acknowledgement and completes the results. It
-// returns when every future resolved or the publish timeout passed; the
-// caller's cancellation does not abandon events already published.
+// wait waits for every acknowledgement and completes the results,
+// publishing each held event once its predecessor is stored. It returns
+// when every event is settled or the publish timeout passed; the caller's
+// cancellation does not abandon events already published.
 func (p *pending) wait(ctx context.Context) []EventResult {
-	var timer *time.Timer
-	var timeout <-chan time.Time
+	defer func() {
+		if p.timer != nil {
+			p.timer.Stop()
+		}
+	}()
 	for i, f := range p.futures {
+		r := &p.results[i]
 		if f == nil {
+			if p.held[i] != nil { // its predecessor was not stored
+				r.Status, r.Error = http.StatusServiceUnavailable, errNotAttempted.Error()
+			}
 			continue
 		}
-		r := &p.results[i]
-		select {
-		case ack := <-f.Ok():
-			r.Seq, r.Duplicate = ack.Sequence, ack.Duplicate
-		case err := <-f.Err():
-			r.Status, r.Error = http.StatusServiceUnavailable, "storing: "+err.Error()
-		default:
-			if timer == nil {
-				timer = time.NewTimer(p.in.publishTimeout)
-				defer timer.Stop()
-				timeout = timer.C
-			}
-			select {
-			case ack := <-f.Ok():
-				r.Seq, r.Duplicate = ack.Sequence, ack.Duplicate
-			case err := <-f.Err():
-				r.Status, r.Error = http.StatusServiceUnavailable, "storing: "+err.Error()
-			case <-timeout:
-				r.Status, r.Error = http.StatusServiceUnavailable, errAckTimeout.Error()
-			}
+		p.resolve(f, r)
+		if j, ok := p.next[i]; ok && r.Accepted() {
+			m := p.held[j]
+			delete(p.held, j)
+			p.send(j, m)
 		}
 	}
+	return p.settle(ctx)
+}
+
+// resolve completes r from its acknowledgement, waiting at most until the
+// request's publish timeout.
+func (p *pending) resolve(f jetstream.PubAckFuture, r *EventResult) {
+	select {
+	case ack := <-f.Ok():
+		r.Seq, r.Duplicate = ack.Sequence, ack.Duplicate
+		return
+	case err := <-f.Err():
+		r.Status, r.Error = http.StatusServiceUnavailable, "storing: "+err.Error()
+		return
+	default:
+	}
+	if p.expired { // the request's time is up: what is not in is not waited for
+		r.Status, r.Error = http.StatusServiceUnavailable, errAckTimeout.Error()
+		return
+	}
+	if p.timer == nil {
+		p.timer = time.NewTimer(p.in.publishTimeout)
+	}
+	select {
+	case ack := <-f.Ok():
+		r.Seq, r.Duplicate = ack.Sequence, ack.Duplicate
+	case err := <-f.Err():
+		r.Status, r.Error = http.StatusServiceUnavailable, "storing: "+err.Error()
+	case <-p.timer.C:
+		p.expired = true
+		r.Status, r.Error = http.StatusServiceUnavailable, errAckTimeout.Error()
+	}
+}
+
+// settle counts the request's outcomes and ends the events' spans.
+func (p *pending) settle(ctx context.Context) []EventResult {
 	var accepted, dups, rejected, failed int64
 	for i := range p.results {
 		r := &p.results[i]

@@ -1,8 +1,10 @@
 package ingestsvc
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -87,5 +89,74 @@ func TestNATSEndpointShedsWhenEverySlotWaits(t *testing.T) {
 	h.Wait()
 	if n := published.Load(); n != 2 {
 		t.Fatalf("%d events published, want 2 (the refused one never)", n)
+	}
+}
+
+// TestSessionOrderWithinARequest publishes requests through the Ingester to
+// a stand-in for a stream that answers after 30 ms and refuses event "o2":
+// a session's events are published one after the other (never two of one
+// session outstanding), sessions side by side; when one is not stored the
+// session's later events are not published at all (503, not attempted),
+// while another session's events are stored.
+func TestSessionOrderWithinARequest(t *testing.T) {
+	s := natstest.Start(t)
+	nc, _ := s.Connect(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	outstanding := map[string]int{}
+	var seen []string
+	overlap := ""
+	sub, err := nc.Subscribe(events.TranscriptSubject("acme", "*"), func(m *nats.Msg) {
+		id := m.Header.Get("ce-id")
+		mu.Lock()
+		seen = append(seen, id)
+		outstanding[m.Subject]++
+		if outstanding[m.Subject] > 1 && overlap == "" {
+			overlap = id
+		}
+		n := len(seen)
+		mu.Unlock()
+		time.AfterFunc(30*time.Millisecond, func() {
+			mu.Lock()
+			outstanding[m.Subject]--
+			mu.Unlock()
+			if id == "o2" {
+				_ = m.Respond([]byte(`{"error":{"code":503,"err_code":10008,"description":"stream leader lost"}}`))
+				return
+			}
+			_ = m.Respond(fmt.Appendf(nil, `{"stream":%q,"seq":%d}`, events.StreamTranscript, n))
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	in := NewIngester(js, 1<<20, 5*time.Second)
+	var items []item
+	for _, e := range [][2]string{{"o1", "s1"}, {"p1", "s2"}, {"o2", "s1"}, {"p2", "s2"}, {"o3", "s1"}, {"p3", "s2"}, {"o4", "s1"}} {
+		items = append(items, decodeStructured(mustMarshal(t, structured(e[0], e[1])), 1<<20))
+	}
+	res := in.submit(context.Background(), "acme", "", items).wait(context.Background())
+	want := map[string]int{"o1": 202, "p1": 202, "o2": 503, "p2": 202, "o3": 503, "p3": 202, "o4": 503}
+	for _, r := range res {
+		if r.Status != want[r.ID] {
+			t.Errorf("%s: status %d (%s), want %d", r.ID, r.Status, r.Error, want[r.ID])
+		}
+	}
+	if r := res[4]; !contains(r.Error, "not published") {
+		t.Errorf("o3's error %q does not say it was not published", r.Error)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if overlap != "" {
+		t.Errorf("%s was published while an earlier event of its session was outstanding", overlap)
+	}
+	for _, id := range seen {
+		if id == "o3" || id == "o4" {
+			t.Errorf("%s was published after o2 failed (published: %v)", id, seen)
+		}
 	}
 }
