@@ -93,7 +93,8 @@ func pipelineStep(ctx context.Context, e *env, load, target float64) (PipelineSt
 	if err != nil {
 		return step, err
 	}
-	svcs, err := startTriggers(ctx, e, pipelineReplicas, fmt.Sprintf("pipeline-%.0f", 100*load))
+	cfg := triggersvc.Config{NATS: natsconn.Config{URL: e.url}, Config: e.provisionConfig()}
+	svcs, err := startTriggers(ctx, e, cfg, pipelineReplicas, fmt.Sprintf("pipeline-%.0f", 100*load))
 	if err != nil {
 		return step, err
 	}
@@ -136,10 +137,12 @@ func pipelineStep(ctx context.Context, e *env, load, target float64) (PipelineSt
 	return step, nil
 }
 
-// startTriggers starts replicas partitioned trigger services, one partition
-// each, and returns once every partition has its durable consumer.
-func startTriggers(ctx context.Context, e *env, replicas int, name string) ([]*service, error) {
-	cfg := triggersvc.Config{NATS: natsconn.Config{URL: e.url}, Config: e.provisionConfig()}
+// startTriggers starts replicas trigger services with cfg, partitioned one
+// partition each, and returns once every partition's consumer is pulling
+// (or already delivered records): a replica waits a moment after joining
+// before it takes partitions, and the records stored meanwhile would count
+// that wait as lag.
+func startTriggers(ctx context.Context, e *env, cfg triggersvc.Config, replicas int, name string) ([]*service, error) {
 	cfg.TriggerPartitions = replicas
 	var svcs []*service
 	for i := range replicas {
@@ -157,14 +160,23 @@ func startTriggers(ctx context.Context, e *env, replicas int, name string) ([]*s
 		svcs = append(svcs, svc)
 	}
 	for p := range replicas {
-		ready := consumerReady(e.js, events.StreamTranscript, events.TriggerDurable(p, replicas))
+		ready := func(ctx context.Context) error {
+			c, err := e.js.Consumer(ctx, events.StreamTranscript, events.TriggerDurable(p, replicas))
+			if err != nil {
+				return err
+			}
+			if info := c.CachedInfo(); info.NumWaiting == 0 && info.Delivered.Stream == 0 {
+				return errors.New("not pulling yet")
+			}
+			return nil
+		}
 		deadline := time.Now().Add(30 * time.Second)
 		for ready(ctx) != nil {
 			if time.Now().After(deadline) || ctx.Err() != nil {
 				for _, s := range svcs {
 					_ = s.stop()
 				}
-				return nil, fmt.Errorf("trigger partition %d of %d has no consumer after 30s", p, replicas)
+				return nil, fmt.Errorf("trigger partition %d of %d is not consumed after 30s", p, replicas)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}

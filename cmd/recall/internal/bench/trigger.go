@@ -119,7 +119,6 @@ func triggerScaling(ctx context.Context, e *env, cfg triggersvc.Config) error {
 		// One partition per replica: every replica receives the transcript
 		// once and processes its share of the sessions.
 		partitions := replicas
-		cfg.TriggerPartitions = partitions
 		// No trigger durables left: every replica count reads the
 		// transcript from its start (a new partition durable starts at the
 		// lowest position of the existing ones).
@@ -130,17 +129,9 @@ func triggerScaling(ctx context.Context, e *env, cfg triggersvc.Config) error {
 			}
 		}
 		start := time.Now()
-		var svcs []*service
-		for i := range replicas {
-			rc := cfg
-			rc.MemberID = fmt.Sprintf("bench-%d-%d", replicas, i)
-			svc, err := startService(ctx, "trigger", func(ctx context.Context) error {
-				return triggersvc.Run(ctx, rc, e.log.With("service", "trigger", "replica", i))
-			}, nil)
-			if err != nil {
-				return err
-			}
-			svcs = append(svcs, svc)
+		svcs, err := startTriggers(ctx, e, cfg, replicas, fmt.Sprintf("bench-%d", replicas))
+		if err != nil {
+			return err
 		}
 		var end time.Time
 		for p := range partitions {
