@@ -97,3 +97,26 @@ func TestWarmStart(t *testing.T) {
 		t.Fatalf("stats %+v: want the 4 sessions warmed and no per-session rebuild", st)
 	}
 }
+
+// A warm start that cannot hold every session is abandoned: the sessions
+// are rebuilt one by one instead, and the decisions are unchanged.
+func TestWarmStartAbandonedWhenSessionsDoNotFit(t *testing.T) {
+	_, nc, js := setup(t)
+	c := collect(t, nc)
+	items := generate(31, 120)
+	cfg := testConfig()
+	half := len(items) / 2
+	publish(t, js, items[:half])
+	_, stop := startTrigger(t, nc, cfg, nil)
+	waitAcked(t, js, lastSeq(t, js), 20*time.Second)
+	stop()
+	publish(t, js, items[half:])
+	small := cfg
+	small.MaxSessions = 2
+	tr, _ := startTrigger(t, nc, small, nil)
+	waitAcked(t, js, lastSeq(t, js), 20*time.Second)
+	c.check(expected(t, nc, items, cfg.Thresholds()))
+	if st := tr.Stats(); st.Warmed != 0 || st.Rebuilds == 0 {
+		t.Fatalf("stats %+v: want no session warmed and per-session rebuilds", st)
+	}
+}
