@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,14 +57,20 @@ func benchStream(b *testing.B, n, sessions int) (*natstest.Server, jetstream.Jet
 	return s, js
 }
 
+// rawRuns numbers the raw consumers of BenchmarkTriggerThroughput.
+var rawRuns atomic.Int64
+
 func BenchmarkTriggerThroughput(b *testing.B) {
 	const n, sessions = 50000, 10000
 	s, js := benchStream(b, n, sessions)
 	b.Run("raw", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			nc, _ := s.Connect(b)
+			// A new durable per run: the benchmark runs this body more than
+			// once with the same i, and a reused durable has nothing left.
+			durable := fmt.Sprintf("raw%d", rawRuns.Add(1))
 			cons, err := js.CreateOrUpdateConsumer(context.Background(), events.StreamTranscript, jetstream.ConsumerConfig{
-				Durable: fmt.Sprintf("raw%d", i), AckPolicy: jetstream.AckAllPolicy, MaxAckPending: 200000})
+				Durable: durable, AckPolicy: jetstream.AckAllPolicy, MaxAckPending: 200000})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -83,9 +90,14 @@ func BenchmarkTriggerThroughput(b *testing.B) {
 					close(done)
 				}
 			}, jetstream.PullMaxMessages(2000))
-			<-done
+			select {
+			case <-done:
+			case <-time.After(2 * time.Minute):
+				b.Fatalf("the raw consumer got %d of %d records in 2m", count, n)
+			}
 			b.ReportMetric(float64(n)/time.Since(start).Seconds(), "records/s")
 			cc.Stop()
+			_ = js.DeleteConsumer(context.Background(), events.StreamTranscript, durable)
 		}
 	})
 	b.Run("trigger", func(b *testing.B) {
@@ -97,14 +109,25 @@ func BenchmarkTriggerThroughput(b *testing.B) {
 				b.Fatal(err)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
-			go tr.Run(ctx)
-			for tr.Stats().Records == 0 {
-				time.Sleep(100 * time.Microsecond)
+			errc := make(chan error, 1)
+			go func() { errc <- tr.Run(ctx) }()
+			deadline := time.Now().Add(2 * time.Minute)
+			wait := func(done func() bool, pause time.Duration) {
+				for !done() {
+					select {
+					case err := <-errc:
+						b.Fatalf("Run returned %v after %d records", err, tr.Stats().Records)
+					default:
+					}
+					if time.Now().After(deadline) {
+						b.Fatalf("%d of %d records after 2m", tr.Stats().Records, n)
+					}
+					time.Sleep(pause)
+				}
 			}
+			wait(func() bool { return tr.Stats().Records > 0 }, 100*time.Microsecond)
 			start := time.Now()
-			for tr.Stats().Records < n {
-				time.Sleep(time.Millisecond)
-			}
+			wait(func() bool { return tr.Stats().Records >= n }, time.Millisecond)
 			b.ReportMetric(float64(n)/time.Since(start).Seconds(), "records/s")
 			st := tr.Stats()
 			b.ReportMetric(float64(st.BytesPerSession), "bytes/session")
