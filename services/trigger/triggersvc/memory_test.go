@@ -80,20 +80,8 @@ func TestRestartLoopNoGrowth(t *testing.T) {
 // After a restart every session comes back from one read of the
 // transcript (no per-session rebuild), and the decisions are unchanged.
 func TestWarmStart(t *testing.T) {
-	_, nc, js := setup(t)
-	c := collect(t, nc)
-	items := generate(31, 120)
-	cfg := testConfig()
-	half := len(items) / 2
-	publish(t, js, items[:half])
-	_, stop := startTrigger(t, nc, cfg, nil)
-	waitAcked(t, js, lastSeq(t, js), 20*time.Second)
-	stop()
-	publish(t, js, items[half:])
-	tr, _ := startTrigger(t, nc, cfg, nil)
-	waitAcked(t, js, lastSeq(t, js), 20*time.Second)
-	c.check(expected(t, nc, items, cfg.Thresholds()))
-	if st := tr.Stats(); st.Warmed != 4 || st.Rebuilds != 0 {
+	st := restartHalfway(t, func(*Config) {})
+	if st.Warmed != 4 || st.Rebuilds != 0 {
 		t.Fatalf("stats %+v: want the 4 sessions warmed and no per-session rebuild", st)
 	}
 }
@@ -101,6 +89,17 @@ func TestWarmStart(t *testing.T) {
 // A warm start that cannot hold every session is abandoned: the sessions
 // are rebuilt one by one instead, and the decisions are unchanged.
 func TestWarmStartAbandonedWhenSessionsDoNotFit(t *testing.T) {
+	st := restartHalfway(t, func(c *Config) { c.MaxSessions = 2 })
+	if st.Warmed != 0 || st.Rebuilds == 0 {
+		t.Fatalf("stats %+v: want no session warmed and per-session rebuilds", st)
+	}
+}
+
+// restartHalfway runs a trigger over half of a generated transcript, stops
+// it, stores the rest, and runs a trigger configured by mod over it; it
+// checks the decisions equal a straight run's and returns the second
+// trigger's stats.
+func restartHalfway(t *testing.T, mod func(*Config)) Stats {
 	_, nc, js := setup(t)
 	c := collect(t, nc)
 	items := generate(31, 120)
@@ -111,12 +110,10 @@ func TestWarmStartAbandonedWhenSessionsDoNotFit(t *testing.T) {
 	waitAcked(t, js, lastSeq(t, js), 20*time.Second)
 	stop()
 	publish(t, js, items[half:])
-	small := cfg
-	small.MaxSessions = 2
-	tr, _ := startTrigger(t, nc, small, nil)
+	second := cfg
+	mod(&second)
+	tr, _ := startTrigger(t, nc, second, nil)
 	waitAcked(t, js, lastSeq(t, js), 20*time.Second)
 	c.check(expected(t, nc, items, cfg.Thresholds()))
-	if st := tr.Stats(); st.Warmed != 0 || st.Rebuilds == 0 {
-		t.Fatalf("stats %+v: want no session warmed and per-session rebuilds", st)
-	}
+	return tr.Stats()
 }
