@@ -181,10 +181,12 @@ func Service(name string) (User, error) {
 	case "extractor":
 		// Works the extraction partitions, writes memory, status, membership
 		// and parked records, announces outcomes, replays parked requests
-		// and serves memory reads.
-		pub = append([]string{extract, notify},
+		// and serves memory reads; offers waiting requests to the other
+		// workers and runs theirs (work sharing).
+		share := []string{events.SubjectExtractShare, events.SubjectExtractShare + ".result.*"}
+		pub = append(append([]string{extract, notify}, share...),
 			kv(events.BucketMemory, events.BucketStatus, events.BucketWorkers, events.BucketParked)...)
-		sub = []string{apiAll(events.VerbMemory)}
+		sub = append([]string{apiAll(events.VerbMemory)}, share...)
 	case "compactor":
 		// Serves compaction and context edits from memory and transcript,
 		// announces compactions.

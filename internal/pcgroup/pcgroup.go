@@ -142,6 +142,12 @@ type Config struct {
 	// when Consume returns.
 	Consume func(ctx context.Context, p int, cons jetstream.Consumer) error
 
+	// Share, in keyed mode, is the subject on which the members offer each
+	// other the messages that wait for a slot (see share.go); the results
+	// travel on Share + ".result.<member>". Each member serves both
+	// endpoints with AddShareEndpoints. Empty: no sharing.
+	Share string
+
 	Log *slog.Logger
 }
 
@@ -208,7 +214,7 @@ type Handler func(ctx context.Context, m *Msg) error
 // settlement goes through the group's settled flag (which stops the
 // in-progress acks).
 type Msg struct {
-	msg jetstream.Msg
+	msg delivery
 	// Partition is the partition the message came from.
 	Partition int
 	settled   atomic.Bool
@@ -261,6 +267,8 @@ type Group struct {
 	handler Handler
 	log     *slog.Logger
 	sem     chan struct{}
+	share   sharing
+	shareOn bool // AddShareEndpoints was called (under share.mu)
 
 	mu       sync.Mutex
 	members  []string
@@ -275,7 +283,9 @@ func New(js jetstream.JetStream, cfg Config, h Handler) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Group{cfg: cfg, js: js, handler: h, log: cfg.Log, sem: make(chan struct{}, cfg.Concurrency)}, nil
+	g := &Group{cfg: cfg, js: js, handler: h, log: cfg.Log, sem: make(chan struct{}, cfg.Concurrency)}
+	g.share.offers = make(chan struct{}, cfg.Concurrency)
+	return g, nil
 }
 
 // Member is this member's id.
@@ -375,6 +385,7 @@ func (g *Group) Run(ctx context.Context) error {
 	var cancel context.CancelFunc
 	m.hctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	g.startLending(m.hctx)
 	m.loop()
 	m.leave()
 	return nil
@@ -526,9 +537,17 @@ func (m *membership) leave() {
 			close(r.stop)
 		}
 	}
+	// Loans finish (or are cancelled) before the key is deleted: their
+	// owners would redeliver them as soon as this member is gone.
+	lent := make(chan struct{})
+	go func() {
+		g.stopLending()
+		close(lent)
+	}()
 	for _, r := range m.runners {
 		<-r.done
 	}
+	<-lent
 	g.setView(nil, nil)
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(m.ctx), 2*time.Second)
 	defer cancel()
@@ -790,13 +809,11 @@ func (g *Group) handle(ctx context.Context, r *runner, jm jetstream.Msg, log *sl
 	if prev != nil {
 		<-prev
 	}
-	select {
-	case g.sem <- struct{}{}:
-	case <-r.stop:
+	switch g.acquire(ctx, r, m, log) {
+	case slotStopped:
 		_ = m.Nak(0)
 		return
-	case <-ctx.Done():
-		_ = m.Nak(0)
+	case slotShared:
 		return
 	}
 	defer func() { <-g.sem }()

@@ -69,8 +69,13 @@ const (
 	// SubjectExtractPartitioned is where StreamExtract stores requests after
 	// its subject transform: recall.extractp.<partition>.<tenant>.<session>.
 	SubjectExtractPartitioned = "recall.extractp"
-	SubjectEventsRoot         = "recall.events"
-	SubjectAPIRoot            = "recall.api"
+	// SubjectExtractShare is where extractor workers offer each other the
+	// requests that wait for a slot (core NATS, never stored: StreamExtract
+	// takes recall.extract.<tenant>.<session>, four tokens, and the offers
+	// have three, their results, SubjectExtractShare.result.<worker>, five).
+	SubjectExtractShare = SubjectExtractRoot + ".share"
+	SubjectEventsRoot   = "recall.events"
+	SubjectAPIRoot      = "recall.api"
 )
 
 // API verbs served by nats micro services on APISubject(verb, tenant, session).

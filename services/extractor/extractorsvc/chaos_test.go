@@ -28,7 +28,7 @@ func TestConcurrencyUnderChaos(t *testing.T) {
 		publish  = 10 * time.Second
 	)
 	e := newEnv(t)
-	p := extractortest.NewDetector(&extractortest.EditProvider{Delay: 15 * time.Millisecond})
+	p := extractortest.NewDetector(&extractortest.EditProvider{Delay: 40 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cw, err := extractortest.WatchCovered(ctx, e.js)
@@ -38,15 +38,21 @@ func TestConcurrencyUnderChaos(t *testing.T) {
 
 	var mu sync.Mutex
 	live := map[string]*worker{}
+	var all []*worker
 	next := 0
 	start := func() {
 		mu.Lock()
 		id := fmt.Sprintf("w%d", next)
 		next++
 		mu.Unlock()
-		w := e.startWorker(t, testConfig(id), p)
+		// Few slots per worker, so requests wait and are shared between
+		// workers while they crash.
+		cfg := testConfig(id)
+		cfg.Concurrency = 2
+		w := e.startWorker(t, cfg, p)
 		mu.Lock()
 		live[id] = w
+		all = append(all, w)
 		mu.Unlock()
 	}
 	for i := 0; i < workers; i++ {
@@ -116,6 +122,16 @@ func TestConcurrencyUnderChaos(t *testing.T) {
 		t.Fatalf("publishing requests: %v", pubErr)
 	}
 	t.Logf("published %d requests over %d sessions; %d crashes, %d clean stops", len(requested), len(maxUpTo), kills, stops)
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		var shared uint64
+		for _, w := range all {
+			out, _ := w.w.group.Shared()
+			shared += out
+		}
+		t.Logf("%d requests ran on another worker than their partition's owner", shared)
+	}()
 
 	// Every request ends completed or parked.
 	outcome := func() (missing []req) {

@@ -36,6 +36,9 @@ type Config struct {
 	StaleThreshold time.Duration `envconfig:"STALE_THRESHOLD" default:"60s" desc:"age after which a running extraction counts as gone: TTL of its status record (renewed while alive); shared with the compactor"`
 	Concurrency    int           `envconfig:"EXTRACTOR_CONCURRENCY" default:"8" desc:"extractions one worker runs at once (across its partitions)"`
 	DrainTimeout   time.Duration `envconfig:"EXTRACTOR_DRAIN_TIMEOUT" default:"30s" desc:"on shutdown or hand-off, how long an in-flight extraction may finish"`
+	// ShareOff stops this worker from offering the requests that wait for
+	// one of its slots to idle workers, and from running theirs.
+	ShareOff bool `envconfig:"EXTRACTOR_SHARE_OFF" desc:"do not share waiting requests with other workers (each runs only its own partitions')"`
 
 	MaxTurns              int   `envconfig:"EXTRACTOR_MAX_TURNS" default:"4" desc:"model calls per extraction that may apply edits"`
 	MaxConversationTokens int64 `envconfig:"EXTRACTOR_MAX_CONVERSATION_TOKENS" default:"150000" desc:"cap of the transcript sent to the model (estimated tokens; oldest messages before the last summarized point dropped first)"`
@@ -58,6 +61,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("heartbeat_ttl", c.HeartbeatTTL),
 		slog.Duration("stale_threshold", c.StaleThreshold),
 		slog.Int("concurrency", c.Concurrency),
+		slog.Bool("share_off", c.ShareOff),
 		slog.Int("max_turns", c.MaxTurns),
 		slog.Int64("max_conversation_tokens", c.MaxConversationTokens),
 	)

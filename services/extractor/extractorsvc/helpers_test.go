@@ -15,6 +15,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/natstest"
@@ -97,6 +98,13 @@ func (e *env) startWorker(t *testing.T, cfg Config, p llm.Provider) *worker {
 	}
 	w, err := NewWorker(nc, cfg, p, e.log)
 	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := micro.AddService(nc, micro.Config{Name: ServiceName, Version: "1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.ServeSharing(svc); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -45,6 +45,19 @@ func registerWorker(w *Worker) (unregister func()) {
 				}
 				return nil
 			}))
+		_, _ = meter.Int64ObservableCounter("recall_extractor_shared_total",
+			metric.WithDescription("requests run by another worker than their partition's owner, by direction (out: this worker's run elsewhere, in: others' run here)"),
+			metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+				workers.Lock()
+				defer workers.Unlock()
+				for w := range workers.m {
+					out, in := w.group.Shared()
+					id := attribute.String("worker", w.cfg.WorkerID)
+					o.Observe(int64(out), metric.WithAttributes(id, attribute.String("direction", "out")))
+					o.Observe(int64(in), metric.WithAttributes(id, attribute.String("direction", "in")))
+				}
+				return nil
+			}))
 	})
 	workers.Lock()
 	workers.m[w] = true

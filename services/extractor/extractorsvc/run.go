@@ -70,6 +70,9 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("starting the memory endpoint: %w", err)
 	}
 	life.Adopt(svc)
+	if err := w.ServeSharing(svc); err != nil {
+		return fmt.Errorf("serving work sharing: %w", err)
+	}
 	life.SetReady(w.Ready)
 	log.InfoContext(ctx, "extractor started", "worker", w.ID(), "provider", provider.Name(), "model", provider.Model(),
 		"partitions", cfg.Partitions, "concurrency", cfg.Concurrency)

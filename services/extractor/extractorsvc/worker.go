@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -117,12 +118,23 @@ func NewWorker(nc *nats.Conn, cfg Config, p llm.Provider, log *slog.Logger) (*Wo
 		// session at a time and in order.
 		KeyOf:    sessionKey,
 		InFlight: 2 * cfg.Concurrency, // the next requests are fetched while the slots are busy
-		Log:      w.log,
+		// Requests waiting for a slot are offered to idle workers (the
+		// owner keeps the session's order and settles the request).
+		Share: shareSubject(cfg),
+		Log:   w.log,
 	}, w.handle)
 	if err != nil {
 		return nil, err
 	}
 	return w, nil
+}
+
+// shareSubject is the work-sharing subject ("" when sharing is off).
+func shareSubject(cfg Config) string {
+	if cfg.ShareOff {
+		return ""
+	}
+	return events.SubjectExtractShare
 }
 
 // sessionKey is the session part (<tenant>.<session>) of a partitioned
@@ -133,6 +145,17 @@ func sessionKey(subject string) string {
 		return rest[i+1:]
 	}
 	return subject
+}
+
+// ServeSharing adds the work-sharing endpoints to svc (the worker's micro
+// service): other workers' offers and the results of this worker's. Without
+// it (or with ShareOff) the worker runs only its own partitions' requests.
+// Call it before Run.
+func (w *Worker) ServeSharing(svc micro.Service) error {
+	if w.cfg.ShareOff {
+		return nil
+	}
+	return w.group.AddShareEndpoints(svc)
 }
 
 // ID is the worker's member id.

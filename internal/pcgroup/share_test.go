@@ -1,0 +1,226 @@
+package pcgroup
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/recallhq/recall/internal/natstest"
+	"github.com/recallhq/recall/internal/testpoll"
+)
+
+// startSharingMember starts a keyed member with work sharing on its own
+// connection and micro service.
+func startSharingMember(t *testing.T, s *natstest.Server, id string, concurrency int, h Handler) *member {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	g, err := New(js, Config{
+		Stream: "PCS", Partitions: 2,
+		Filter:        func(p int) string { return fmt.Sprintf("pcs.%d.>", p) },
+		Durable:       func(p int) string { return fmt.Sprintf("pcs-%d", p) },
+		PriorityGroup: "g", Bucket: "SMEMBERS", Member: id,
+		HeartbeatTTL: 2 * time.Second, AckWait: 2 * time.Second, FetchWait: 300 * time.Millisecond, DrainTimeout: 2 * time.Second,
+		Concurrency: concurrency, KeyOf: func(subject string) string { return subject }, InFlight: 16,
+		Share: "pcs-share",
+	}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := micro.AddService(nc, micro.Config{Name: "pcgroup-share-test", Version: "1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.AddShareEndpoints(svc); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &member{g: g, nc: nc, cancel: cancel, done: make(chan error)}
+	go func() {
+		if err := g.Run(ctx); err != nil {
+			t.Errorf("member %s: %v", id, err)
+		}
+		close(m.done)
+	}()
+	t.Cleanup(func() { m.cancel(); <-m.done; _ = svc.Stop(); nc.Close() })
+	return m
+}
+
+// shareSetup creates the stream and the membership bucket, starts members a
+// and b, and returns the partition a owns.
+func shareSetup(t *testing.T, s *natstest.Server, js jetstream.JetStream, ha, hb Handler, concurrency int) (a, b *member, pa int) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "PCS", Subjects: []string{"pcs.*.*"}, Retention: jetstream.WorkQueuePolicy}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "SMEMBERS", LimitMarkerTTL: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	a = startSharingMember(t, s, "a", concurrency, ha)
+	b = startSharingMember(t, s, "b", concurrency, hb)
+	testpoll.Until(t, 15*time.Second, "a and b owning a partition each", func() bool {
+		return len(a.g.Owned()) == 1 && len(b.g.Owned()) == 1 && len(a.g.Members()) == 2 && len(b.g.Members()) == 2
+	})
+	return a, b, a.g.Owned()[0]
+}
+
+// Every message goes to the partition of member a; b owns an idle one. With
+// sharing, b runs some of a's waiting messages, while every key still runs
+// one message at a time and in order, and every message is acknowledged
+// once.
+func TestGroupSharesWaitingMessages(t *testing.T) {
+	s := natstest.Start(t)
+	_, js := s.Connect(t)
+	r := &keyedRecorder{activeKey: map[string]int{}, activePart: map[int]int{}, last: map[string]int{}, handled: map[string]bool{}, handlerTime: 50 * time.Millisecond}
+	var mu sync.Mutex
+	ranOn := map[string]int{}
+	handler := func(member string) Handler {
+		h := r.handler(member)
+		return func(ctx context.Context, m *Msg) error {
+			mu.Lock()
+			ranOn[member]++
+			mu.Unlock()
+			return h(ctx, m)
+		}
+	}
+	_, _, pa := shareSetup(t, s, js, handler("a"), handler("b"), 2)
+
+	const keys, perKey = 12, 4
+	for n := 1; n <= perKey; n++ {
+		for k := 0; k < keys; k++ {
+			if _, err := js.Publish(context.Background(), fmt.Sprintf("pcs.%d.k%d", pa, k), []byte(strconv.Itoa(n))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	testpoll.Until(t, 30*time.Second, "every message handled and acknowledged", func() bool {
+		r.mu.Lock()
+		handled := len(r.handled)
+		r.mu.Unlock()
+		info, err := js.Stream(context.Background(), "PCS")
+		return handled == keys*perKey && err == nil && info.CachedInfo().State.Msgs == 0
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.problems) > 0 {
+		t.Fatalf("%d ordering problems, e.g. %s", len(r.problems), r.problems[0])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if ranOn["b"] == 0 {
+		t.Fatalf("member b ran none of a's %d waiting messages (a ran %d)", keys*perKey, ranOn["a"])
+	}
+	if total := ranOn["a"] + ranOn["b"]; total != keys*perKey {
+		t.Fatalf("%d handler runs for %d messages (a %d, b %d): a message ran twice", total, keys*perKey, ranOn["a"], ranOn["b"])
+	}
+	t.Logf("a ran %d, b ran %d of a's messages", ranOn["a"], ranOn["b"])
+}
+
+// A lender that dies while running a shared message: the owner sees it
+// leave the group, redelivers the message and runs it itself.
+func TestGroupSharedMessageOfALostLender(t *testing.T) {
+	s := natstest.Start(t)
+	_, js := s.Connect(t)
+	var mu sync.Mutex
+	doneBy := map[string]string{} // subject → member whose run succeeded
+	hold := make(chan string, 4)
+	ha := func(ctx context.Context, m *Msg) error {
+		time.Sleep(300 * time.Millisecond)
+		mu.Lock()
+		doneBy[m.Subject()] = "a"
+		mu.Unlock()
+		return nil
+	}
+	hb := func(ctx context.Context, m *Msg) error {
+		hold <- m.Subject()
+		<-ctx.Done() // never finishes on its own
+		return ctx.Err()
+	}
+	_, b, pa := shareSetup(t, s, js, ha, hb, 1)
+	subjects := []string{fmt.Sprintf("pcs.%d.k1", pa), fmt.Sprintf("pcs.%d.k2", pa)}
+	for _, subj := range subjects {
+		if _, err := js.Publish(context.Background(), subj, []byte("1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var lent string
+	select {
+	case lent = <-hold:
+	case <-time.After(10 * time.Second):
+		t.Fatal("member b was never offered a's waiting message")
+	}
+	b.nc.Close() // b dies: no result, no more heartbeats
+	testpoll.Until(t, 20*time.Second, "both messages run by a", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return doneBy[subjects[0]] == "a" && doneBy[subjects[1]] == "a"
+	})
+	testpoll.Until(t, 10*time.Second, "both acknowledged", func() bool {
+		info, err := js.Stream(context.Background(), "PCS")
+		return err == nil && info.CachedInfo().State.Msgs == 0
+	})
+	t.Logf("b took %s and died; a ran it after b left", strings.TrimPrefix(lent, "pcs."))
+}
+
+// A malformed offer is refused with 400, an offer while every slot is busy
+// with 503; neither runs the handler.
+func TestGroupShareRefusals(t *testing.T) {
+	s := natstest.Start(t)
+	nc, js := s.Connect(t)
+	release := make(chan struct{})
+	ran := make(chan string, 8)
+	h := func(ctx context.Context, m *Msg) error {
+		ran <- m.Subject()
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	defer close(release)
+	_, _, pa := shareSetup(t, s, js, h, h, 1)
+	code := func(body string) string {
+		t.Helper()
+		reply, err := nc.Request("pcs-share", []byte(body), 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reply.Header.Get(micro.ErrorCodeHeader)
+	}
+	if c := code(`{"id":`); c != "400" {
+		t.Fatalf("malformed offer: code %q, want 400", c)
+	}
+	// Occupy both members' only slot.
+	for k := 0; k < 2; k++ {
+		if _, err := js.Publish(context.Background(), fmt.Sprintf("pcs.%d.busy%d", (pa+k)%2, k), []byte("1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k := 0; k < 2; k++ {
+		select {
+		case <-ran:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the handlers did not start")
+		}
+	}
+	if c := code(`{"id":"x","from":"z","subject":"pcs.0.k","data":"MQ=="}`); c != "503" {
+		t.Fatalf("offer to busy members: code %q, want 503", c)
+	}
+	select {
+	case subj := <-ran:
+		t.Fatalf("a refused offer ran the handler on %s", subj)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
