@@ -284,7 +284,7 @@ func New(js jetstream.JetStream, cfg Config, h Handler) (*Group, error) {
 		return nil, err
 	}
 	g := &Group{cfg: cfg, js: js, handler: h, log: cfg.Log, sem: make(chan struct{}, cfg.Concurrency)}
-	g.share.offers = make(chan struct{}, cfg.Concurrency)
+	g.share.wake, g.share.grants, g.share.reserved = make(chan struct{}, 1), make(chan grant), map[string]*time.Timer{}
 	return g, nil
 }
 
@@ -385,7 +385,7 @@ func (g *Group) Run(ctx context.Context) error {
 	var cancel context.CancelFunc
 	m.hctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
-	g.startLending(m.hctx)
+	m.stopSharing = g.startSharing(m.hctx)
 	m.loop()
 	m.leave()
 	return nil
@@ -406,6 +406,8 @@ type membership struct {
 	synced     bool // the watcher delivered the initial values
 	settled    bool // Config.Settle has passed
 	lastBeat   time.Time
+	// stopSharing ends work sharing (startSharing), waiting for the loans.
+	stopSharing func()
 }
 
 // beat renews the membership key (a put with a TTL).
@@ -541,7 +543,7 @@ func (m *membership) leave() {
 	// owners would redeliver them as soon as this member is gone.
 	lent := make(chan struct{})
 	go func() {
-		g.stopLending()
+		m.stopSharing()
 		close(lent)
 	}()
 	for _, r := range m.runners {

@@ -21,18 +21,24 @@ import (
 // Work sharing (Config.Share, keyed mode). Partitions are owned by one
 // member each, so a member whose partitions hold more keys than its slots
 // can run waits while others idle. With sharing, a message that waits for a
-// slot is offered to the other members: the owner keeps the message (its
-// key stays held, its AckWait renewed, its settlement done by the owner),
-// and a member with a free slot runs the handler on a copy and sends back
+// slot may run on another member with a free slot: the owner keeps the
+// message (its key stays held, its AckWait renewed, its settlement done by
+// the owner) and the other member runs the handler on a copy and sends back
 // how the handler settled it.
 //
-//   - Offer: a request on Config.Share (a micro endpoint in a queue group,
-//     so one member answers): 503 when the member has no free slot, else
-//     the lender's id; the lender then runs the handler.
+//   - Reserve: while messages wait, one prober per member asks the group
+//     for a free slot: a small request on Config.Share (a micro endpoint in
+//     a queue group, so one member answers), 503 when that member has none,
+//     else the member's id and a reservation it holds for reserveTTL. While
+//     every member is busy the prober backs off to one request per
+//     maxProbeWait.
+//   - Run: a waiting message takes the reservation and is sent to that
+//     member (Config.Share.run.<member>), which answers at once and runs the
+//     handler.
 //   - Result: the lender sends the settlement as a request on
-//     Config.Share + ".result." + owner; the owner applies it to the real
-//     message (ack, nak with delay, term, or the default for the handler's
-//     error) and answers.
+//     Config.Share.result.<owner>; the owner applies it to the real message
+//     (ack, nak with delay, term, or the default for the handler's error)
+//     and answers.
 //   - Faults: when the lender leaves the membership (crash, stop past its
 //     drain) before its result arrives, the owner naks the message for a
 //     redelivery. A lender that is only slow may then still finish: like a
@@ -41,13 +47,18 @@ import (
 
 // Sharing limits.
 const (
-	// offerTimeout bounds one offer's round trip.
-	offerTimeout = 2 * time.Second
-	// firstOfferWait, maxOfferWait: a waiting message first offers itself
-	// after firstOfferWait, then backs off to maxOfferWait between offers
-	// (with jitter) while every member is busy.
-	firstOfferWait = 5 * time.Millisecond
-	maxOfferWait   = 100 * time.Millisecond
+	// shareTimeout bounds one sharing round trip.
+	shareTimeout = 2 * time.Second
+	// reserveTTL is how long a lender keeps a reserved slot for the message
+	// that has not come.
+	reserveTTL = 2 * time.Second
+	// firstProbeWait, maxProbeWait: after a refused reservation the prober
+	// waits firstProbeWait, doubling up to maxProbeWait (with jitter).
+	firstProbeWait = 5 * time.Millisecond
+	maxProbeWait   = 100 * time.Millisecond
+	// grantWait is how long a reservation waits for a waiting message
+	// before it is given back.
+	grantWait = 100 * time.Millisecond
 	// resultDeadline bounds the lender's delivery of a result.
 	resultDeadline = 15 * time.Second
 )
@@ -64,20 +75,28 @@ type delivery interface {
 	TermWithReason(reason string) error
 }
 
-// offer is a waiting message sent to another member.
-type offer struct {
-	ID        string                `json:"id"`
-	From      string                `json:"from"`
-	Partition int                   `json:"partition"`
-	Subject   string                `json:"subject"`
-	Header    nats.Header           `json:"header,omitempty"`
-	Data      []byte                `json:"data"`
-	Meta      jetstream.MsgMetadata `json:"meta"`
+// reserveRequest asks for a free slot; grant is the answer.
+type reserveRequest struct {
+	From string `json:"from"`
 }
 
-// acceptance is a lender's answer to an offer.
-type acceptance struct {
-	Member string `json:"member"`
+type grant struct {
+	Member      string `json:"member"`
+	Reservation string `json:"reservation"`
+}
+
+// offer is a waiting message sent to the member that reserved a slot for
+// it (Cancel: the reservation is given back unused).
+type offer struct {
+	Reservation string                `json:"reservation"`
+	Cancel      bool                  `json:"cancel,omitempty"`
+	ID          string                `json:"id"`
+	From        string                `json:"from"`
+	Partition   int                   `json:"partition"`
+	Subject     string                `json:"subject"`
+	Header      nats.Header           `json:"header,omitempty"`
+	Data        []byte                `json:"data"`
+	Meta        jetstream.MsgMetadata `json:"meta"`
 }
 
 // settlement is how the handler settled a loan.
@@ -122,14 +141,21 @@ func (l *loan) settle(s settlement) error {
 
 // sharing is the group's work-sharing state.
 type sharing struct {
-	offers  chan struct{} // bounds this member's offers and loans out
-	pending sync.Map      // offer id → chan settlement
-	// lending: the loans' context (nil: not lending); loans counts the
-	// handlers running for others. Both change under mu.
-	mu      sync.Mutex
-	lendCtx context.Context
-	cancel  context.CancelFunc
-	loans   sync.WaitGroup
+	// Owner side: waiting counts the messages waiting for a slot; wake
+	// tells the prober one started waiting; grants hands reservations to
+	// them; pending maps an offer id to its result channel.
+	waiting atomic.Int64
+	wake    chan struct{}
+	grants  chan grant
+	pending sync.Map
+	// Lender side, under mu: lendCtx is the loans' context (nil: not
+	// lending), reserved the slots held for announced messages, loans the
+	// handlers running for others.
+	mu       sync.Mutex
+	lendCtx  context.Context
+	cancel   context.CancelFunc
+	reserved map[string]*time.Timer
+	loans    sync.WaitGroup
 	// out: this member's messages another member ran; in: other members'
 	// messages this member ran.
 	out, in atomic.Uint64
@@ -139,18 +165,26 @@ type sharing struct {
 // (out) and how many of theirs this member ran (in).
 func (g *Group) Shared() (out, in uint64) { return g.share.out.Load(), g.share.in.Load() }
 
-// AddShareEndpoints serves this member's side of work sharing on svc: the
-// offers of other members (queue group) and the results of its own offers.
-// It is an error without Config.Share or KeyOf. Call it before Run.
+// AddShareEndpoints serves this member's side of work sharing on svc:
+// reservations and messages from other members, and the results of its own
+// messages run elsewhere. It is an error without Config.Share or KeyOf.
+// Call it before Run.
 func (g *Group) AddShareEndpoints(svc micro.Service) error {
 	if g.cfg.Share == "" || g.cfg.KeyOf == nil {
 		return fmt.Errorf("%w: work sharing needs Share and KeyOf", ErrInvalidConfig)
 	}
-	if err := svc.AddEndpoint("share", micro.HandlerFunc(g.serveOffer), micro.WithEndpointSubject(g.cfg.Share)); err != nil {
-		return err
+	eps := []struct {
+		name, subject string
+		h             micro.HandlerFunc
+	}{
+		{"share", g.cfg.Share, g.serveReserve},
+		{"share-run", g.runSubject(g.cfg.Member), g.serveRun},
+		{"share-result", g.resultSubject(g.cfg.Member), g.serveResult},
 	}
-	if err := svc.AddEndpoint("share-result", micro.HandlerFunc(g.serveResult), micro.WithEndpointSubject(g.resultSubject(g.cfg.Member))); err != nil {
-		return err
+	for _, ep := range eps {
+		if err := svc.AddEndpoint(ep.name, ep.h, micro.WithEndpointSubject(ep.subject)); err != nil {
+			return err
+		}
 	}
 	g.share.mu.Lock()
 	g.shareOn = true
@@ -158,7 +192,14 @@ func (g *Group) AddShareEndpoints(svc micro.Service) error {
 	return nil
 }
 
+func (g *Group) runSubject(member string) string    { return g.cfg.Share + ".run." + member }
 func (g *Group) resultSubject(member string) string { return g.cfg.Share + ".result." + member }
+
+func (g *Group) sharingOn() bool {
+	g.share.mu.Lock()
+	defer g.share.mu.Unlock()
+	return g.shareOn
+}
 
 // slot is how acquire ended.
 type slot int
@@ -169,60 +210,105 @@ const (
 	slotStopped             // stopping before either
 )
 
-// acquire waits for one of this member's slots; with sharing it offers m
-// to the others meanwhile, backing off while they are busy too.
+// acquire waits for one of this member's slots; with sharing, a slot
+// another member reserved serves too.
 func (g *Group) acquire(ctx context.Context, r *runner, m *Msg, log *slog.Logger) slot {
 	select {
 	case g.sem <- struct{}{}:
 		return slotLocal
 	default:
 	}
-	g.share.mu.Lock()
-	on := g.shareOn
-	g.share.mu.Unlock()
-	wait := firstOfferWait
-	for {
-		var offerNow <-chan time.Time
-		var t *time.Timer
-		if on {
-			t = time.NewTimer(wait/2 + rand.N(wait))
-			offerNow = t.C
+	var grants <-chan grant
+	if g.sharingOn() {
+		grants = g.share.grants
+		g.share.waiting.Add(1)
+		defer g.share.waiting.Add(-1)
+		select {
+		case g.share.wake <- struct{}{}:
+		default:
 		}
+	}
+	for {
 		select {
 		case g.sem <- struct{}{}:
-			stopTimer(t)
 			return slotLocal
 		case <-r.stop:
-			stopTimer(t)
 			return slotStopped
 		case <-ctx.Done():
-			stopTimer(t)
 			return slotStopped
-		case <-offerNow:
+		case gr := <-grants:
+			if g.runElsewhere(ctx, r, m, gr, log) {
+				return slotShared
+			}
 		}
-		if len(g.Members()) > 1 && g.offer(ctx, r, m, log) {
-			return slotShared
-		}
-		wait = min(2*wait, maxOfferWait)
 	}
 }
 
-func stopTimer(t *time.Timer) {
-	if t != nil {
+// probe runs while the group runs: whenever messages wait for a slot it
+// reserves slots of other members and hands them to the waiting messages.
+func (g *Group) probe(ctx context.Context) {
+	wait := firstProbeWait
+	for ctx.Err() == nil {
+		if g.share.waiting.Load() == 0 {
+			select {
+			case <-g.share.wake:
+			case <-ctx.Done():
+			}
+			continue
+		}
+		var gr grant
+		ok := len(g.Members()) > 1 && g.reserve(ctx, &gr)
+		if !ok {
+			sleep(ctx, wait/2+rand.N(wait))
+			wait = min(2*wait, maxProbeWait)
+			continue
+		}
+		wait = firstProbeWait
+		t := time.NewTimer(grantWait)
+		select {
+		case g.share.grants <- gr:
+		case <-t.C:
+			g.giveBack(ctx, gr) // nobody waits any more
+		case <-ctx.Done():
+			g.giveBack(ctx, gr)
+		}
 		t.Stop()
 	}
 }
 
-// offer offers m to the other members; true when one of them took it (m is
-// settled then).
-func (g *Group) offer(ctx context.Context, r *runner, m *Msg, log *slog.Logger) bool {
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
-	case g.share.offers <- struct{}{}:
-	default:
-		return false // enough offers and loans out already
+	case <-t.C:
+	case <-ctx.Done():
 	}
-	defer func() { <-g.share.offers }()
-	o := offer{ID: nuid.Next(), From: g.cfg.Member, Partition: r.p, Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
+}
+
+// reserve asks the group for a free slot.
+func (g *Group) reserve(ctx context.Context, gr *grant) bool {
+	body, _ := json.Marshal(reserveRequest{From: g.cfg.Member})
+	rctx, cancel := context.WithTimeout(ctx, shareTimeout)
+	defer cancel()
+	reply, err := g.js.Conn().RequestWithContext(rctx, g.cfg.Share, body)
+	if err != nil || reply.Header.Get(micro.ErrorCodeHeader) != "" {
+		return false
+	}
+	return json.Unmarshal(reply.Data, gr) == nil && gr.Member != "" && gr.Reservation != ""
+}
+
+// giveBack releases an unused reservation (it would expire anyway).
+func (g *Group) giveBack(ctx context.Context, gr grant) {
+	body, _ := json.Marshal(offer{Reservation: gr.Reservation, Cancel: true})
+	_ = g.js.Conn().Publish(g.runSubject(gr.Member), body)
+	_ = ctx
+}
+
+// runElsewhere sends m to the member that reserved a slot and waits for
+// its result; true when that member took it (m is settled then).
+func (g *Group) runElsewhere(ctx context.Context, r *runner, m *Msg, gr grant, log *slog.Logger) bool {
+	o := offer{Reservation: gr.Reservation, ID: nuid.Next(), From: g.cfg.Member, Partition: r.p,
+		Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
 	if md, err := m.Metadata(); err == nil {
 		o.Meta = *md
 	}
@@ -233,24 +319,20 @@ func (g *Group) offer(ctx context.Context, r *runner, m *Msg, log *slog.Logger) 
 	results := make(chan settlement, 1)
 	g.share.pending.Store(o.ID, results)
 	defer g.share.pending.Delete(o.ID)
-	octx, cancel := context.WithTimeout(ctx, offerTimeout)
-	reply, err := g.js.Conn().RequestWithContext(octx, g.cfg.Share, body)
+	octx, cancel := context.WithTimeout(ctx, shareTimeout)
+	reply, err := g.js.Conn().RequestWithContext(octx, g.runSubject(gr.Member), body)
 	cancel()
 	if err != nil || reply.Header.Get(micro.ErrorCodeHeader) != "" {
 		return false
 	}
-	var a acceptance
-	if json.Unmarshal(reply.Data, &a) != nil || a.Member == "" {
-		return false
-	}
 	g.share.out.Add(1)
-	s, ok := g.awaitResult(ctx, a.Member, results)
+	s, ok := g.awaitResult(ctx, gr.Member, results)
 	if !ok {
-		log.WarnContext(ctx, "member running a shared message left before its result; redelivering", "lender", a.Member, "subject", o.Subject)
+		log.WarnContext(ctx, "member running a shared message left before its result; redelivering", "lender", gr.Member, "subject", o.Subject)
 		_ = m.Nak(g.cfg.RetryDelay)
 		return true
 	}
-	g.applySettlement(ctx, m, s, a.Member, log)
+	g.applySettlement(ctx, m, s, gr.Member, log)
 	return true
 }
 
@@ -300,51 +382,103 @@ func (g *Group) applySettlement(ctx context.Context, m *Msg, s settlement, lende
 	}
 }
 
-// serveOffer answers another member's offer: 503 without a free slot, else
-// this member's id, and then runs the handler on the copy.
-func (g *Group) serveOffer(req micro.Request) {
-	var o offer
-	if err := json.Unmarshal(req.Data(), &o); err != nil || o.ID == "" || o.From == "" || o.Subject == "" {
-		_ = req.Error("400", "invalid offer", nil)
+// serveReserve answers another member's reservation: 503 without a free
+// slot, else this member's id and a reservation held for reserveTTL.
+func (g *Group) serveReserve(req micro.Request) {
+	var rr reserveRequest
+	if err := json.Unmarshal(req.Data(), &rr); err != nil || rr.From == "" {
+		_ = req.Error("400", "invalid reservation request", nil)
 		return
 	}
-	if o.From == g.cfg.Member {
-		_ = req.Error("503", "an offer of this member", nil)
+	if rr.From == g.cfg.Member {
+		_ = req.Error("503", "a request of this member", nil)
 		return
 	}
-	ctx, ok := g.startLoan()
+	id, ok := g.holdSlot()
 	if !ok {
 		_ = req.Error("503", "no free slot", nil)
 		return
 	}
-	b, _ := json.Marshal(acceptance{Member: g.cfg.Member})
+	b, _ := json.Marshal(grant{Member: g.cfg.Member, Reservation: id})
 	if err := req.Respond(b); err != nil {
-		g.endLoan()
-		return
+		g.takeReservation(id, true)
 	}
-	go g.runLoan(ctx, &o)
 }
 
-// startLoan takes a free slot for a loan; false when there is none or the
-// member is not lending.
-func (g *Group) startLoan() (context.Context, bool) {
+// holdSlot takes a free slot for reserveTTL; false when there is none or
+// the member is not lending.
+func (g *Group) holdSlot() (string, bool) {
 	g.share.mu.Lock()
 	defer g.share.mu.Unlock()
 	if g.share.lendCtx == nil {
-		return nil, false
+		return "", false
 	}
 	select {
 	case g.sem <- struct{}{}:
 	default:
-		return nil, false
+		return "", false
 	}
+	id := nuid.Next()
 	g.share.loans.Add(1)
-	return g.share.lendCtx, true
+	g.share.reserved[id] = time.AfterFunc(reserveTTL, func() { g.takeReservation(id, true) })
+	return id, true
+}
+
+// takeReservation removes reservation id; release also frees its slot
+// (it was not used). It returns the loans' context, nil when id was not
+// held (expired, unknown).
+func (g *Group) takeReservation(id string, release bool) context.Context {
+	g.share.mu.Lock()
+	t, ok := g.share.reserved[id]
+	delete(g.share.reserved, id)
+	ctx := g.share.lendCtx
+	g.share.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	t.Stop()
+	if release {
+		g.endLoan()
+		return nil
+	}
+	if ctx == nil {
+		ctx = context.Background() // stopping: the loan still runs, bounded by the drain
+	}
+	return ctx
 }
 
 func (g *Group) endLoan() {
 	<-g.sem
 	g.share.loans.Done()
+}
+
+// serveRun starts the handler on a message sent for a reservation (or
+// gives the reservation back).
+func (g *Group) serveRun(req micro.Request) {
+	var o offer
+	if err := json.Unmarshal(req.Data(), &o); err != nil || o.Reservation == "" {
+		_ = req.Error("400", "invalid shared message", nil)
+		return
+	}
+	if o.Cancel {
+		g.takeReservation(o.Reservation, true)
+		return // published, not requested: no answer
+	}
+	if o.ID == "" || o.From == "" || o.Subject == "" {
+		g.takeReservation(o.Reservation, true)
+		_ = req.Error("400", "invalid shared message", nil)
+		return
+	}
+	ctx := g.takeReservation(o.Reservation, false)
+	if ctx == nil {
+		_ = req.Error("410", "reservation "+o.Reservation+" expired", nil)
+		return
+	}
+	if err := req.Respond([]byte(`{}`)); err != nil {
+		g.endLoan()
+		return
+	}
+	go g.runLoan(ctx, &o)
 }
 
 // runLoan runs the handler on a copy and sends the settlement to its owner.
@@ -371,7 +505,7 @@ func (g *Group) sendResult(ctx context.Context, o *offer, s settlement) {
 	defer cancel()
 	log := g.log.With("member", g.cfg.Member, "owner", o.From, "subject", o.Subject)
 	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		actx, acancel := context.WithTimeout(rctx, offerTimeout)
+		actx, acancel := context.WithTimeout(rctx, shareTimeout)
 		reply, err := g.js.Conn().RequestWithContext(actx, g.resultSubject(o.From), body)
 		acancel()
 		switch {
@@ -393,7 +527,7 @@ func (g *Group) sendResult(ctx context.Context, o *offer, s settlement) {
 	}
 }
 
-// serveResult hands a lender's result to the waiting offer.
+// serveResult hands a lender's result to the waiting message.
 func (g *Group) serveResult(req micro.Request) {
 	var s settlement
 	if err := json.Unmarshal(req.Data(), &s); err != nil || s.ID == "" {
@@ -402,7 +536,7 @@ func (g *Group) serveResult(req micro.Request) {
 	}
 	v, ok := g.share.pending.Load(s.ID)
 	if !ok {
-		_ = req.Error("404", "no offer "+s.ID+" waits", nil)
+		_ = req.Error("404", "no shared message "+s.ID+" waits", nil)
 		return
 	}
 	select {
@@ -412,35 +546,43 @@ func (g *Group) serveResult(req micro.Request) {
 	_ = req.Respond([]byte(`{}`))
 }
 
-// startLending lets other members' offers in, with handlers' context ctx.
-func (g *Group) startLending(ctx context.Context) {
-	g.share.mu.Lock()
-	defer g.share.mu.Unlock()
-	g.share.lendCtx, g.share.cancel = context.WithCancel(context.WithoutCancel(ctx))
-}
-
-// stopLending refuses new offers, lets the loans finish for up to
-// DrainTimeout, then cancels them and waits for them to return.
-func (g *Group) stopLending() {
-	g.share.mu.Lock()
-	cancel := g.share.cancel
-	g.share.lendCtx, g.share.cancel = nil, nil
-	g.share.mu.Unlock()
-	if cancel == nil {
-		return
+// startSharing lets other members' reservations in (loans run with a
+// context derived from ctx) and starts the prober; it returns the function
+// that stops both: it refuses new reservations, lets the loans finish for
+// up to DrainTimeout, then cancels them and waits for them to return.
+func (g *Group) startSharing(ctx context.Context) (stop func()) {
+	if !g.sharingOn() {
+		return func() {}
 	}
-	defer cancel()
-	done := make(chan struct{})
+	pctx, pcancel := context.WithCancel(ctx)
+	probed := make(chan struct{})
 	go func() {
-		g.share.loans.Wait()
-		close(done)
+		defer close(probed)
+		g.probe(pctx)
 	}()
-	t := time.NewTimer(g.cfg.DrainTimeout)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		cancel()
-		<-done
+	g.share.mu.Lock()
+	g.share.lendCtx, g.share.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	g.share.mu.Unlock()
+	return func() {
+		pcancel()
+		<-probed
+		g.share.mu.Lock()
+		cancel := g.share.cancel
+		g.share.lendCtx, g.share.cancel = nil, nil
+		g.share.mu.Unlock()
+		defer cancel()
+		done := make(chan struct{})
+		go func() {
+			g.share.loans.Wait()
+			close(done)
+		}()
+		t := time.NewTimer(g.cfg.DrainTimeout)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			cancel()
+			<-done
+		}
 	}
 }

@@ -2,6 +2,7 @@ package pcgroup
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -174,9 +175,11 @@ func TestGroupSharedMessageOfALostLender(t *testing.T) {
 	t.Logf("b took %s and died; a ran it after b left", strings.TrimPrefix(lent, "pcs."))
 }
 
-// A malformed offer is refused with 400, an offer while every slot is busy
-// with 503; neither runs the handler.
-func TestGroupShareRefusals(t *testing.T) {
+// Reservations: malformed requests get 400; a reserved slot is held (the
+// member's own message waits) until given back; a message for an unknown
+// reservation gets 410; with every slot busy a reservation gets 503. None
+// of it runs the handler on a shared message.
+func TestGroupShareReservations(t *testing.T) {
 	s := natstest.Start(t)
 	nc, js := s.Connect(t)
 	release := make(chan struct{})
@@ -190,37 +193,73 @@ func TestGroupShareRefusals(t *testing.T) {
 		return nil
 	}
 	defer close(release)
-	_, _, pa := shareSetup(t, s, js, h, h, 1)
-	code := func(body string) string {
+	a, b, pa := shareSetup(t, s, js, h, h, 1)
+	request := func(subject, body string) (code string, data []byte) {
 		t.Helper()
-		reply, err := nc.Request("pcs-share", []byte(body), 2*time.Second)
+		reply, err := nc.Request(subject, []byte(body), 2*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return reply.Header.Get(micro.ErrorCodeHeader)
+		return reply.Header.Get(micro.ErrorCodeHeader), reply.Data
 	}
-	if c := code(`{"id":`); c != "400" {
-		t.Fatalf("malformed offer: code %q, want 400", c)
+	if c, _ := request("pcs-share", `{"from":`); c != "400" {
+		t.Fatalf("malformed reservation request: code %q, want 400", c)
 	}
-	// Occupy both members' only slot.
-	for k := 0; k < 2; k++ {
-		if _, err := js.Publish(context.Background(), fmt.Sprintf("pcs.%d.busy%d", (pa+k)%2, k), []byte("1")); err != nil {
+	if c, _ := request("pcs-share.run.a", `{"reservation":"nope","id":"x","from":"z","subject":"pcs.0.k","data":"MQ=="}`); c != "410" {
+		t.Fatalf("message for an unknown reservation: code %q, want 410", c)
+	}
+	// Reserve both members' only slot.
+	grants := map[string]grant{}
+	for tries := 0; len(grants) < 2; tries++ {
+		c, data := request("pcs-share", `{"from":"z"}`)
+		if c == "503" && len(grants) == 1 && tries < 100 {
+			continue // the queue group chose the member already reserved
+		}
+		if c != "" {
+			t.Fatalf("reservation while idle: code %q", c)
+		}
+		var gr grant
+		if err := json.Unmarshal(data, &gr); err != nil {
+			t.Fatal(err)
+		}
+		grants[gr.Member] = gr
+	}
+	giveBack := func(member string) {
+		t.Helper()
+		body := `{"reservation":"` + grants[member].Reservation + `","cancel":true}`
+		if err := nc.Publish("pcs-share.run."+member, []byte(body)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for k := 0; k < 2; k++ {
-		select {
-		case <-ran:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the handlers did not start")
-		}
-	}
-	if c := code(`{"id":"x","from":"z","subject":"pcs.0.k","data":"MQ=="}`); c != "503" {
-		t.Fatalf("offer to busy members: code %q, want 503", c)
+	if _, err := js.Publish(context.Background(), fmt.Sprintf("pcs.%d.own", pa), []byte("1")); err != nil {
+		t.Fatal(err)
 	}
 	select {
 	case subj := <-ran:
-		t.Fatalf("a refused offer ran the handler on %s", subj)
-	case <-time.After(100 * time.Millisecond):
+		t.Fatalf("%s ran while every slot was reserved", subj)
+	case <-time.After(300 * time.Millisecond):
 	}
+	giveBack("a")
+	select {
+	case <-ran:
+	case <-time.After(time.Second):
+		t.Fatal("a's own message did not start after its reservation was given back")
+	}
+	giveBack("b")
+	// b's slot busy too: no member has one.
+	if _, err := js.Publish(context.Background(), fmt.Sprintf("pcs.%d.other", 1-pa), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("b's message did not start")
+	}
+	if c, _ := request("pcs-share", `{"from":"z"}`); c != "503" {
+		t.Fatalf("reservation with every slot busy: code %q, want 503", c)
+	}
+	if out, in := a.g.Shared(); out+in != 0 {
+		t.Fatalf("a shared %d out, %d in; want none", out, in)
+	}
+	_ = b
 }

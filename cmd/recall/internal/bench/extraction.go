@@ -140,8 +140,8 @@ func runExtraction(ctx context.Context, e *env) error {
 	for i := range r.Scaling {
 		s := &r.Scaling[i]
 		s.Efficiency = round3(s.ExtractionsPerS / (float64(s.Workers) * base))
-		e.progress("   %d workers: %.1f extractions/s (%.0f%% of their capacity %.0f/s), efficiency %.3f (session balance bounds it to %.3f: busiest worker owns %d of %d sessions)",
-			s.Workers, s.ExtractionsPerS, 100*s.Utilization, s.CapacityPerS, s.Efficiency, s.EfficiencyBound, s.BusiestWorkerSessions, r.Sessions)
+		e.progress("   %d workers: %.1f extractions/s (%.0f%% of their capacity %.0f/s), efficiency %.3f (without sharing the session balance bounds it to %.3f: busiest worker owns %d of %d sessions; %d extractions shared)",
+			s.Workers, s.ExtractionsPerS, 100*s.Utilization, s.CapacityPerS, s.Efficiency, s.EfficiencyBound, s.BusiestWorkerSessions, r.Sessions, s.Shared)
 	}
 	r.OrderingViolations = ptrInt(total)
 	if len(examples) > 5 {
@@ -157,6 +157,7 @@ type completion struct {
 	covered uint64
 	upTo    uint64
 	skipped bool
+	worker  string // the worker that ran it
 	failed  string
 	at      time.Time
 }
@@ -193,6 +194,7 @@ func extractionStep(ctx context.Context, e *env, provider llm.Provider, workers 
 	}
 	last, problems := judgeOutcomes(&step, outs, sessions, seqs)
 	step.BusiestWorkerSessions = busiestWorker(sessions, workers, e.provisionConfig().Partitions)
+	step.Shared = countShared(outs, sessionOwners(sessions, workers, e.provisionConfig().Partitions))
 	per := e.sizes.extractPerWorker
 	waves := func(n int) float64 { return float64((n + per - 1) / per) }
 	step.EfficiencyBound = round3(waves(len(sessions)) / float64(workers) / waves(step.BusiestWorkerSessions))
@@ -293,7 +295,7 @@ func (o *outcomes) onEvent(m *nats.Msg) {
 		if json.Unmarshal(ev.Data(), &d) != nil {
 			return
 		}
-		c.session, c.covered, c.upTo, c.skipped = d.Session, d.CoveredSeq, d.UpToSeq, d.Skipped
+		c.session, c.covered, c.upTo, c.skipped, c.worker = d.Session, d.CoveredSeq, d.UpToSeq, d.Skipped, d.Worker
 	case events.TypeExtractionFailed:
 		var d events.ExtractionFailed
 		if json.Unmarshal(ev.Data(), &d) != nil {
@@ -387,25 +389,48 @@ func judgeOutcomes(step *ExtractionStep, outs []completion, sessions []string, s
 // them (FNV-1a of tenant and session tokens, modulo the partition count),
 // partitions to workers as the extractors' consumer group does.
 func busiestWorker(sessions []string, n, partitions int) int {
-	perPartition := make([]int, partitions)
-	for _, s := range sessions {
-		h := fnv.New32a()
-		h.Write([]byte(benchTenant + s))
-		perPartition[h.Sum32()%uint32(partitions)]++
+	load := map[string]int{}
+	busiest := 0
+	for _, w := range sessionOwners(sessions, n, partitions) {
+		load[w]++
+		busiest = max(busiest, load[w])
 	}
+	return busiest
+}
+
+// sessionOwners maps each session to the bench worker (of n) that owns its
+// partition: the server's partition() is FNV-1a of tenant and session, the
+// assignment pcgroup.Assign over the worker ids.
+func sessionOwners(sessions []string, n, partitions int) map[string]string {
 	members := make([]string, n)
 	for w := range members {
 		members[w] = fmt.Sprintf("bench-%d-%d", n, w)
 	}
-	busiest := 0
-	for _, ps := range pcgroup.Assign(members, partitions) {
-		load := 0
+	ownerOf := make([]string, partitions)
+	for w, ps := range pcgroup.Assign(members, partitions) {
 		for _, p := range ps {
-			load += perPartition[p]
+			ownerOf[p] = w
 		}
-		busiest = max(busiest, load)
 	}
-	return busiest
+	out := make(map[string]string, len(sessions))
+	for _, s := range sessions {
+		h := fnv.New32a()
+		h.Write([]byte(benchTenant + s))
+		out[s] = ownerOf[h.Sum32()%uint32(partitions)]
+	}
+	return out
+}
+
+// countShared counts the extractions a worker ran for a session of another
+// worker's partition (work sharing).
+func countShared(outs []completion, owners map[string]string) int {
+	n := 0
+	for _, c := range outs {
+		if c.failed == "" && !c.skipped && c.worker != owners[c.session] {
+			n++
+		}
+	}
+	return n
 }
 
 func indexOf(l []uint64, v uint64) int {

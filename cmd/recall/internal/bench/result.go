@@ -155,12 +155,14 @@ type ExtractionStep struct {
 	Efficiency       float64 `json:"efficiency"`
 	OrderingProblems int     `json:"ordering_violations"`
 	// BusiestWorkerSessions is the number of sessions whose partitions the
-	// busiest worker owns (pcgroup.Assign over the session hashes). With
-	// PerWorker extractions at once, the run cannot take less than
-	// ceil(BusiestWorkerSessions / PerWorker) model latencies, which bounds
-	// Efficiency (EfficiencyBound).
+	// busiest worker owns (pcgroup.Assign over the session hashes). Without
+	// work sharing, with PerWorker extractions at once, the run cannot take
+	// less than ceil(BusiestWorkerSessions / PerWorker) model latencies,
+	// which bounds Efficiency (EfficiencyBound); with sharing, idle workers
+	// take the busiest one's waiting requests (Shared counts them).
 	BusiestWorkerSessions int     `json:"busiest_worker_sessions"`
 	EfficiencyBound       float64 `json:"efficiency_bound"`
+	Shared                int     `json:"shared"`
 	// CapacityPerS is what the workers could do if every slot always had a
 	// model call in flight: workers × PerWorker / latency; Utilization is
 	// ExtractionsPerS / CapacityPerS.
