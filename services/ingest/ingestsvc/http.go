@@ -312,23 +312,47 @@ func decodeAttributeHeaders(hdr http.Header) (http.Header, error) {
 // decodeBatch splits a batch body into events, each decoded on its own so
 // one malformed event does not hide the others.
 func decodeBatch(body []byte, l Limits) ([]item, *problemReason) {
-	return decodeBatchFrom(bytes.NewReader(body), l)
+	raws, ok := quickSplit(body, l.MaxBatchEvents)
+	if !ok {
+		return strictBatch(body, l)
+	}
+	items := decodeItems(raws, l)
+	for _, it := range items {
+		// quickSplit does not validate: an event that did not decode may
+		// be invalid JSON, which rejects the whole batch as before.
+		if it.err != nil && !json.Valid(body) {
+			return strictBatch(body, l)
+		}
+	}
+	return items, nil
 }
 
-// decodeBatchFrom reads a batch from r while it arrives: elements are split
-// one at a time, so a batch over l.MaxBatchEvents is rejected at its first
-// extra element and at most that many elements (and the body's bytes) are
-// ever held. Read errors (body too large, read deadline) become problems.
+// decodeBatchFrom reads a batch body (bounded by the caller's reader) and
+// decodes it. Read errors (body too large, read deadline) become problems.
 func decodeBatchFrom(r io.Reader, l Limits) ([]item, *problemReason) {
-	raws, p := splitBatch(r, l.MaxBatchEvents)
+	body, err := io.ReadAll(r)
+	if err != nil {
+		return nil, batchReadProblem(err)
+	}
+	return decodeBatch(body, l)
+}
+
+// strictBatch splits body with encoding/json, whose errors name what is
+// wrong with the array, and decodes its events.
+func strictBatch(body []byte, l Limits) ([]item, *problemReason) {
+	raws, p := splitBatch(bytes.NewReader(body), l.MaxBatchEvents)
 	if p != nil {
 		return nil, p
 	}
+	return decodeItems(raws, l), nil
+}
+
+func decodeItems(raws []json.RawMessage, l Limits) []item {
 	items := make([]item, len(raws))
 	for i, raw := range raws {
 		items[i] = decodeStructured(raw, l.MaxEventBytes)
 	}
-	return items, nil
+	return items
 }
 
 // splitBatch returns the elements of the JSON array read from r, token by

@@ -37,7 +37,9 @@ func targets(r *Result) []Target {
 	}
 	return []Target{
 		atLeast("ingest.ratio_nats_vs_raw", ">= 0.8 (pkg/client)", r.Ingest.RatioNATSVsRaw, 0.8),
-		atLeast("ingest.ratio_nats_endpoint_vs_raw", ">= 0.5", r.Ingest.RatioNATSEndpointVsRaw, 0.5),
+		// The issue allows the endpoint's batch form; single events are in
+		// the table (ingest.nats_endpoint).
+		atLeast("ingest.ratio_nats_endpoint_batch_vs_raw", ">= 0.5 (NATS endpoint, batches)", r.Ingest.RatioNATSEndpointBatchVsRaw, 0.5),
 		atLeast("ingest.ratio_http_vs_raw", ">= 0.5", r.Ingest.RatioHTTPVsRaw, 0.5),
 		atLeast("trigger.ratio_vs_raw_consume", ">= 0.8", r.Trigger.RatioVsRawConsume, 0.8),
 		atMost("trigger.bytes_per_session", "<= 1024", r.Trigger.BytesPerSession, 1024),
