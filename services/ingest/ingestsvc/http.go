@@ -93,7 +93,7 @@ func (h *EventsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var p *problemReason
 	done := func(reuse bool) {}
 	if mode == modeBatch {
-		items, p = decodeBatchFrom(body, h.limits)
+		items, p = decodeBatchFrom(body, r.ContentLength, h.limits)
 	} else {
 		items, done, p = h.readSingle(ctx, r.Header, body)
 	}
@@ -327,14 +327,17 @@ func decodeBatch(body []byte, l Limits) ([]item, *problemReason) {
 	return items, nil
 }
 
-// decodeBatchFrom reads a batch body (bounded by the caller's reader) and
-// decodes it. Read errors (body too large, read deadline) become problems.
-func decodeBatchFrom(r io.Reader, l Limits) ([]item, *problemReason) {
-	body, err := io.ReadAll(r)
-	if err != nil {
+// decodeBatchFrom reads a batch body of size bytes (-1: unknown; r bounds
+// it to l.MaxBodyBytes) and decodes it. Read errors (body too large, read
+// deadline) become problems.
+func decodeBatchFrom(r io.Reader, size int64, l Limits) ([]item, *problemReason) {
+	// One buffer of the announced size (growing one would copy it several
+	// times), capped by the limit whatever the client claims.
+	buf := bytes.NewBuffer(make([]byte, 0, max(0, min(size, l.MaxBodyBytes))+bytes.MinRead))
+	if _, err := buf.ReadFrom(r); err != nil {
 		return nil, batchReadProblem(err)
 	}
-	return decodeBatch(body, l)
+	return decodeBatch(buf.Bytes(), l)
 }
 
 // strictBatch splits body with encoding/json, whose errors name what is
