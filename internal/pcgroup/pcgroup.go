@@ -30,6 +30,10 @@
 //     PinnedTTL.
 //   - In progress: while a handler runs, the group renews the message's
 //     AckWait with in-progress acks.
+//   - Work sharing: with Config.Share (keyed mode), a message that waits
+//     for one of its owner's slots may run on another member with a free
+//     slot; the owner keeps the key, the AckWait and the settlement (see
+//     share.go).
 //   - Consume mode: with Config.Consume (and usually Config.Consumer), the
 //     group does membership, assignment, consumer creation and unpinning,
 //     and hands each owned partition's consumer to Consume, which reads it
