@@ -149,11 +149,13 @@ type sharing struct {
 	grants  chan grant
 	pending sync.Map
 	// Lender side, under mu: lendCtx is the loans' context (nil: not
-	// lending), reserved the slots held for announced messages, loans the
+	// running), lending whether new reservations are taken, reserved the
+	// slots held for announced messages, loans the reservations and the
 	// handlers running for others.
 	mu       sync.Mutex
 	lendCtx  context.Context
 	cancel   context.CancelFunc
+	lending  bool
 	reserved map[string]*time.Timer
 	loans    sync.WaitGroup
 	// out: this member's messages another member ran; in: other members'
@@ -410,7 +412,7 @@ func (g *Group) serveReserve(req micro.Request) {
 func (g *Group) holdSlot() (string, bool) {
 	g.share.mu.Lock()
 	defer g.share.mu.Unlock()
-	if g.share.lendCtx == nil {
+	if !g.share.lending {
 		return "", false
 	}
 	select {
@@ -441,10 +443,7 @@ func (g *Group) takeReservation(id string, release bool) context.Context {
 		g.endLoan()
 		return nil
 	}
-	if ctx == nil {
-		ctx = context.Background() // stopping: the loan still runs, bounded by the drain
-	}
-	return ctx
+	return ctx // set while a reservation exists: stopping waits for them
 }
 
 func (g *Group) endLoan() {
@@ -562,15 +561,21 @@ func (g *Group) startSharing(ctx context.Context) (stop func()) {
 	}()
 	g.share.mu.Lock()
 	g.share.lendCtx, g.share.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	g.share.lending = true
 	g.share.mu.Unlock()
 	return func() {
 		pcancel()
 		<-probed
 		g.share.mu.Lock()
 		cancel := g.share.cancel
-		g.share.lendCtx, g.share.cancel = nil, nil
+		g.share.lending = false
 		g.share.mu.Unlock()
-		defer cancel()
+		defer func() {
+			cancel()
+			g.share.mu.Lock()
+			g.share.lendCtx, g.share.cancel = nil, nil
+			g.share.mu.Unlock()
+		}()
 		done := make(chan struct{})
 		go func() {
 			g.share.loans.Wait()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -52,6 +53,14 @@ var (
 	corpusMu    sync.Mutex
 	corpusCache = map[[2]int]*corpus{}
 )
+
+// releaseCorpora drops the cached corpora and collects them.
+func releaseCorpora() {
+	corpusMu.Lock()
+	clear(corpusCache)
+	corpusMu.Unlock()
+	runtime.GC()
+}
 
 // ingestCorpus returns n events over the given number of sessions, encoded
 // as pkg/client would (validated, binary mode, Nats-Msg-Id). It is generated
