@@ -71,8 +71,9 @@ const (
 	SubjectExtractPartitioned = "recall.extractp"
 	// SubjectExtractShare is where extractor workers offer each other the
 	// requests that wait for a slot (core NATS, never stored: StreamExtract
-	// takes recall.extract.<tenant>.<session>, four tokens, and the offers
-	// have three, their results, SubjectExtractShare.result.<worker>, five).
+	// takes recall.extract.<tenant>.<session>, four tokens; the reservations
+	// have three, SubjectExtractShare.run.<worker> and .result.<worker>
+	// five).
 	SubjectExtractShare = SubjectExtractRoot + ".share"
 	SubjectEventsRoot   = "recall.events"
 	SubjectAPIRoot      = "recall.api"
