@@ -332,13 +332,18 @@ func decodeBatch(body []byte, l Limits) ([]item, *problemReason) {
 // deadline) become problems.
 func decodeBatchFrom(r io.Reader, size int64, l Limits) ([]item, *problemReason) {
 	// One buffer of the announced size (growing one would copy it several
-	// times), capped by the limit whatever the client claims.
-	buf := bytes.NewBuffer(make([]byte, 0, max(0, min(size, l.MaxBodyBytes))+bytes.MinRead))
+	// times), but never more than preallocMax on the client's word: a body
+	// announced large and sent slowly must not hold memory it did not send.
+	buf := bytes.NewBuffer(make([]byte, 0, max(0, min(size, l.MaxBodyBytes, preallocMax))+bytes.MinRead))
 	if _, err := buf.ReadFrom(r); err != nil {
 		return nil, batchReadProblem(err)
 	}
 	return decodeBatch(buf.Bytes(), l)
 }
+
+// preallocMax bounds the buffer allocated for a batch body before it
+// arrives.
+const preallocMax = 256 << 10
 
 // strictBatch splits body with encoding/json, whose errors name what is
 // wrong with the array, and decodes its events.
