@@ -77,16 +77,7 @@ func startKeyedMember(t *testing.T, s *natstest.Server, id string, r *keyedRecor
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	m := &member{g: g, nc: nc, cancel: cancel, done: make(chan error)}
-	go func() {
-		if err := g.Run(ctx); err != nil {
-			t.Errorf("member %s: %v", id, err)
-		}
-		close(m.done)
-	}()
-	t.Cleanup(func() { m.cancel(); <-m.done; nc.Close() })
-	return m
+	return runMember(t, g, nc)
 }
 
 // Keyed mode: a partition runs different keys at once, one key's messages

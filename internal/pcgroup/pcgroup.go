@@ -827,6 +827,12 @@ func (g *Group) handle(ctx context.Context, r *runner, jm jetstream.Msg, log *sl
 	if m.settled.Load() {
 		return
 	}
+	g.settleDefault(ctx, m, err, log)
+}
+
+// settleDefault settles a message its handler left unsettled: a nak with
+// RetryDelay after an error, else an ack.
+func (g *Group) settleDefault(ctx context.Context, m *Msg, err error, log *slog.Logger) {
 	if err != nil {
 		log.WarnContext(ctx, "handler failed; redelivering", "err", err, "delay", g.cfg.RetryDelay)
 		_ = m.Nak(g.cfg.RetryDelay)

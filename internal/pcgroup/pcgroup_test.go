@@ -78,15 +78,29 @@ func startMember(t *testing.T, s *natstest.Server, id string, r *recorder) *memb
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runMember(t, g, nc)
+}
+
+// runMember runs g until the test ends, then stops it, runs the extra
+// cleanups and closes nc.
+func runMember(t *testing.T, g *Group, nc *nats.Conn, cleanups ...func()) *member {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &member{g: g, nc: nc, cancel: cancel, done: make(chan error)}
 	go func() {
 		if err := g.Run(ctx); err != nil {
-			t.Errorf("member %s: %v", id, err)
+			t.Errorf("member %s: %v", g.Member(), err)
 		}
 		close(m.done)
 	}()
-	t.Cleanup(func() { m.cancel(); <-m.done; nc.Close() })
+	t.Cleanup(func() {
+		m.cancel()
+		<-m.done
+		for _, c := range cleanups {
+			c()
+		}
+		nc.Close()
+	})
 	return m
 }
 

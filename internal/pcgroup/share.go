@@ -370,18 +370,15 @@ func (g *Group) applySettlement(ctx context.Context, m *Msg, s settlement, lende
 	case "term":
 		_ = m.Term(s.Reason)
 		return
-	case "":
-		if s.Err != "" {
-			log.WarnContext(ctx, "handler failed on another member; redelivering", "lender", lender, "err", s.Err, "delay", g.cfg.RetryDelay)
-			_ = m.Nak(g.cfg.RetryDelay)
-			return
-		}
+	case "ack":
+		g.settleDefault(ctx, m, nil, log)
+		return
 	}
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := m.Ack(actx); err != nil {
-		log.WarnContext(ctx, "acking", "err", err)
+	var err error
+	if s.Err != "" {
+		err = errors.New(s.Err)
 	}
+	g.settleDefault(ctx, m, err, log.With("lender", lender))
 }
 
 // serveReserve answers another member's reservation: 503 without a free

@@ -46,16 +46,7 @@ func startSharingMember(t *testing.T, s *natstest.Server, id string, concurrency
 	if err := g.AddShareEndpoints(svc); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	m := &member{g: g, nc: nc, cancel: cancel, done: make(chan error)}
-	go func() {
-		if err := g.Run(ctx); err != nil {
-			t.Errorf("member %s: %v", id, err)
-		}
-		close(m.done)
-	}()
-	t.Cleanup(func() { m.cancel(); <-m.done; _ = svc.Stop(); nc.Close() })
-	return m
+	return runMember(t, g, nc, func() { _ = svc.Stop() })
 }
 
 // shareSetup creates the stream and the membership bucket, starts members a
