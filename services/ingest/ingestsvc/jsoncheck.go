@@ -129,9 +129,7 @@ func (s *dupScanner) str() (raw []byte, escaped bool, err error) {
 // object reads members up to the closing brace; names are compared in a
 // small slice, or a map once the object has many.
 func (s *dupScanner) object() error {
-	var few [16][]byte
-	names := few[:0]
-	var many map[string]struct{}
+	var names nameSet // on the stack: an object costs no allocation until it has many members
 	for first := true; ; first = false {
 		s.ws()
 		if s.i < len(s.b) && s.b[s.i] == '}' && first {
@@ -153,7 +151,7 @@ func (s *dupScanner) object() error {
 			}
 			name = []byte(u)
 		}
-		if dup := s.seen(&names, &many, name); dup {
+		if dup := names.add(name); dup {
 			return fmt.Errorf("%w %q in %s", errDuplicateMember, name, s.where())
 		}
 		s.ws()
@@ -174,29 +172,38 @@ func (s *dupScanner) object() error {
 	}
 }
 
-// seen records name and reports whether it was there already.
-func (s *dupScanner) seen(names *[][]byte, many *map[string]struct{}, name []byte) bool {
-	if *many != nil {
-		if _, ok := (*many)[string(name)]; ok {
+// nameSet is the member names of one object: compared in a small array,
+// or in a map once the object has more than its size.
+type nameSet struct {
+	few  [16][]byte
+	n    int
+	many map[string]struct{}
+}
+
+// add records name and reports whether it was there already.
+func (ns *nameSet) add(name []byte) bool {
+	if ns.many != nil {
+		if _, ok := ns.many[string(name)]; ok {
 			return true
 		}
-		(*many)[string(name)] = struct{}{}
+		ns.many[string(name)] = struct{}{}
 		return false
 	}
-	for _, n := range *names {
+	for _, n := range ns.few[:ns.n] {
 		if bytes.Equal(n, name) {
 			return true
 		}
 	}
-	if len(*names) < cap(*names) {
-		*names = append(*names, name)
+	if ns.n < len(ns.few) {
+		ns.few[ns.n] = name
+		ns.n++
 		return false
 	}
-	*many = make(map[string]struct{}, 2*len(*names))
-	for _, n := range *names {
-		(*many)[string(n)] = struct{}{}
+	ns.many = make(map[string]struct{}, 2*len(ns.few))
+	for _, n := range ns.few {
+		ns.many[string(n)] = struct{}{}
 	}
-	(*many)[string(name)] = struct{}{}
+	ns.many[string(name)] = struct{}{}
 	return false
 }
 
