@@ -270,9 +270,9 @@ func (g *Group) probe(ctx context.Context) {
 		select {
 		case g.share.grants <- gr:
 		case <-t.C:
-			g.giveBack(ctx, gr) // nobody waits any more
+			g.giveBack(gr) // nobody waits any more
 		case <-ctx.Done():
-			g.giveBack(ctx, gr)
+			g.giveBack(gr)
 		}
 		t.Stop()
 	}
@@ -300,10 +300,9 @@ func (g *Group) reserve(ctx context.Context, gr *grant) bool {
 }
 
 // giveBack releases an unused reservation (it would expire anyway).
-func (g *Group) giveBack(ctx context.Context, gr grant) {
+func (g *Group) giveBack(gr grant) {
 	body, _ := json.Marshal(offer{Reservation: gr.Reservation, Cancel: true})
 	_ = g.js.Conn().Publish(g.runSubject(gr.Member), body)
-	_ = ctx
 }
 
 // runElsewhere sends m to the member that reserved a slot and waits for
