@@ -129,7 +129,7 @@ func TestGroupSharedMessageOfALostLender(t *testing.T) {
 	doneBy := map[string]string{} // subject → member whose run succeeded
 	hold := make(chan string, 4)
 	ha := func(ctx context.Context, m *Msg) error {
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(time.Second) // long enough for the prober to find b (it may ask a itself first)
 		mu.Lock()
 		doneBy[m.Subject()] = "a"
 		mu.Unlock()
