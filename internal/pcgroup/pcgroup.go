@@ -272,7 +272,7 @@ type Group struct {
 	log     *slog.Logger
 	sem     chan struct{}
 	share   sharing
-	shareOn bool // AddShareEndpoints was called (under share.mu)
+	shareOn atomic.Bool // AddShareEndpoints was called
 
 	mu       sync.Mutex
 	members  []string

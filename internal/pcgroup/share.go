@@ -188,20 +188,12 @@ func (g *Group) AddShareEndpoints(svc micro.Service) error {
 			return err
 		}
 	}
-	g.share.mu.Lock()
-	g.shareOn = true
-	g.share.mu.Unlock()
+	g.shareOn.Store(true)
 	return nil
 }
 
 func (g *Group) runSubject(member string) string    { return g.cfg.Share + ".run." + member }
 func (g *Group) resultSubject(member string) string { return g.cfg.Share + ".result." + member }
-
-func (g *Group) sharingOn() bool {
-	g.share.mu.Lock()
-	defer g.share.mu.Unlock()
-	return g.shareOn
-}
 
 // slot is how acquire ended.
 type slot int
@@ -221,7 +213,7 @@ func (g *Group) acquire(ctx context.Context, r *runner, m *Msg, log *slog.Logger
 	default:
 	}
 	var grants <-chan grant
-	if g.sharingOn() {
+	if g.shareOn.Load() {
 		grants = g.share.grants
 		g.share.waiting.Add(1)
 		defer g.share.waiting.Add(-1)
@@ -546,7 +538,7 @@ func (g *Group) serveResult(req micro.Request) {
 // that stops both: it refuses new reservations, lets the loans finish for
 // up to DrainTimeout, then cancels them and waits for them to return.
 func (g *Group) startSharing(ctx context.Context) (stop func()) {
-	if !g.sharingOn() {
+	if !g.shareOn.Load() {
 		return func() {}
 	}
 	pctx, pcancel := context.WithCancel(ctx)

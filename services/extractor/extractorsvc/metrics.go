@@ -33,29 +33,34 @@ var workers = struct {
 
 var registerGauge sync.Once
 
+// eachWorker calls f for every running Worker (under the registry's lock).
+func eachWorker(f func(*Worker)) {
+	workers.Lock()
+	defer workers.Unlock()
+	for w := range workers.m {
+		f(w)
+	}
+}
+
 func registerWorker(w *Worker) (unregister func()) {
 	registerGauge.Do(func() {
 		_, _ = meter.Int64ObservableGauge("recall_extractor_partitions_owned",
 			metric.WithDescription("extraction partitions a worker currently consumes"),
 			metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-				workers.Lock()
-				defer workers.Unlock()
-				for w := range workers.m {
+				eachWorker(func(w *Worker) {
 					o.Observe(int64(len(w.group.Owned())), metric.WithAttributes(attribute.String("worker", w.cfg.WorkerID)))
-				}
+				})
 				return nil
 			}))
 		_, _ = meter.Int64ObservableCounter("recall_extractor_shared_total",
 			metric.WithDescription("requests run by another worker than their partition's owner, by direction (out: this worker's run elsewhere, in: others' run here)"),
 			metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-				workers.Lock()
-				defer workers.Unlock()
-				for w := range workers.m {
+				eachWorker(func(w *Worker) {
 					out, in := w.group.Shared()
 					id := attribute.String("worker", w.cfg.WorkerID)
 					o.Observe(int64(out), metric.WithAttributes(id, attribute.String("direction", "out")))
 					o.Observe(int64(in), metric.WithAttributes(id, attribute.String("direction", "in")))
-				}
+				})
 				return nil
 			}))
 	})
