@@ -138,3 +138,41 @@ func TestPartitionedReplicasDeterminism(t *testing.T) {
 		t.Fatal("the replica that joined late did no work")
 	}
 }
+
+// Partition durables read the stream unfiltered: a filter on a stream
+// whose subjects it covers anyway made the server search each block's
+// subject tree for every delivery (a wildcard filter is not recognised as
+// "everything"), several times the cost of the unfiltered path while
+// tailing many sessions. A durable created with the filter by an earlier
+// version loses it when the trigger starts, and keeps its position.
+func TestPartitionDurablesUnfiltered(t *testing.T) {
+	s, ncc, js := setup(t)
+	c := collect(t, ncc)
+	items := manySessions(2, 40)
+	cfg := testConfig()
+	cfg.TriggerPartitions = 2
+	ctx := context.Background()
+	for p := range cfg.TriggerPartitions {
+		old := cfg.WithDefaults().ConsumerConfig()
+		old.Durable = events.TriggerDurable(p, cfg.TriggerPartitions)
+		old.FilterSubject = events.SubjectTranscriptRoot + ".>"
+		if _, err := js.CreateConsumer(ctx, events.StreamTranscript, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(t, js, items[:len(items)/2])
+	nc, _ := s.Connect(t)
+	startTrigger(t, nc, cfg, nil)
+	publish(t, js, items[len(items)/2:])
+	waitPartitionsAcked(t, js, cfg.TriggerPartitions, lastSeq(t, js), 30*time.Second)
+	for p := range cfg.TriggerPartitions {
+		cons, err := js.Consumer(ctx, events.StreamTranscript, events.TriggerDurable(p, cfg.TriggerPartitions))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cc := cons.CachedInfo().Config; cc.FilterSubject != "" || len(cc.FilterSubjects) > 0 {
+			t.Fatalf("partition %d reads with filter %q %v", p, cc.FilterSubject, cc.FilterSubjects)
+		}
+	}
+	c.check(expected(t, ncc, items, cfg.Thresholds()))
+}

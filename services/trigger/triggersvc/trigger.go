@@ -230,12 +230,14 @@ func (t *Trigger) Stats() Stats {
 // partitionConsumer is partition p's durable when the trigger is
 // partitioned: like ConsumerConfig, on the whole transcript (the lane keeps
 // only its sessions), starting where the trigger's earlier consumers all
-// were (see startSeq).
+// were (see startSeq). It has no filter subject, on purpose: the server
+// does not recognise a wildcard covering the stream's subjects as
+// "everything" and searched each block's subject tree on every delivery
+// (TestPartitionDurablesUnfiltered).
 func (t *Trigger) partitionConsumer(p int, start uint64) jetstream.ConsumerConfig {
 	c := t.cfg.ConsumerConfig()
 	c.Durable = events.TriggerDurable(p, t.cfg.TriggerPartitions)
 	c.Description = fmt.Sprintf("Recall trigger: extraction decisions, session partition %d of %d", p, t.cfg.TriggerPartitions)
-	c.FilterSubject = events.SubjectTranscriptRoot + ".>"
 	if start > 1 {
 		c.DeliverPolicy, c.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
 	}
