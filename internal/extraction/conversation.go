@@ -18,11 +18,12 @@ const (
 	MissingResult = "[No result was recorded for this tool call.]"
 )
 
-// turn is a conversation message under construction, with the index of the
-// newest record merged into it.
+// turn is a conversation message under construction, with the indexes of
+// the oldest and newest records merged into it (-1: none).
 type turn struct {
-	msg     events.Message
-	lastRec int
+	msg      events.Message
+	firstRec int
+	lastRec  int
 }
 
 // BuildConversation turns stored transcript records (already limited to
@@ -49,6 +50,22 @@ type turn struct {
 // message; a tool pair is dropped whole, and OmittedNote marks the cut. The result may therefore
 // still exceed maxTokens. BuildConversation does not modify records.
 func BuildConversation(records []events.Message, lastSummarizedIndex int, maxTokens int64) []events.Message {
+	conv, _ := BuildWindow(records, lastSummarizedIndex, maxTokens, false)
+	return conv
+}
+
+// BuildWindow is BuildConversation for a session read from a window start
+// instead of its first record, and reports where the next window can start.
+//
+// omitted says that records before records[0] exist and were not read: the
+// conversation is then marked as one the token cap cut (OmittedNote, and the
+// first user message loses the tool results whose tool_use was not read).
+// first is the index in records of the oldest record the next window needs
+// (0 when nothing was cut or omitted: read what was read again). Reading a longer transcript of the session
+// from that record gives the conversation BuildConversation gives on the
+// whole transcript, as long as maxTokens does not grow and lastSummarized
+// does not move back: the cap only ever drops more of the oldest messages.
+func BuildWindow(records []events.Message, lastSummarizedIndex int, maxTokens int64, omitted bool) (conv []events.Message, first int) {
 	var turns []turn
 	for i := range records {
 		r := &records[i]
@@ -69,28 +86,62 @@ func BuildConversation(records []events.Message, lastSummarizedIndex int, maxTok
 			// after it.
 			a := lastAssistant(turns)
 			appendTurn(&turns[a], content, r, i)
-			user := turn{msg: events.Message{Role: events.RoleUser}, lastRec: -1}
+			user := turn{msg: events.Message{Role: events.RoleUser}, firstRec: -1, lastRec: -1}
 			for _, t := range turns[a+1:] {
-				appendTurn(&user, t.msg.Content, &t.msg, t.lastRec)
+				mergeTurn(&user, t)
 			}
 			turns = append(turns[:a+1], user)
 		default:
-			t := turn{msg: events.Message{Role: r.Role, UUID: r.UUID, MessageID: r.MessageID, Model: r.Model}, lastRec: i}
+			t := turn{msg: events.Message{Role: r.Role, UUID: r.UUID, MessageID: r.MessageID, Model: r.Model}, firstRec: i, lastRec: i}
 			t.msg.Content = append(events.Content(nil), content...)
 			turns = append(turns, t)
 		}
 	}
 	turns = pairTools(turns)
-	turns = capTurns(turns, lastSummarizedIndex, maxTokens)
+	start := cutStart(turns, lastSummarizedIndex, maxTokens)
+	if start > 0 || omitted {
+		first = windowStart(turns, start)
+		turns = markCut(append([]turn(nil), turns[start:]...))
+	}
 	if len(turns) > 0 && turns[0].msg.Role != events.RoleUser {
-		turns = append([]turn{{msg: events.Message{Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: OmittedNote}}}, lastRec: -1}}, turns...)
+		turns = append([]turn{omittedTurn()}, turns...)
 	}
 	out := make([]events.Message, len(turns))
 	for i := range turns {
 		out[i] = turns[i].msg
 		out[i].Content = orderUserBlocks(out[i].Role, out[i].Content)
 	}
-	return out
+	return out, first
+}
+
+// windowStart is the index of the record the next window starts at when
+// turns[start:] are kept: the newest user prompt (text, no tool results) at
+// or before the oldest kept turn, 0 when there is none. Reading from a
+// prompt builds the same turns from there on: no streamed response folds
+// over a prompt, it answers no tool_use, and it merges with nothing before
+// it. The cap only ever drops more of the oldest turns as the transcript
+// grows, so every later conversation starts at or after it.
+func windowStart(turns []turn, start int) int {
+	for i := min(start, len(turns)-1); i >= 0; i-- {
+		if t := turns[i]; t.msg.Role == events.RoleUser && t.firstRec >= 0 && isPrompt(t.msg.Content) {
+			return t.firstRec
+		}
+	}
+	return 0
+}
+
+// isPrompt reports whether a user message has text and no tool results.
+func isPrompt(c events.Content) bool {
+	text := false
+	for _, b := range c {
+		switch b.Type {
+		case events.BlockToolResult:
+			return false
+		case events.BlockText:
+			text = true
+		}
+	}
+	return text
 }
 
 func appendTurn(t *turn, content events.Content, r *events.Message, idx int) {
@@ -101,6 +152,29 @@ func appendTurn(t *turn, content events.Content, r *events.Message, idx int) {
 	if idx > t.lastRec {
 		t.lastRec = idx
 	}
+	t.firstRec = minRec(t.firstRec, idx)
+}
+
+// mergeTurn appends t's content and records to dst.
+func mergeTurn(dst *turn, t turn) {
+	appendTurn(dst, t.msg.Content, &t.msg, t.lastRec)
+	dst.firstRec = minRec(dst.firstRec, t.firstRec)
+}
+
+// minRec is the smaller of two record indexes, -1 meaning none.
+func minRec(a, b int) int {
+	switch {
+	case a < 0:
+		return b
+	case b < 0:
+		return a
+	}
+	return min(a, b)
+}
+
+// omittedTurn is the user message that stands for messages left out.
+func omittedTurn() turn {
+	return turn{msg: events.Message{Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: OmittedNote}}}, firstRec: -1, lastRec: -1}
 }
 
 func lastAssistant(turns []turn) int {
@@ -174,7 +248,7 @@ func pairTools(turns []turn) []turn {
 		if t.msg.Role == events.RoleAssistant {
 			if len(pending) > 0 {
 				// Cannot happen after merging; answer them defensively.
-				out = append(out, turn{msg: events.Message{Role: events.RoleUser, Content: missingResults(pending, nil)}, lastRec: -1})
+				out = append(out, turn{msg: events.Message{Role: events.RoleUser, Content: missingResults(pending, nil)}, firstRec: -1, lastRec: -1})
 			}
 			pending = toolUseIDs(t.msg.Content)
 			out = append(out, t)
@@ -225,7 +299,7 @@ func mergeAdjacent(turns []turn) []turn {
 	var out []turn
 	for _, t := range turns {
 		if n := len(out); n > 0 && out[n-1].msg.Role == t.msg.Role {
-			appendTurn(&out[n-1], t.msg.Content, &t.msg, t.lastRec)
+			mergeTurn(&out[n-1], t)
 			continue
 		}
 		out = append(out, t)
@@ -254,11 +328,12 @@ func missingResults(ids []string, got map[string]bool) events.Content {
 	return out
 }
 
-// capTurns drops the oldest turns while the conversation exceeds maxTokens,
-// never a turn holding a record after lastSummarized, nor the newest turn.
-func capTurns(turns []turn, lastSummarized int, maxTokens int64) []turn {
+// cutStart is the index of the oldest turn kept: while the conversation
+// exceeds maxTokens the oldest turns are dropped, never a turn holding a
+// record after lastSummarized, nor the newest turn.
+func cutStart(turns []turn, lastSummarized int, maxTokens int64) int {
 	if maxTokens <= 0 || len(turns) == 0 {
-		return turns
+		return 0
 	}
 	sizes := make([]int64, len(turns))
 	var total int64
@@ -267,7 +342,7 @@ func capTurns(turns []turn, lastSummarized int, maxTokens int64) []turn {
 		total += sizes[i]
 	}
 	if total <= maxTokens {
-		return turns
+		return 0
 	}
 	// protect: first turn holding an unsummarized record; the newest turn
 	// is always kept.
@@ -283,39 +358,35 @@ func capTurns(turns []turn, lastSummarized int, maxTokens int64) []turn {
 		total -= sizes[start]
 		start++
 	}
-	if start == 0 {
-		return turns
-	}
 	// Start on a user turn: drop one more, or keep one less at the
 	// protected boundary.
-	if start < len(turns) && turns[start].msg.Role == events.RoleAssistant {
+	if start > 0 && start < len(turns) && turns[start].msg.Role == events.RoleAssistant {
 		if start+1 <= protect && start+1 < len(turns) {
 			start++
 		} else {
 			start--
 		}
 	}
-	out := append([]turn(nil), turns[start:]...)
-	if start == 0 {
-		return out
+	return start
+}
+
+// markCut marks the start of a conversation whose older messages are left
+// out: OmittedNote opens it, and the first user turn's tool results lost
+// their tool_use.
+func markCut(out []turn) []turn {
+	if len(out) == 0 || out[0].msg.Role != events.RoleUser {
+		return append([]turn{omittedTurn()}, out...)
 	}
-	// The first kept user turn's tool results lost their tool_use.
 	first := out[0]
 	var kept events.Content
-	if first.msg.Role == events.RoleUser {
-		for _, b := range first.msg.Content {
-			if b.Type != events.BlockToolResult {
-				kept = append(kept, b)
-			}
+	for _, b := range first.msg.Content {
+		if b.Type != events.BlockToolResult {
+			kept = append(kept, b)
 		}
 	}
-	note := events.Block{Type: events.BlockText, Text: OmittedNote}
-	if first.msg.Role == events.RoleUser {
-		first.msg.Content = append(events.Content{note}, kept...)
-		out[0] = first
-		return out
-	}
-	return append([]turn{{msg: events.Message{Role: events.RoleUser, Content: events.Content{note}}, lastRec: -1}}, out...)
+	first.msg.Content = append(events.Content{{Type: events.BlockText, Text: OmittedNote}}, kept...)
+	out[0] = first
+	return out
 }
 
 // String renders a conversation compactly for debugging and test failures.

@@ -210,45 +210,7 @@ assistant: text
 func TestBuildConversationInvariants(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for n := range 500 {
-		var records []events.Message
-		nextID := 0
-		var open []string
-		for range r.IntN(30) {
-			switch r.IntN(6) {
-			case 0, 1:
-				var blocks []events.Block
-				for _, id := range open {
-					if r.IntN(4) > 0 {
-						blocks = append(blocks, res(id))
-					}
-				}
-				open = nil
-				if r.IntN(2) == 0 || len(blocks) == 0 {
-					blocks = append(blocks, tx(strings.Repeat("u", r.IntN(400))))
-				}
-				if r.IntN(10) == 0 {
-					blocks = append(blocks, res("stray"))
-				}
-				records = append(records, u(blocks...))
-			case 2, 3, 4:
-				var blocks []events.Block
-				if r.IntN(3) == 0 {
-					blocks = append(blocks, think())
-				}
-				if r.IntN(2) == 0 {
-					blocks = append(blocks, tx(strings.Repeat("a", r.IntN(400))))
-				}
-				for range r.IntN(3) {
-					id := fmt.Sprintf("t%d", nextID)
-					nextID++
-					open = append(open, id)
-					blocks = append(blocks, use(id))
-				}
-				records = append(records, as(fmt.Sprintf("m%d", r.IntN(4)), blocks...))
-			case 5:
-				records = append(records, sub(u(tx("sub"))))
-			}
-		}
+		records := randomRecords(r, 30)
 		lastSummarized := r.IntN(len(records)+1) - 1
 		conv := extraction.BuildConversation(records, lastSummarized, int64(r.IntN(400)))
 		dump := extraction.String(conv)
@@ -283,5 +245,90 @@ func TestBuildConversationInvariants(t *testing.T) {
 		if len(pending) > 0 {
 			t.Fatalf("transcript %d: final tool_use unanswered:\n%s", n, dump)
 		}
+	}
+}
+
+// randomRecords is a random transcript of up to n records: text, thinking,
+// tool uses answered or not, stray results, subagent records.
+func randomRecords(r *rand.Rand, n int) []events.Message {
+	var records []events.Message
+	nextID := 0
+	var open []string
+	for range r.IntN(n) {
+		switch r.IntN(6) {
+		case 0, 1:
+			var blocks []events.Block
+			for _, id := range open {
+				if r.IntN(4) > 0 {
+					blocks = append(blocks, res(id))
+				}
+			}
+			open = nil
+			if r.IntN(2) == 0 || len(blocks) == 0 {
+				blocks = append(blocks, tx(strings.Repeat("u", r.IntN(400))))
+			}
+			if r.IntN(10) == 0 {
+				blocks = append(blocks, res("stray"))
+			}
+			records = append(records, u(blocks...))
+		case 2, 3, 4:
+			var blocks []events.Block
+			if r.IntN(3) == 0 {
+				blocks = append(blocks, think())
+			}
+			if r.IntN(2) == 0 {
+				blocks = append(blocks, tx(strings.Repeat("a", r.IntN(400))))
+			}
+			for range r.IntN(3) {
+				id := fmt.Sprintf("t%d", nextID)
+				nextID++
+				open = append(open, id)
+				blocks = append(blocks, use(id))
+			}
+			records = append(records, as(fmt.Sprintf("m%d", r.IntN(4)), blocks...))
+		case 5:
+			records = append(records, sub(u(tx("sub"))))
+		}
+	}
+	return records
+}
+
+// An extraction reads the session from where the previous one's
+// conversation started (BuildWindow's first): on random transcripts that
+// grew in between, with the summarized point moving forward, the
+// conversation read from that window equals the one built from the whole
+// transcript.
+func TestBuildWindowMatchesWholeTranscript(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	windows := 0
+	for n := range 4000 {
+		records := randomRecords(r, 60)
+		if len(records) < 2 {
+			continue
+		}
+		maxTokens := int64(20 + r.IntN(600))
+		n1 := 1 + r.IntN(len(records))
+		sum1 := r.IntN(n1+1) - 1
+		_, from := extraction.BuildWindow(records[:n1], sum1, maxTokens, false)
+		if from > 0 {
+			windows++
+		}
+		sum2 := sum1 + r.IntN(len(records)-sum1)
+		whole := extraction.String(extraction.BuildConversation(records, sum2, maxTokens))
+		conv, next := extraction.BuildWindow(records[from:], sum2-from, maxTokens, from > 0)
+		if got := extraction.String(conv); got != whole {
+			t.Fatalf("transcript %d: window from %d of %d records (first %d, then %d, summarized %d then %d, cap %d):\nwindow %s\nwhole  %s",
+				n, from, len(records), n1, len(records), sum1, sum2, maxTokens, got, whole)
+		}
+		// The window it reports gives the same conversation again.
+		at := from + next
+		again, _ := extraction.BuildWindow(records[at:], sum2-at, maxTokens, at > 0)
+		if got := extraction.String(again); got != whole {
+			t.Fatalf("transcript %d: the next window from %d:\nwindow %s\nwhole  %s", n, at, got, whole)
+		}
+	}
+	t.Logf("%d of the transcripts were read from a window", windows)
+	if windows < 300 {
+		t.Fatalf("only %d of the transcripts had a window", windows)
 	}
 }

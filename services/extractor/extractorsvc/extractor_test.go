@@ -12,9 +12,11 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/recallhq/recall/internal/extraction"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/parked"
 	"github.com/recallhq/recall/internal/testpoll"
+	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/chunked"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/extractor/extractorsvc/extractortest"
@@ -349,5 +351,61 @@ func TestNothingToChangeCompletes(t *testing.T) {
 	}
 	if rec, _ := e.memory(t, "acme", "s1"); rec.CoveredSeq != seqs[3] {
 		t.Fatalf("coverage %d, want %d", rec.CoveredSeq, seqs[3])
+	}
+}
+
+// A long session is read from the window its last extraction kept
+// (MemoryRecord.ContextSeq) instead of from its first record, and the model
+// is shown the conversation a read of the whole transcript gives.
+func TestLongSessionReadFromItsWindow(t *testing.T) {
+	e := newEnv(t)
+	var mu sync.Mutex
+	var last []events.Message
+	p := &extractortest.EditProvider{Fail: func(r llm.Request) error {
+		mu.Lock()
+		defer mu.Unlock()
+		last = append([]events.Message(nil), r.Messages[:r.CacheAfter+1]...)
+		return nil
+	}}
+	cfg := testConfig("w1")
+	cfg.MaxConversationTokens = 80
+	e.startWorker(t, cfg, p)
+	// Nothing is dropped before something is summarized: the second
+	// extraction cuts and keeps a window, the third reads from it.
+	seqs := e.appendMessages(t, "acme", "s1", 40)
+	e.request(t, "acme", "s1", seqs[39])
+	testpoll.Until(t, 10*time.Second, "the first extraction", func() bool { return len(e.completed()) == 1 })
+	seqs = append(seqs, e.appendMessages(t, "acme", "s1", 10)...)
+	e.request(t, "acme", "s1", seqs[49])
+	testpoll.Until(t, 10*time.Second, "the second extraction", func() bool { return len(e.completed()) == 2 })
+	first, _ := e.memory(t, "acme", "s1")
+	if first.ContextSeq <= seqs[0] || first.ContextSeq > seqs[49] {
+		t.Fatalf("context_seq %d after a capped extraction of records %d..%d", first.ContextSeq, seqs[0], seqs[49])
+	}
+
+	more := e.appendMessages(t, "acme", "s1", 10)
+	e.request(t, "acme", "s1", more[9])
+	testpoll.Until(t, 10*time.Second, "the third extraction", func() bool { return len(e.completed()) == 3 })
+	recs, err := transcript.NewReader(e.nc).Read(context.Background(), "acme", "s1", 1, more[9], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []events.Message
+	summarized := -1
+	for i, r := range recs {
+		msgs = append(msgs, *r.Message)
+		if r.Seq <= first.LastSummarizedSeq {
+			summarized = i
+		}
+	}
+	want := extraction.String(extraction.BuildConversation(msgs, summarized, cfg.MaxConversationTokens))
+	mu.Lock()
+	got := extraction.String(last)
+	mu.Unlock()
+	if got != want {
+		t.Fatalf("read from seq %d the model saw\n%s\nthe whole transcript gives\n%s", first.ContextSeq, got, want)
+	}
+	if second, _ := e.memory(t, "acme", "s1"); second.ContextSeq < first.ContextSeq {
+		t.Fatalf("the window moved back: %d then %d", first.ContextSeq, second.ContextSeq)
 	}
 }

@@ -417,11 +417,11 @@ func (w *Worker) run(ctx context.Context, m *pcgroup.Msg, req request, log *slog
 	stop := w.markRunning(ctx, key, events.StatusRecord{Running: true, Since: time.Now().UTC(), Worker: w.cfg.WorkerID, UpToSeq: target})
 	defer stop()
 
-	msgs, seqs, err := w.readConversation(ctx, req, target)
+	msgs, seqs, err := w.readConversation(ctx, req, max(mem.ContextSeq, 1), target)
 	if err != nil {
 		return result{}, err
 	}
-	in := w.extractionInput(req, mem, msgs, seqs)
+	in, contextSeq := w.extractionInput(req, mem, msgs, seqs)
 	notes := in.Notes
 	out, err := w.extract(ctx, w.provider, in)
 	var res result
@@ -446,6 +446,7 @@ func (w *Worker) run(ctx context.Context, m *pcgroup.Msg, req request, log *slog
 		next.LastSummarizedID, next.LastSummarizedSeq = msgs[sp].UUID, seqs[sp]
 	}
 	next.CoveredSeq = max(mem.CoveredSeq, target)
+	next.ContextSeq = contextSeq
 	next.Usage = mem.Usage.Add(res.usage)
 	if err == nil {
 		next.Extractions++
@@ -461,11 +462,12 @@ func (w *Worker) run(ctx context.Context, m *pcgroup.Msg, req request, log *slog
 	return res, nil
 }
 
-// readConversation reads the session's messages up to target, with their
-// stream sequences. Direct Get may lag behind on replicas: coverage of
-// records not seen yet is never claimed (errNotVisible).
-func (w *Worker) readConversation(ctx context.Context, req request, target uint64) ([]events.Message, []uint64, error) {
-	recs, err := w.reader.Read(ctx, req.Tenant, req.Session, 1, target, 0)
+// readConversation reads the session's messages from sequence from up to
+// target, with their stream sequences. Direct Get may lag behind on
+// replicas: coverage of records not seen yet is never claimed
+// (errNotVisible).
+func (w *Worker) readConversation(ctx context.Context, req request, from, target uint64) ([]events.Message, []uint64, error) {
+	recs, err := w.reader.Read(ctx, req.Tenant, req.Session, from, target, 0)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading the transcript: %w", err)
 	}
@@ -491,8 +493,9 @@ func (w *Worker) readConversation(ctx context.Context, req request, target uint6
 
 // extractionInput is the forked edit's input: the tenant's template and
 // prompt, the current notes (the template when empty), and the
-// conversation after the last summarized message.
-func (w *Worker) extractionInput(req request, mem events.MemoryRecord, msgs []events.Message, seqs []uint64) extraction.Input {
+// conversation read from mem.ContextSeq (extraction.BuildWindow); and the
+// sequence the next extraction can read from.
+func (w *Worker) extractionInput(req request, mem events.MemoryRecord, msgs []events.Message, seqs []uint64) (extraction.Input, uint64) {
 	lastIdx := -1
 	for i, s := range seqs {
 		if mem.LastSummarizedSeq > 0 && s <= mem.LastSummarizedSeq {
@@ -508,11 +511,15 @@ func (w *Worker) extractionInput(req request, mem events.MemoryRecord, msgs []ev
 	if strings.TrimSpace(notes) == "" {
 		notes = template
 	}
+	conv, first := extraction.BuildWindow(msgs, lastIdx, w.cfg.MaxConversationTokens, mem.ContextSeq > 1)
+	contextSeq := mem.ContextSeq
+	if first > 0 {
+		contextSeq = seqs[first]
+	}
 	return extraction.Input{
 		Tenant: req.Tenant, Session: req.Session, Notes: notes, Template: template, CustomPrompt: tc.Prompt,
-		Conversation: extraction.BuildConversation(msgs, lastIdx, w.cfg.MaxConversationTokens),
-		MaxTurns:     w.cfg.MaxTurns, MaxTokens: w.cfg.MaxTokens,
-	}
+		Conversation: conv, MaxTurns: w.cfg.MaxTurns, MaxTokens: w.cfg.MaxTokens,
+	}, contextSeq
 }
 
 // failure is the result of an extraction that failed with err: its reason
