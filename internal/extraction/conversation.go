@@ -98,7 +98,7 @@ func BuildWindow(records []events.Message, lastSummarizedIndex int, maxTokens in
 		}
 	}
 	turns = pairTools(turns)
-	start := cutStart(turns, lastSummarizedIndex, maxTokens)
+	start := cutStart(turns, lastSummarizedIndex, maxTokens, omitted)
 	if start > 0 || omitted {
 		first = windowStart(turns, start)
 		turns = markCut(append([]turn(nil), turns[start:]...))
@@ -115,19 +115,35 @@ func BuildWindow(records []events.Message, lastSummarizedIndex int, maxTokens in
 }
 
 // windowStart is the index of the record the next window starts at when
-// turns[start:] are kept: the newest user prompt (text, no tool results) at
-// or before the oldest kept turn, 0 when there is none. Reading from a
-// prompt builds the same turns from there on: no streamed response folds
-// over a prompt, it answers no tool_use, and it merges with nothing before
-// it. The cap only ever drops more of the oldest turns as the transcript
-// grows, so every later conversation starts at or after it.
+// turns[start:] are kept, 0 when there is none: the newest turn at or
+// before the oldest kept one that starts a window — a user prompt (text,
+// no tool results: no streamed response folds over it and it answers no
+// tool_use), or an assistant turn other than the newest (no later record
+// folds into it, and the results after it stay paired) — moved back to the
+// start of any older turn a record after it was folded into. Reading from
+// there builds the same turns from there on, and as the transcript grows
+// the cap only ever drops more of the oldest turns.
 func windowStart(turns []turn, start int) int {
-	for i := min(start, len(turns)-1); i >= 0; i-- {
-		if t := turns[i]; t.msg.Role == events.RoleUser && t.firstRec >= 0 && isPrompt(t.msg.Content) {
-			return t.firstRec
+	newest := lastAssistant(turns)
+	at := -1
+	for i := min(start, len(turns)-1); i >= 0 && at < 0; i-- {
+		t := turns[i]
+		switch {
+		case t.firstRec < 0:
+		case t.msg.Role == events.RoleUser && isPrompt(t.msg.Content), t.msg.Role == events.RoleAssistant && i != newest:
+			at = i
 		}
 	}
-	return 0
+	if at < 0 {
+		return 0
+	}
+	first := turns[at].firstRec
+	for i := at - 1; i >= 0; i-- {
+		if turns[i].lastRec >= first {
+			first = min(first, turns[i].firstRec)
+		}
+	}
+	return first
 }
 
 // isPrompt reports whether a user message has text and no tool results.
@@ -331,7 +347,7 @@ func missingResults(ids []string, got map[string]bool) events.Content {
 // cutStart is the index of the oldest turn kept: while the conversation
 // exceeds maxTokens the oldest turns are dropped, never a turn holding a
 // record after lastSummarized, nor the newest turn.
-func cutStart(turns []turn, lastSummarized int, maxTokens int64) int {
+func cutStart(turns []turn, lastSummarized int, maxTokens int64, omitted bool) int {
 	if maxTokens <= 0 || len(turns) == 0 {
 		return 0
 	}
@@ -340,9 +356,6 @@ func cutStart(turns []turn, lastSummarized int, maxTokens int64) int {
 	for i := range turns {
 		sizes[i] = memory.EstimateMessage(&turns[i].msg)
 		total += sizes[i]
-	}
-	if total <= maxTokens {
-		return 0
 	}
 	// protect: first turn holding an unsummarized record; the newest turn
 	// is always kept.
@@ -359,11 +372,12 @@ func cutStart(turns []turn, lastSummarized int, maxTokens int64) int {
 		start++
 	}
 	// Start on a user turn: drop one more, or keep one less at the
-	// protected boundary.
-	if start > 0 && start < len(turns) && turns[start].msg.Role == events.RoleAssistant {
+	// protected boundary. A window that opens on an assistant turn
+	// (windowStart) is a cut already.
+	if (start > 0 || omitted) && start < len(turns) && turns[start].msg.Role == events.RoleAssistant {
 		if start+1 <= protect && start+1 < len(turns) {
 			start++
-		} else {
+		} else if start > 0 {
 			start--
 		}
 	}

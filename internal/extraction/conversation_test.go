@@ -332,3 +332,24 @@ func TestBuildWindowMatchesWholeTranscript(t *testing.T) {
 		t.Fatalf("only %d of the transcripts had a window", windows)
 	}
 }
+
+// A tool loop after a single prompt still gets a window (it opens on an
+// assistant turn) and reading from it gives the whole transcript's
+// conversation.
+func TestBuildWindowToolLoop(t *testing.T) {
+	records := []events.Message{u(tx("fix the build"))}
+	for i := range 200 {
+		id := fmt.Sprintf("t%d", i)
+		records = append(records, as(fmt.Sprintf("m%d", i), tx(strings.Repeat("a", 40)), use(id)), u(res(id)))
+	}
+	n1, max := 300, int64(600)
+	_, from := extraction.BuildWindow(records[:n1], n1-3, max, false)
+	if from < n1/2 {
+		t.Fatalf("the window of a %d-record tool loop starts at record %d", n1, from)
+	}
+	whole := extraction.String(extraction.BuildConversation(records, len(records)-3, max))
+	conv, _ := extraction.BuildWindow(records[from:], len(records)-3-from, max, true)
+	if got := extraction.String(conv); got != whole {
+		t.Fatalf("window from %d:\n%s\nwhole:\n%s", from, got, whole)
+	}
+}

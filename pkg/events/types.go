@@ -403,10 +403,10 @@ type MemoryRecord struct {
 	// never moves backwards. Requests with up_to_seq <= CoveredSeq are done.
 	CoveredSeq uint64 `json:"covered_seq"`
 	// ContextSeq is where the next extraction starts reading the session
-	// (0: its first record): the newest user prompt before the messages the
-	// last extraction's conversation kept under its token cap. Older
-	// records would only be dropped again, so a long session is not read
-	// whole on every extraction.
+	// (0: its first record): a turn boundary before the messages the last
+	// extraction's conversation kept under its token cap. Older records
+	// would only be dropped again, so a long session is not read whole on
+	// every extraction.
 	ContextSeq uint64 `json:"context_seq,omitempty"`
 	// Usage accumulates the LLM tokens spent on this session's memory.
 	Usage       TokenUsage `json:"usage"`
