@@ -35,7 +35,8 @@ func NewLater() *Later { return &Later{by: map[string]*LaterStats{}} }
 
 // Begin records that endpoint took a request it will answer later; the
 // returned function records the answer: code 0 for a success, otherwise the
-// error code and description sent. Call it exactly once.
+// error code and description sent. Call it exactly once, before sending the
+// answer, so that a client holding the answer finds it counted.
 func (l *Later) Begin(endpoint string) (done func(code int, description string)) {
 	start := time.Now()
 	l.mu.Lock()

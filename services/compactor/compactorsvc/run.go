@@ -208,9 +208,11 @@ func (h *handler) answer(req micro.Request, verb, what, tenant, session string, 
 	h.wg.Add(1)
 	hdrs, replyTo := nats.Header(req.Headers()), req.Reply()
 	done := h.later.Begin(verb)
+	// The stats count an answer before it goes out: a client that has the
+	// answer finds it counted.
 	fail := func(description string) {
-		h.fail(replyTo, "500", description)
 		done(500, description)
+		h.fail(replyTo, "500", description)
 	}
 	go func() {
 		defer h.wg.Done()
@@ -233,10 +235,10 @@ func (h *handler) answer(req micro.Request, verb, what, tenant, session string, 
 			return
 		}
 		hdr := nats.Header{"Content-Type": []string{"application/json"}}
+		done(0, "")
 		if err := chunked.Respond(h.nc, replyTo, hdr, data); err != nil {
 			h.log.WarnContext(ctx, "sending the "+what+" reply", "tenant", tenant, "session", session, "err", err)
 		}
-		done(0, "")
 		if then != nil {
 			then()
 		}

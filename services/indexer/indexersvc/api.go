@@ -69,8 +69,8 @@ func (x *Indexer) serve(log *slog.Logger) (micro.Service, error) {
 			reply, data, done := req.Reply(), req.Data(), later.Begin(e.verb)
 			go func() {
 				res, aerr := e.fn(ctx, tenant, session, data)
+				microapi.Done(done, aerr) // counted before it goes out
 				x.answer(reply, res, aerr, nil)
-				microapi.Done(done, aerr)
 			}()
 		})
 		if err := svc.AddEndpoint(e.verb, replyspace.Guard(log, h), micro.WithEndpointSubject(events.APISubject(e.verb, "*", "*"))); err != nil {

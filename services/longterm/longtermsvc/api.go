@@ -53,8 +53,8 @@ func (c *committer) serve(nc *nats.Conn, log *slog.Logger) (micro.Service, error
 		reply, done := req.Reply(), later.Begin(events.VerbCommit)
 		go func() {
 			res, aerr := c.explicit(ctx, tenant, session)
+			microapi.Done(done, aerr) // counted before it goes out
 			microapi.Answer(nc, log, reply, res, aerr, nil)
-			microapi.Done(done, aerr)
 		}()
 	})
 	for verb, h := range map[string]micro.Handler{events.VerbLTM: read, events.VerbCommit: commit} {
