@@ -75,7 +75,11 @@ type SessionIndex struct {
 	LastIndexedID  string    `json:"last_indexed_id,omitempty"`
 	LastIndexedSeq uint64    `json:"last_indexed_seq,omitempty"`
 	IndexedAt      time.Time `json:"indexed_at,omitzero"`
-	IndexModel     string    `json:"index_model,omitempty"`
+	// ReadFromSeq is where the next indexing starts reading the transcript
+	// (0: its first record): the oldest message of the text the last
+	// indexing kept from the end of the session.
+	ReadFromSeq uint64 `json:"read_from_seq,omitempty"`
+	IndexModel  string `json:"index_model,omitempty"`
 }
 
 // Indexed reports whether the entry has metadata from an indexing.

@@ -223,6 +223,7 @@ func (x *Indexer) thresholdMet(ctx context.Context, key string, job indexJob, id
 // sessionText is what a transcript read yields for indexing.
 type sessionText struct {
 	msgs     []*events.Message
+	seqs     []uint64 // msgs' stream sequences
 	bytes    int
 	lastSeq  uint64
 	lastID   string
@@ -234,11 +235,15 @@ type sessionText struct {
 	requests int
 }
 
-// readSession reads the session's transcript, keeping the user and
-// assistant text messages within about maxBytes from the end.
-func (x *Indexer) readSession(ctx context.Context, tenant, session string) (sessionText, error) {
+// readSession reads the session's transcript from sequence from, keeping
+// the user and assistant text messages within about maxBytes from the end.
+// The oldest message kept (tailSeq) is where the next read can start: the
+// tail only moves forward as the session grows, and the facts read here
+// are merged into the entry's (applyFacts), so a long session is not read
+// whole on every indexing.
+func (x *Indexer) readSession(ctx context.Context, tenant, session string, from uint64) (sessionText, error) {
 	var st sessionText
-	err := x.reader.Scan(ctx, tenant, session, 1, 0, func(r transcript.Record) bool {
+	err := x.reader.Scan(ctx, tenant, session, from, 0, func(r transcript.Record) bool {
 		if st.first.IsZero() {
 			st.first = r.Time
 		}
@@ -257,11 +262,11 @@ func (x *Indexer) readSession(ctx context.Context, tenant, session string) (sess
 				st.requests++
 			}
 			if t := memory.RequestText(m); t != "" && (m.Role == events.RoleUser || m.Role == events.RoleAssistant) {
-				st.msgs = append(st.msgs, m)
+				st.msgs, st.seqs = append(st.msgs, m), append(st.seqs, r.Seq)
 				st.bytes += len(t)
 				for st.bytes > 2*x.cfg.MaxInputBytes && len(st.msgs) > 1 {
 					st.bytes -= len(memory.RequestText(st.msgs[0]))
-					st.msgs = st.msgs[1:]
+					st.msgs, st.seqs = st.msgs[1:], st.seqs[1:]
 				}
 			}
 		}
@@ -277,14 +282,14 @@ func (x *Indexer) index(ctx context.Context, job indexJob, idx events.SessionInd
 	defer cancel()
 	began := time.Now()
 	out := &events.SessionIndexed{Session: job.session, Reason: job.reason, Model: x.provider.Model()}
-	st, err := x.readSession(ctx, job.tenant, job.session)
+	st, err := x.readSession(ctx, job.tenant, job.session, max(idx.ReadFromSeq, 1))
 	if err != nil {
 		return nil, fmt.Errorf("reading the transcript of %s: %w", job.session, err)
 	}
 	if st.lastSeq == 0 || (st.lastSeq <= idx.LastIndexedSeq && job.reason != events.IndexReasonForced) {
 		return nil, errNothingNew
 	}
-	if st.started != nil && st.started.Ephemeral {
+	if idx.Ephemeral || (st.started != nil && st.started.Ephemeral) {
 		_, _, _ = x.entries.update(ctx, job.tenant, job.session, func(e *events.SessionIndex) bool { applyFacts(e, st); return true })
 		if job.reason == events.IndexReasonForced {
 			return nil, errEphemeral
@@ -372,6 +377,9 @@ func (x *Indexer) store(ctx context.Context, job indexJob, md memory.IndexMetada
 		e.Name, e.Description, e.Summary, e.Tags = name, md.Description, md.Summary, md.Tags
 		e.LastIndexedSeq, e.LastIndexedID = st.lastSeq, st.lastID
 		e.IndexedAt, e.IndexModel = time.Now().UTC(), out.Model
+		if len(st.seqs) > 0 {
+			e.ReadFromSeq = max(e.ReadFromSeq, st.seqs[0])
+		}
 		return true
 	})
 	if err != nil {

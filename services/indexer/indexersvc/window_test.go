@@ -1,0 +1,122 @@
+package indexersvc
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/natstest"
+	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/testpoll"
+	"github.com/recallhq/recall/internal/transcript"
+	"github.com/recallhq/recall/pkg/chunked"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/events/natsce"
+	"github.com/recallhq/recall/pkg/memory"
+)
+
+// inputModel answers valid metadata and keeps the conversation of its last
+// call.
+type inputModel struct {
+	mu   sync.Mutex
+	last string
+}
+
+func (*inputModel) Name() string  { return "input" }
+func (*inputModel) Model() string { return "input-1" }
+func (m *inputModel) Complete(_ context.Context, r llm.Request) (*llm.Response, error) {
+	m.mu.Lock()
+	m.last = memory.RequestText(&r.Messages[0])
+	m.mu.Unlock()
+	return &llm.Response{Text: `{"name":"long-session","description":"d","summary":"s","tags":["t"]}`, Model: "input-1"}, nil
+}
+
+// A long session is read from the tail its last indexing kept
+// (SessionIndex.ReadFromSeq), and the model sees what a read of the whole
+// transcript gives; the session's facts from its first records stay.
+func TestLongSessionIndexedFromItsTail(t *testing.T) {
+	srv := natstest.Start(t)
+	nc, js := srv.Connect(t)
+	prov := provision.Config{Partitions: 2}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := provision.Ensure(ctx, js, prov); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	publish := func(count int) {
+		for range count {
+			n++
+			e := event.New()
+			e.SetID(fmt.Sprintf("s1-%d", n))
+			e.SetSource("/test")
+			e.SetType(events.TypeMessage)
+			e.SetSubject("s1")
+			e.SetExtension(events.ExtTenant, "acme")
+			role, model := events.RoleUser, ""
+			if n%2 == 0 {
+				role, model = events.RoleAssistant, "first-model"
+			}
+			_ = e.SetData(event.ApplicationJSON, events.Message{UUID: fmt.Sprintf("u%d", n), Role: role, Model: model,
+				Content: events.Content{{Type: events.BlockText, Text: fmt.Sprintf("message %d %s", n, strings.Repeat("x", 40))}}})
+			if _, err := js.PublishMsg(ctx, natsce.NewMsg(events.TranscriptSubject("acme", "s1"), &e)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	model := &inputModel{}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = Run(runCtx, Config{NATS: natsconn.Config{URL: srv.ClientURL()}, Config: prov, Provider: model, MaxInputBytes: 300,
+			MinNewUserMessages: 1000}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}()
+	defer func() { stop(); <-done }()
+	reindex := func() events.SessionIndex {
+		t.Helper()
+		var r events.IndexReply
+		testpoll.Until(t, 20*time.Second, "a forced indexing", func() bool {
+			m, err := chunked.Request(ctx, nc, events.APISubject(events.VerbReindex, "acme", "s1"), nil, nil)
+			return err == nil && m.Header.Get("Nats-Service-Error-Code") == "" && json.Unmarshal(m.Data, &r) == nil && r.Outcome != nil && r.Outcome.Success
+		})
+		return r.Index
+	}
+
+	publish(60)
+	first := reindex()
+	if first.ReadFromSeq <= 1 || first.Model != "first-model" || first.CreatedAt.IsZero() {
+		t.Fatalf("after indexing 60 records: read_from_seq %d, model %q, created %v", first.ReadFromSeq, first.Model, first.CreatedAt)
+	}
+	publish(1) // fewer bytes than the input keeps: it starts in the old tail
+	second := reindex()
+	recs, err := transcript.NewReader(nc).Read(ctx, "acme", "s1", 1, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []*events.Message
+	for _, r := range recs {
+		msgs = append(msgs, r.Message)
+	}
+	want := "<conversation>\n" + memory.IndexInput(msgs, 300) + "\n</conversation>"
+	model.mu.Lock()
+	got := model.last
+	model.mu.Unlock()
+	if got != want {
+		t.Fatalf("read from seq %d the model saw\n%s\nthe whole transcript gives\n%s", first.ReadFromSeq, got, want)
+	}
+	if second.ReadFromSeq < first.ReadFromSeq || !second.CreatedAt.Equal(first.CreatedAt) || second.Model != "first-model" {
+		t.Fatalf("second indexing: read_from_seq %d (first %d), created %v (first %v), model %q",
+			second.ReadFromSeq, first.ReadFromSeq, second.CreatedAt, first.CreatedAt, second.Model)
+	}
+}
