@@ -409,3 +409,38 @@ func TestLongSessionReadFromItsWindow(t *testing.T) {
 		t.Fatalf("the window moved back: %d then %d", first.ContextSeq, second.ContextSeq)
 	}
 }
+
+// A backlog over the conversation cap (nothing summarized yet, 40 messages
+// against a cap of a few of them) is summarized in parts, oldest first,
+// each committed, in one request: every model call gets a part of the
+// backlog, the last covers the request, and one completion is announced.
+func TestBacklogSummarizedInParts(t *testing.T) {
+	e := newEnv(t)
+	var mu sync.Mutex
+	var convs []string
+	p := &extractortest.EditProvider{Fail: func(r llm.Request) error {
+		mu.Lock()
+		defer mu.Unlock()
+		convs = append(convs, extraction.String(r.Messages[:r.CacheAfter+1]))
+		return nil
+	}}
+	cfg := testConfig("w1")
+	cfg.MaxConversationTokens = 80
+	e.startWorker(t, cfg, p)
+	seqs := e.appendMessages(t, "acme", "s1", 40)
+	e.request(t, "acme", "s1", seqs[39])
+	testpoll.Until(t, 20*time.Second, "the extraction", func() bool { return len(e.completed()) == 1 })
+	c := e.completed()[0]
+	rec, _ := e.memory(t, "acme", "s1")
+	if c.CoveredSeq != seqs[39] || rec.CoveredSeq != seqs[39] || rec.LastSummarizedSeq != seqs[39] {
+		t.Fatalf("completed %+v, memory %+v", c, rec)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(convs) < 4 || rec.Extractions != len(convs) {
+		t.Fatalf("%d model calls, %d extractions committed, for a backlog of 40 messages with a cap of 80 tokens", len(convs), rec.Extractions)
+	}
+	if strings.Contains(convs[0], "message 39") || !strings.Contains(convs[len(convs)-1], "message 39") {
+		t.Fatalf("the first part already held the newest message, or the last did not:\nfirst %s\nlast %s", convs[0], convs[len(convs)-1])
+	}
+}

@@ -398,7 +398,8 @@ type result struct {
 
 // run reads the memory, skips covered requests, extends the request to the
 // newest pending one of the session, runs the forked edit and commits it
-// with a compare-and-set on the revision read first.
+// with a compare-and-set on the revision read first. A backlog larger than
+// the conversation cap is summarized in parts, each committed (extractPart).
 func (w *Worker) run(ctx context.Context, m *pcgroup.Msg, req request, log *slog.Logger) (result, error) {
 	readAt := time.Now()
 	mem, rev, err := w.readMemory(ctx, req.Tenant, req.Session)
@@ -417,9 +418,44 @@ func (w *Worker) run(ctx context.Context, m *pcgroup.Msg, req request, log *slog
 	stop := w.markRunning(ctx, key, events.StatusRecord{Running: true, Since: time.Now().UTC(), Worker: w.cfg.WorkerID, UpToSeq: target})
 	defer stop()
 
-	msgs, seqs, err := w.readConversation(ctx, req, max(mem.ContextSeq, 1), target)
+	var usage events.TokenUsage
+	edits := 0
+	for {
+		res, err := w.extractPart(ctx, req, mem, rev, target)
+		usage, edits = usage.Add(res.usage), edits+res.edits
+		res.usage, res.edits = usage, edits
+		if err != nil {
+			res.readAt = readAt
+			return res, err
+		}
+		if res.record.CoveredSeq >= target {
+			return res, nil
+		}
+		log.InfoContext(ctx, "summarizing a backlog in parts", "covered_seq", res.record.CoveredSeq, "up_to_seq", target)
+		mem, rev, readAt = res.record, res.revision, time.Now()
+	}
+}
+
+// extractPart runs the forked edit on the session from mem's read window up
+// to target, or up to a safe point inside the backlog when the messages
+// after the last summarized one are over the conversation cap (partEnd),
+// and commits it; the part's coverage is always beyond mem's.
+func (w *Worker) extractPart(ctx context.Context, req request, mem events.MemoryRecord, rev, target uint64) (result, error) {
+	budget := w.cfg.MaxConversationTokens
+	msgs, seqs, more, err := w.readConversation(ctx, req, mem, target, budget)
 	if err != nil {
 		return result{}, err
+	}
+	end := partEnd(msgs, seqs, mem, budget)
+	if more && end == len(msgs)-1 {
+		// No safe point early in the backlog: it goes whole, as before.
+		if msgs, seqs, _, err = w.readConversation(ctx, req, mem, target, 0); err != nil {
+			return result{}, err
+		}
+		end = len(msgs) - 1
+	}
+	if end < len(msgs)-1 || more {
+		msgs, seqs, target = msgs[:end+1], seqs[:end+1], seqs[end]
 	}
 	in, contextSeq := w.extractionInput(req, mem, msgs, seqs)
 	notes := in.Notes
@@ -455,40 +491,81 @@ func (w *Worker) run(ctx context.Context, m *pcgroup.Msg, req request, log *slog
 	next.UpdatedAt = time.Now().UTC()
 	newRev, err := w.commit(ctx, req.Tenant, req.Session, next, rev)
 	if err != nil {
-		res.readAt = readAt
 		return res, err
 	}
 	res.outcome, res.record, res.revision = OutcomeCompleted, next, newRev
 	return res, nil
 }
 
-// readConversation reads the session's messages from sequence from up to
-// target, with their stream sequences. Direct Get may lag behind on
-// replicas: coverage of records not seen yet is never claimed
-// (errNotVisible).
-func (w *Worker) readConversation(ctx context.Context, req request, from, target uint64) ([]events.Message, []uint64, error) {
-	recs, err := w.reader.Read(ctx, req.Tenant, req.Session, from, target, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading the transcript: %w", err)
+// partEnd is the index of the newest of msgs one extraction covers: the
+// last, unless the messages after the last summarized one are estimated
+// over maxTokens (a backlog: memory turned on late, failures, an import);
+// then the newest safe point (memory.SafePoint) within their first
+// maxTokens/2, when there is one beyond mem's coverage. The rest is
+// summarized in the next parts, so no single call is sent a conversation
+// the model rejects as too long, and the notes grow in order.
+func partEnd(msgs []events.Message, seqs []uint64, mem events.MemoryRecord, maxTokens int64) int {
+	last := len(msgs) - 1
+	if maxTokens <= 0 || last < 0 {
+		return last
 	}
-	if n := len(recs); n == 0 || recs[n-1].Seq < target {
+	first := 0
+	for first < len(seqs) && seqs[first] <= mem.LastSummarizedSeq {
+		first++
+	}
+	var total int64
+	for i := first; i <= last; i++ {
+		total += memory.EstimateMessage(&msgs[i])
+	}
+	if total <= maxTokens {
+		return last
+	}
+	k, part := first, int64(0)
+	for ; k < last; k++ {
+		if part += memory.EstimateMessage(&msgs[k]); part > maxTokens/2 {
+			break
+		}
+	}
+	if sp := memory.SafePoint(msgs[:k+1]); sp >= first && seqs[sp] > mem.CoveredSeq {
+		return sp
+	}
+	return last
+}
+
+// readConversation reads the session's messages from mem's read window
+// (ContextSeq) up to target, with their stream sequences. With budget > 0
+// it stops once the messages after the last summarized one are estimated
+// over budget (more: a backlog that goes in parts, partEnd). Direct Get
+// may lag behind on replicas: coverage of records not seen yet is never
+// claimed (errNotVisible).
+func (w *Worker) readConversation(ctx context.Context, req request, mem events.MemoryRecord, target uint64, budget int64) (msgs []events.Message, seqs []uint64, more bool, err error) {
+	var backlog int64
+	last := uint64(0)
+	err = w.reader.Scan(ctx, req.Tenant, req.Session, max(mem.ContextSeq, 1), target, func(r transcript.Record) bool {
+		last = r.Seq
+		if r.Message == nil {
+			return true
+		}
+		msgs, seqs = append(msgs, *r.Message), append(seqs, r.Seq)
+		if r.Seq > mem.LastSummarizedSeq {
+			backlog += memory.EstimateMessage(r.Message)
+		}
+		more = budget > 0 && backlog > budget && r.Seq < target
+		return !more
+	})
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("reading the transcript: %w", err)
+	}
+	if !more && last < target {
 		head, err := w.reader.LastSeq(ctx, req.Tenant, req.Session)
 		if err != nil {
-			return nil, nil, fmt.Errorf("reading the transcript head: %w", err)
+			return nil, nil, false, fmt.Errorf("reading the transcript head: %w", err)
 		}
 		if head < target {
-			return nil, nil, fmt.Errorf("transcript of %s/%s is visible up to seq %d, the request needs %d: %w", req.Tenant, req.Session, head, target, errNotVisible)
+			return nil, nil, false, fmt.Errorf("transcript of %s/%s is visible up to seq %d, the request needs %d: %w", req.Tenant, req.Session, head, target, errNotVisible)
 		}
 	}
-	msgs := make([]events.Message, 0, len(recs))
-	seqs := make([]uint64, 0, len(recs))
-	for _, r := range recs {
-		if r.Message != nil {
-			msgs = append(msgs, *r.Message)
-			seqs = append(seqs, r.Seq)
-		}
-	}
-	return msgs, seqs, nil
+	return msgs, seqs, more, nil
 }
 
 // extractionInput is the forked edit's input: the tenant's template and

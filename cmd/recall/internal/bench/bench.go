@@ -113,8 +113,10 @@ type sizes struct {
 	extractWorkers    []int
 	extractLatency    time.Duration
 	extractPerWorker  int // extractions one worker runs at once
-	pipelineDuration  time.Duration
-	pipelineSessions  int
+	// longSessionRecords is the size of the session extracted three times.
+	longSessionRecords int
+	pipelineDuration   time.Duration
+	pipelineSessions   int
 	// querySessionMessages is the size of the session asked questions.
 	querySessionMessages int
 	queryRequests        int
@@ -128,7 +130,8 @@ func sizesFor(quick bool) sizes {
 			triggerSessions: 2000, triggerPerSession: 4,
 			compactSessions: 200, compactSizes: []int{100, 1000, 3000}, compactRequests: 30,
 			extractSessions: 64, extractWorkers: []int{1, 2, 4, 8}, extractLatency: 50 * time.Millisecond, extractPerWorker: 4,
-			pipelineDuration: 3 * time.Second, pipelineSessions: 50,
+			longSessionRecords: 4000,
+			pipelineDuration:   3 * time.Second, pipelineSessions: 50,
 			querySessionMessages: 1000, queryRequests: 20,
 		}
 	}
@@ -138,7 +141,8 @@ func sizesFor(quick bool) sizes {
 		triggerSessions: 100000, triggerPerSession: 4,
 		compactSessions: 10000, compactSizes: []int{1000, 10000, 100000}, compactRequests: 300,
 		extractSessions: 1024, extractWorkers: []int{1, 2, 4, 8}, extractLatency: 200 * time.Millisecond, extractPerWorker: 16,
-		pipelineDuration: 15 * time.Second, pipelineSessions: 500,
+		longSessionRecords: 40000,
+		pipelineDuration:   15 * time.Second, pipelineSessions: 500,
 		querySessionMessages: 10000, queryRequests: 200,
 	}
 }

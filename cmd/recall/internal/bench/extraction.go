@@ -144,6 +144,14 @@ func runExtraction(ctx context.Context, e *env) error {
 			s.Workers, s.ExtractionsPerS, 100*s.Utilization, s.CapacityPerS, s.Efficiency, s.EfficiencyBound, s.BusiestWorkerSessions, r.Sessions, s.Shared)
 	}
 	r.OrderingViolations = ptrInt(total)
+	long, err := runLongSession(ctx, e, provider)
+	if err != nil {
+		return fmt.Errorf("long session: %w", err)
+	}
+	r.LongSession = long
+	for _, s := range long {
+		e.progress("   long session, extraction up to record %d: read from seq %d, %d model calls, %.0f ms besides the model", s.Records, s.ReadFrom, s.Parts, s.OverheadMS)
+	}
 	if len(examples) > 5 {
 		examples = examples[:5]
 	}

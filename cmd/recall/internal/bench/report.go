@@ -147,6 +147,12 @@ func (t table) services(r *Result) {
 	for _, s := range r.Extraction.Scaling {
 		fmt.Fprintf(t.tw, "extraction[%d workers]\t%.1f /s\tefficiency %.3f (session balance bound %.3f), %.0f%% of capacity, %d extractions\n", s.Workers, s.ExtractionsPerS, s.Efficiency, s.EfficiencyBound, 100*s.Utilization, s.Extractions)
 	}
+	for _, s := range r.Extraction.LongSession {
+		fmt.Fprintf(t.tw, "extraction.long_session[%d records]	%.0f ms	besides the model; read from seq %d (0: the first record)\n", s.Records, s.OverheadMS, s.ReadFrom)
+	}
+	for _, s := range r.Extraction.LongSession {
+		fmt.Fprintf(t.tw, "extraction.long_session[%d records]\t%.0f ms\tbesides the model; %d model calls; read from seq %d (0: the first record)\n", s.Records, s.OverheadMS, s.Parts, s.ReadFrom)
+	}
 	if r.Extraction.OrderingViolations != nil {
 		fmt.Fprintf(t.tw, "extraction.ordering_violations\t%d\t\n", *r.Extraction.OrderingViolations)
 	}

@@ -180,6 +180,9 @@ type ExtractionResult struct {
 	Scaling            []ExtractionStep `json:"scaling"`
 	OrderingViolations *int             `json:"ordering_violations"`
 	ViolationExamples  []string         `json:"violation_examples,omitempty"`
+	// LongSession is one long session extracted three times: the third
+	// reads from the window the second kept (MemoryRecord.ContextSeq).
+	LongSession []LongSessionStep `json:"long_session"`
 }
 
 // PipelineResult measures the trigger lag under steady ingest at 50 % and
