@@ -174,9 +174,10 @@ func Service(name string) (User, error) {
 	case "trigger":
 		// Consumes the transcript, queues extraction requests, announces
 		// them, serves manual extraction (waiting for the outcome on the
-		// notification subjects), reads memory records, and keeps its
-		// membership of the partitioned trigger.
-		pub = append([]string{extract, notify}, kv(events.BucketMemory, events.BucketTriggers)...)
+		// notification subjects), reads memory records, keeps its
+		// membership of the partitioned trigger and snapshots of long
+		// sessions' state.
+		pub = append([]string{extract, notify}, kv(events.BucketMemory, events.BucketTriggers, events.BucketTriggerState)...)
 		sub = []string{apiAll(events.VerbExtract), notify}
 	case "extractor":
 		// Works the extraction partitions, writes memory, status, membership

@@ -45,6 +45,9 @@ const (
 	// BucketTriggers holds trigger membership heartbeats (per-key TTL)
 	// when the trigger is partitioned.
 	BucketTriggers = "RECALL_TRIGGERS"
+	// BucketTriggerState holds snapshots of long sessions' trigger state
+	// under MemoryKey, so that a rebuild replays only the records after one.
+	BucketTriggerState = "RECALL_TRIGGER_STATE"
 )
 
 // Durable consumers.

@@ -359,17 +359,7 @@ func TestNothingToChangeCompletes(t *testing.T) {
 // is shown the conversation a read of the whole transcript gives.
 func TestLongSessionReadFromItsWindow(t *testing.T) {
 	e := newEnv(t)
-	var mu sync.Mutex
-	var last []events.Message
-	p := &extractortest.EditProvider{Fail: func(r llm.Request) error {
-		mu.Lock()
-		defer mu.Unlock()
-		last = append([]events.Message(nil), r.Messages[:r.CacheAfter+1]...)
-		return nil
-	}}
-	cfg := testConfig("w1")
-	cfg.MaxConversationTokens = 80
-	e.startWorker(t, cfg, p)
+	rec, cfg := e.startRecordedWorker(t, 80)
 	// Nothing is dropped before something is summarized: the second
 	// extraction cuts and keeps a window, the third reads from it.
 	seqs := e.appendMessages(t, "acme", "s1", 40)
@@ -399,11 +389,9 @@ func TestLongSessionReadFromItsWindow(t *testing.T) {
 		}
 	}
 	want := extraction.String(extraction.BuildConversation(msgs, summarized, cfg.MaxConversationTokens))
-	mu.Lock()
-	got := extraction.String(last)
-	mu.Unlock()
-	if got != want {
-		t.Fatalf("read from seq %d the model saw\n%s\nthe whole transcript gives\n%s", first.ContextSeq, got, want)
+	convs := rec.all()
+	if got := convs[len(convs)-1]; got != want {
+		t.Fatalf("read from seq %d the model saw\n%s\nthe whole transcript gives\n%s", first.ContextSeq, convs[len(convs)-1], want)
 	}
 	if second, _ := e.memory(t, "acme", "s1"); second.ContextSeq < first.ContextSeq {
 		t.Fatalf("the window moved back: %d then %d", first.ContextSeq, second.ContextSeq)
@@ -416,31 +404,48 @@ func TestLongSessionReadFromItsWindow(t *testing.T) {
 // backlog, the last covers the request, and one completion is announced.
 func TestBacklogSummarizedInParts(t *testing.T) {
 	e := newEnv(t)
-	var mu sync.Mutex
-	var convs []string
-	p := &extractortest.EditProvider{Fail: func(r llm.Request) error {
-		mu.Lock()
-		defer mu.Unlock()
-		convs = append(convs, extraction.String(r.Messages[:r.CacheAfter+1]))
-		return nil
-	}}
-	cfg := testConfig("w1")
-	cfg.MaxConversationTokens = 80
-	e.startWorker(t, cfg, p)
+	rec, _ := e.startRecordedWorker(t, 80)
 	seqs := e.appendMessages(t, "acme", "s1", 40)
 	e.request(t, "acme", "s1", seqs[39])
 	testpoll.Until(t, 20*time.Second, "the extraction", func() bool { return len(e.completed()) == 1 })
 	c := e.completed()[0]
-	rec, _ := e.memory(t, "acme", "s1")
-	if c.CoveredSeq != seqs[39] || rec.CoveredSeq != seqs[39] || rec.LastSummarizedSeq != seqs[39] {
-		t.Fatalf("completed %+v, memory %+v", c, rec)
+	mem, _ := e.memory(t, "acme", "s1")
+	if c.CoveredSeq != seqs[39] || mem.CoveredSeq != seqs[39] || mem.LastSummarizedSeq != seqs[39] {
+		t.Fatalf("completed %+v, memory %+v", c, mem)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(convs) < 4 || rec.Extractions != len(convs) {
-		t.Fatalf("%d model calls, %d extractions committed, for a backlog of 40 messages with a cap of 80 tokens", len(convs), rec.Extractions)
+	convs := rec.all()
+	if len(convs) < 4 || mem.Extractions != len(convs) {
+		t.Fatalf("%d model calls, %d extractions committed, for a backlog of 40 messages with a cap of 80 tokens", len(convs), mem.Extractions)
 	}
 	if strings.Contains(convs[0], "message 39") || !strings.Contains(convs[len(convs)-1], "message 39") {
 		t.Fatalf("the first part already held the newest message, or the last did not:\nfirst %s\nlast %s", convs[0], convs[len(convs)-1])
 	}
+}
+
+// convRecorder keeps the conversation of every model call (extraction.String).
+type convRecorder struct {
+	mu    sync.Mutex
+	convs []string
+}
+
+func (r *convRecorder) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.convs...)
+}
+
+// startRecordedWorker starts a worker with the given conversation cap whose
+// model edits the notes and records every conversation it is sent.
+func (e *env) startRecordedWorker(t *testing.T, maxConversationTokens int64) (*convRecorder, Config) {
+	rec := &convRecorder{}
+	p := &extractortest.EditProvider{Fail: func(r llm.Request) error {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		rec.convs = append(rec.convs, extraction.String(r.Messages[:r.CacheAfter+1]))
+		return nil
+	}}
+	cfg := testConfig("w1")
+	cfg.MaxConversationTokens = maxConversationTokens
+	e.startWorker(t, cfg, p)
+	return rec, cfg
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/llm"
@@ -53,14 +54,9 @@ func (m *slowModel) Complete(ctx context.Context, _ llm.Request) (*llm.Response,
 // to two replicas at once run one after the other (the lease), and each
 // succeeds.
 func TestOneIndexingAtATimeAcrossReplicas(t *testing.T) {
-	srv := natstest.Start(t)
-	nc, js := srv.Connect(t)
-	prov := provision.Config{Partitions: 2}
+	srv, nc, js, prov := provisioned(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := provision.Ensure(ctx, js, prov); err != nil {
-		t.Fatal(err)
-	}
 	e := event.New()
 	e.SetID("s1-u1")
 	e.SetSource("/test")
@@ -131,4 +127,19 @@ func TestOneIndexingAtATimeAcrossReplicas(t *testing.T) {
 	if _, err := kv.Get(ctx, leaseKey("acme", "s1")); err != jetstream.ErrKeyNotFound && err != jetstream.ErrKeyDeleted {
 		t.Fatalf("lease left behind: %v", err)
 	}
+}
+
+// provisioned starts an embedded server with Recall's streams and buckets
+// (two partitions).
+func provisioned(t *testing.T) (*natstest.Server, *nats.Conn, jetstream.JetStream, provision.Config) {
+	t.Helper()
+	srv := natstest.Start(t)
+	nc, js := srv.Connect(t)
+	prov := provision.Config{Partitions: 2}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := provision.Ensure(ctx, js, prov); err != nil {
+		t.Fatal(err)
+	}
+	return srv, nc, js, prov
 }

@@ -15,8 +15,6 @@ import (
 
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/natsconn"
-	"github.com/recallhq/recall/internal/natstest"
-	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/chunked"
@@ -45,14 +43,9 @@ func (m *inputModel) Complete(_ context.Context, r llm.Request) (*llm.Response, 
 // (SessionIndex.ReadFromSeq), and the model sees what a read of the whole
 // transcript gives; the session's facts from its first records stay.
 func TestLongSessionIndexedFromItsTail(t *testing.T) {
-	srv := natstest.Start(t)
-	nc, js := srv.Connect(t)
-	prov := provision.Config{Partitions: 2}
+	srv, nc, js, prov := provisioned(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := provision.Ensure(ctx, js, prov); err != nil {
-		t.Fatal(err)
-	}
 	n := 0
 	publish := func(count int) {
 		for range count {

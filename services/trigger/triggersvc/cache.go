@@ -17,6 +17,7 @@ type session struct {
 	trace      string // traceparent of the pending response's last record
 	dropped    bool
 	pubEpoch   uint64 // emitter epoch of the session's last publication
+	sinceSnap  int32  // records applied since the last snapshot (snapshot.go)
 }
 
 func (s *session) tenant() string  { return s.key[:s.tenantLen] }

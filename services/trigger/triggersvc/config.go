@@ -33,6 +33,7 @@ type Config struct {
 	AckWait          time.Duration `envconfig:"TRIGGER_ACK_WAIT" default:"30s" desc:"consumer AckWait"`
 	PullBatch        int           `envconfig:"TRIGGER_PULL_BATCH" default:"2000" desc:"messages buffered per pull"`
 	AckEvery         int           `envconfig:"TRIGGER_ACK_EVERY" default:"1000" desc:"records processed between acknowledgements (AckAll)"`
+	SnapshotEvery    int           `envconfig:"TRIGGER_SNAPSHOT_EVERY" default:"2000" desc:"records of one session between snapshots of its state in RECALL_TRIGGER_STATE (a rebuild replays only what follows the newest; negative: none)"`
 	PinnedTTL        time.Duration `envconfig:"TRIGGER_PINNED_TTL" default:"10s" desc:"a lost replica's consumers (partitions, or the single consumer) move to another replica after it stopped pulling for this long"`
 
 	// TriggerPartitions > 0 partitions the trigger by session: the live
@@ -79,6 +80,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.PullBatch <= 0 {
 		c.PullBatch = 2000
+	}
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = 2000
 	}
 	if c.AckEvery <= 0 {
 		c.AckEvery = 1000

@@ -1,7 +1,9 @@
 package triggersvc
 
 import (
+	"context"
 	"fmt"
+	"reflect"
 	"runtime"
 	"testing"
 	"time"
@@ -100,15 +102,27 @@ func TestWarmStartAbandonedWhenSessionsDoNotFit(t *testing.T) {
 // checks the decisions equal a straight run's and returns the second
 // trigger's stats.
 func restartHalfway(t *testing.T, mod func(*Config)) Stats {
+	return restartHalfwayWith(t, mod, nil)
+}
+
+// restartHalfwayWith is restartHalfway with mod applied to both runs when
+// first is not nil, which receives the first run's stats.
+func restartHalfwayWith(t *testing.T, mod func(*Config), first *Stats) Stats {
 	_, nc, js := setup(t)
 	c := collect(t, nc)
 	items := generate(31, 120)
 	cfg := testConfig()
+	if first != nil {
+		mod(&cfg)
+	}
 	half := len(items) / 2
 	publish(t, js, items[:half])
-	_, stop := startTrigger(t, nc, cfg, nil)
+	tr1, stop := startTrigger(t, nc, cfg, nil)
 	waitAcked(t, js, lastSeq(t, js), 20*time.Second)
 	stop()
+	if first != nil {
+		*first = tr1.Stats()
+	}
 	publish(t, js, items[half:])
 	second := cfg
 	mod(&second)
@@ -116,4 +130,55 @@ func restartHalfway(t *testing.T, mod func(*Config)) Stats {
 	waitAcked(t, js, lastSeq(t, js), 20*time.Second)
 	c.check(expected(t, nc, items, cfg.Thresholds()))
 	return tr.Stats()
+}
+
+// Sessions evicted and rebuilt over and over (two fit in memory, four
+// interleave) with a snapshot every 20 of their records: rebuilds replay
+// only what follows a snapshot, in the first run and after a restart, and
+// the decisions equal a straight run's.
+func TestRebuildsFromSnapshots(t *testing.T) {
+	var first Stats
+	st := restartHalfwayWith(t, func(c *Config) { c.MaxSessions, c.SnapshotEvery = 2, 20 }, &first)
+	if first.Snapshots == 0 || first.FromSnapshot == 0 || st.FromSnapshot == 0 {
+		t.Fatalf("first run %+v, after the restart %+v: want snapshots stored and rebuilds from them", first, st)
+	}
+}
+
+// A replay that starts from a snapshot computes the very state a replay
+// from the first record computes, before any record of each session.
+func TestSnapshotReplayEqualsFullReplay(t *testing.T) {
+	_, nc, js := setup(t)
+	items := generate(31, 120)
+	publish(t, js, items)
+	cfg := testConfig()
+	cfg.MaxSessions, cfg.SnapshotEvery = 2, 20
+	tr, stop := startTrigger(t, nc, cfg, nil)
+	waitAcked(t, js, lastSeq(t, js), 20*time.Second)
+	stop()
+	ctx := context.Background()
+	tr.openSnapshots(ctx)
+	th := cfg.Thresholds()
+	last := lastSeq(t, js)
+	for _, s := range []struct{ tenant, session string }{{"acme", "s1"}, {"acme", "s2"}, {"beta", "s1"}} {
+		for seq := uint64(2); seq <= last+1; seq += 7 {
+			before := tr.stats.fromSnapshot.Load()
+			got, err := replay(ctx, tr, s.tenant, s.session, seq, &th)
+			if err != nil {
+				t.Fatal(err)
+			}
+			used := tr.stats.fromSnapshot.Load() > before
+			kv := tr.snaps.Swap(nil)
+			want, err := replay(ctx, tr, s.tenant, s.session, seq, &th)
+			tr.snaps.Store(kv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s/%s before %d (from a snapshot: %v): %+v, a whole replay %+v", s.tenant, s.session, seq, used, got, want)
+			}
+		}
+	}
+	if tr.stats.fromSnapshot.Load() == 0 {
+		t.Fatal("no replay started from a snapshot")
+	}
 }

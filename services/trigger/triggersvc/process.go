@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/recallhq/recall/pkg/events"
 )
 
 // maxChecksPerTick bounds the Direct Get confirmations of quiet responses
@@ -51,6 +53,10 @@ func (l *lane) process(ctx context.Context, seq uint64, ts int64, subject string
 		s.trace = ""
 	}
 	l.t.stats.bytes.Add(int64(s.st.Size() - before))
+	if s.sinceSnap++; l.t.cfg.SnapshotEvery > 0 && int(s.sinceSnap) >= l.t.cfg.SnapshotEvery {
+		s.sinceSnap = 0
+		l.t.saveSnapshot(ctx, events.MemoryKey(s.tenant(), s.session()), seq, ts, &s.st)
+	}
 	if s.st.Ended() && !pending {
 		l.cache.evict(s)
 	}

@@ -55,6 +55,10 @@ type Trigger struct {
 	mu    sync.Mutex // guards lanes
 	lanes map[*lane]struct{}
 	group atomic.Pointer[pcgroup.Group]
+	// snaps is RECALL_TRIGGER_STATE once Run opened it (snapshot.go).
+	snaps    atomic.Pointer[snapshotBucket]
+	snapMu   sync.Mutex          // guards snapKeys
+	snapKeys map[string]struct{} // sessions with a snapshot
 	// consuming is set once a lane positioned itself on its consumer.
 	consuming atomic.Bool
 }
@@ -73,7 +77,7 @@ func (t *Trigger) Ready() bool {
 // counters are the trigger's statistics, shared by its lanes.
 type counters struct {
 	records, delivered, decisions, gated, rebuilds, redelivered, gapFilled, evictions, takeovers atomic.Int64
-	sessions, bytes, warmed                                                                      atomic.Int64
+	sessions, bytes, warmed, snapshots, fromSnapshot                                             atomic.Int64
 }
 
 // Stats is a snapshot of the trigger's counters.
@@ -93,6 +97,8 @@ type Stats struct {
 	Lag             int64 // records not yet delivered (consumer num_pending, summed over lanes)
 	Lanes           int   // consumers (partitions) this replica follows now
 	Warmed          int64 // sessions rebuilt by warm starts (one read of the transcript)
+	Snapshots       int64 // session state snapshots stored
+	FromSnapshot    int64 // rebuilds that replayed only the records after a snapshot
 }
 
 // New returns a trigger that uses nc. tenants (may be nil) supplies
@@ -148,6 +154,7 @@ func (t *Trigger) Run(ctx context.Context) error {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	defer func() { _ = reg.Unregister() }()
+	t.openSnapshots(ctx)
 	if t.cfg.TriggerPartitions > 0 {
 		return t.runGroup(ctx)
 	}
@@ -214,6 +221,7 @@ func (t *Trigger) Stats() Stats {
 		Rebuilds: t.stats.rebuilds.Load(), Redelivered: t.stats.redelivered.Load(), GapFilled: t.stats.gapFilled.Load(),
 		Evictions: t.stats.evictions.Load(), Takeovers: t.stats.takeovers.Load(),
 		Sessions: t.stats.sessions.Load(), Warmed: t.stats.warmed.Load(),
+		Snapshots: t.stats.snapshots.Load(), FromSnapshot: t.stats.fromSnapshot.Load(),
 	}
 	t.mu.Lock()
 	for l := range t.lanes {
