@@ -109,6 +109,11 @@ func TestShutdownDuringServerOutage(t *testing.T) {
 	c := collect(t, nc)
 	items := generate(13, 80)
 	cfg := testConfig()
+	// Records delivered to the first trigger before the outage are read
+	// by Direct Get at the restart and acknowledged at their redelivery:
+	// after AckWait (the default 30 s made this test take 30 s half the
+	// time).
+	cfg.AckWait = 2 * time.Second
 	want := expected0(t, nc, js, items, cfg)
 	tr, stop := startTrigger(t, nc, cfg, nil)
 	testpoll.Until(t, 10*time.Second, "some records", func() bool { return tr.Stats().Records > 0 })

@@ -68,10 +68,13 @@ func (t *Trigger) openSnapshots(ctx context.Context) {
 	// Rebuilds look a snapshot up only for the sessions that have one, not
 	// for each of 100,000 short sessions after a restart.
 	keys := map[string]struct{}{}
-	if lister, err := kv.ListKeys(ctx); err == nil {
+	lctx, lcancel := context.WithTimeout(ctx, attemptTimeout)
+	defer lcancel()
+	if lister, err := kv.ListKeys(lctx); err == nil {
 		for k := range lister.Keys() {
 			keys[k] = struct{}{}
 		}
+		_ = lister.Stop()
 	}
 	t.snapMu.Lock()
 	t.snapKeys = keys
