@@ -16,8 +16,8 @@ type session struct {
 	lastActive int64  // local clock, Unix ns
 	trace      string // traceparent of the pending response's last record
 	dropped    bool
-	pubEpoch   uint64 // emitter epoch of the session's last publication
 	sinceSnap  int32  // records applied since the last snapshot (snapshot.go)
+	pubEpoch   uint64 // emitter epoch of the session's last publication
 }
 
 func (s *session) tenant() string  { return s.key[:s.tenantLen] }
