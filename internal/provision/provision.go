@@ -154,7 +154,8 @@ func Buckets(c Config) []jetstream.KeyValueConfig {
 		{Bucket: events.BucketWorkers, Description: "extractor membership heartbeats", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
 		{Bucket: events.BucketParked, Description: "failed extraction requests awaiting replay", History: 1, Storage: c.storage(), Replicas: c.Replicas},
 		{Bucket: events.BucketTriggers, Description: "trigger membership heartbeats", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
-		{Bucket: events.BucketTriggerState, Description: "trigger state snapshots of long sessions", History: 1, Storage: c.storage(), Replicas: c.Replicas},
+		// A snapshot is of no use once its record aged out of the transcript.
+		{Bucket: events.BucketTriggerState, Description: "trigger state snapshots of long sessions", History: 1, Storage: c.storage(), Replicas: c.Replicas, TTL: c.TranscriptMaxAge},
 		{Bucket: events.BucketLTM, Description: "long-term memory documents per user and peer", History: 16, Storage: c.storage(), Replicas: c.Replicas},
 		{Bucket: events.BucketLTMMembers, Description: "long-term memory replica membership heartbeats", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
 		{Bucket: events.BucketLTMState, Description: "long-term memory commit records and leases", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
