@@ -509,10 +509,7 @@ func partEnd(msgs []events.Message, seqs []uint64, mem events.MemoryRecord, maxT
 	if maxTokens <= 0 || last < 0 {
 		return last
 	}
-	first := 0
-	for first < len(seqs) && seqs[first] <= mem.LastSummarizedSeq {
-		first++
-	}
+	first := summarizedUpTo(seqs, mem)
 	var total int64
 	for i := first; i <= last; i++ {
 		total += memory.EstimateMessage(&msgs[i])
@@ -530,6 +527,16 @@ func partEnd(msgs []events.Message, seqs []uint64, mem events.MemoryRecord, maxT
 		return sp
 	}
 	return last
+}
+
+// summarizedUpTo is how many of seqs (ascending) the notes already cover:
+// the index of the first message after the last summarized one.
+func summarizedUpTo(seqs []uint64, mem events.MemoryRecord) int {
+	n := 0
+	for n < len(seqs) && seqs[n] <= mem.LastSummarizedSeq {
+		n++
+	}
+	return n
 }
 
 // readConversation reads the session's messages from mem's read window
@@ -573,12 +580,7 @@ func (w *Worker) readConversation(ctx context.Context, req request, mem events.M
 // conversation read from mem.ContextSeq (extraction.BuildWindow); and the
 // sequence the next extraction can read from.
 func (w *Worker) extractionInput(req request, mem events.MemoryRecord, msgs []events.Message, seqs []uint64) (extraction.Input, uint64) {
-	lastIdx := -1
-	for i, s := range seqs {
-		if mem.LastSummarizedSeq > 0 && s <= mem.LastSummarizedSeq {
-			lastIdx = i
-		}
-	}
+	lastIdx := summarizedUpTo(seqs, mem) - 1
 	tc := w.tenants.Get(req.Tenant)
 	template := tc.Template
 	if strings.TrimSpace(template) == "" {

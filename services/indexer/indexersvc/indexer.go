@@ -237,7 +237,7 @@ type sessionText struct {
 
 // readSession reads the session's transcript from sequence from, keeping
 // the user and assistant text messages within about maxBytes from the end.
-// The oldest message kept (tailSeq) is where the next read can start: the
+// The oldest message kept (seqs[0]) is where the next read can start: the
 // tail only moves forward as the session grows, and the facts read here
 // are merged into the entry's (applyFacts), so a long session is not read
 // whole on every indexing.

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/recallhq/recall/pkg/events"
 )
 
 // maxChecksPerTick bounds the Direct Get confirmations of quiet responses
@@ -55,7 +53,7 @@ func (l *lane) process(ctx context.Context, seq uint64, ts int64, subject string
 	l.t.stats.bytes.Add(int64(s.st.Size() - before))
 	if s.sinceSnap++; l.t.cfg.SnapshotEvery > 0 && int(s.sinceSnap) >= l.t.cfg.SnapshotEvery {
 		s.sinceSnap = 0
-		l.t.saveSnapshot(ctx, events.MemoryKey(s.tenant(), s.session()), seq, ts, &s.st)
+		l.t.saveSnapshot(ctx, s.key, seq, ts, &s.st) // s.key is the memory key
 	}
 	if s.st.Ended() && !pending {
 		l.cache.evict(s)

@@ -6,7 +6,6 @@ import (
 	"errors"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
@@ -138,6 +137,3 @@ func (t *Trigger) loadSnapshot(ctx context.Context, key, subject string, seq uin
 	}
 	return snap, true
 }
-
-// snapshotBucket is the bucket handle's type, kept behind an atomic pointer.
-type snapshotBucket = jetstream.KeyValue

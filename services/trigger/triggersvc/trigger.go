@@ -56,7 +56,7 @@ type Trigger struct {
 	lanes map[*lane]struct{}
 	group atomic.Pointer[pcgroup.Group]
 	// snaps is RECALL_TRIGGER_STATE once Run opened it (snapshot.go).
-	snaps    atomic.Pointer[snapshotBucket]
+	snaps    atomic.Pointer[jetstream.KeyValue]
 	snapMu   sync.Mutex          // guards snapKeys
 	snapKeys map[string]struct{} // sessions with a snapshot
 	// consuming is set once a lane positioned itself on its consumer.
