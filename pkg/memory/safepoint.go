@@ -1,6 +1,10 @@
 package memory
 
-import "github.com/recallhq/recall/pkg/events"
+import (
+	"iter"
+
+	"github.com/recallhq/recall/pkg/events"
+)
 
 // SafePoint returns the index in msgs of the newest main-thread message the
 // notes may be said to cover up to — the value of lastSummarizedId — or -1
@@ -21,38 +25,50 @@ import "github.com/recallhq/recall/pkg/events"
 // is never separated from its result. msgs is in transcript order;
 // subagent messages are ignored (they are neither safe points nor counted).
 func SafePoint(msgs []events.Message) int {
-	open := map[string]bool{}
 	safe := -1
-	prev := -1            // index of the previous main-thread message
-	closedAtPrev := false // no tool_use was waiting after prev
-	for i := range msgs {
-		m := &msgs[i]
-		if !m.IsMain() {
-			continue
-		}
-		continues := prev >= 0 && m.MessageID != "" && msgs[prev].MessageID == m.MessageID
-		if m.Role == events.RoleAssistant && !continues && len(open) > 0 {
-			clear(open) // a new response: calls still open are orphaned
-			closedAtPrev = true
-		}
-		if prev >= 0 && !continues && closedAtPrev {
-			safe = prev
-		}
-		for _, b := range m.Content {
-			switch b.Type {
-			case events.BlockToolUse:
-				if b.ID != "" {
-					open[b.ID] = true
-				}
-			case events.BlockToolResult:
-				delete(open, b.ToolUseID)
-			}
-		}
-		closedAtPrev = len(open) == 0
-		prev = i
-	}
-	if prev >= 0 && closedAtPrev {
-		safe = prev
+	for i := range SafePoints(msgs) {
+		safe = i
 	}
 	return safe
+}
+
+// SafePoints yields the index of every safe point of msgs, oldest first, by
+// SafePoint's rule (the last one is SafePoint's answer). Every point but
+// the newest is final; the newest main-thread message counts when nothing
+// waits after it, as if msgs ended the transcript.
+func SafePoints(msgs []events.Message) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		open := map[string]bool{}
+		prev := -1            // index of the previous main-thread message
+		closedAtPrev := false // no tool_use was waiting after prev
+		for i := range msgs {
+			m := &msgs[i]
+			if !m.IsMain() {
+				continue
+			}
+			continues := prev >= 0 && m.MessageID != "" && msgs[prev].MessageID == m.MessageID
+			if m.Role == events.RoleAssistant && !continues && len(open) > 0 {
+				clear(open) // a new response: calls still open are orphaned
+				closedAtPrev = true
+			}
+			if prev >= 0 && !continues && closedAtPrev && !yield(prev) {
+				return
+			}
+			for _, b := range m.Content {
+				switch b.Type {
+				case events.BlockToolUse:
+					if b.ID != "" {
+						open[b.ID] = true
+					}
+				case events.BlockToolResult:
+					delete(open, b.ToolUseID)
+				}
+			}
+			closedAtPrev = len(open) == 0
+			prev = i
+		}
+		if prev >= 0 && closedAtPrev {
+			yield(prev)
+		}
+	}
 }

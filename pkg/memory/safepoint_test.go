@@ -79,3 +79,31 @@ func TestSafePoint(t *testing.T) {
 		})
 	}
 }
+
+// TestSafePoints lists every point; a prefix cut inside a streamed response
+// ends at a point SafePoint takes for final, which is why a cut inside a
+// transcript must come from SafePoints over what follows too.
+func TestSafePoints(t *testing.T) {
+	msgs := []events.Message{
+		user("write it"),                  // 0: safe
+		assistant("m1", text("part one")), // 1: continued by 2
+		assistant("m1", toolUse("t1")),    // 2: waits for t1
+		toolResult("t1"),                  // 3: safe
+		assistant("m2", text("done")),     // 4: safe (the end)
+	}
+	var got []int
+	for i := range SafePoints(msgs) {
+		got = append(got, i)
+	}
+	if len(got) != 3 || got[0] != 0 || got[1] != 3 || got[2] != 4 {
+		t.Fatalf("SafePoints = %v, want [0 3 4]", got)
+	}
+	if sp := SafePoint(msgs[:2]); sp != 1 {
+		t.Fatalf("SafePoint of the prefix = %d, want 1 (it cannot see message 2)", sp)
+	}
+	for i := range SafePoints(msgs) {
+		if i > 0 {
+			break // stopping early must not panic
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/memory"
 )
 
 // LLMConfig is llm.Config under a name that can be embedded beside
@@ -42,6 +43,7 @@ type Config struct {
 
 	MaxTurns              int   `envconfig:"EXTRACTOR_MAX_TURNS" default:"4" desc:"model calls per extraction that may apply edits"`
 	MaxConversationTokens int64 `envconfig:"EXTRACTOR_MAX_CONVERSATION_TOKENS" default:"150000" desc:"cap of the transcript sent to the model (estimated tokens; oldest messages before the last summarized point dropped first)"`
+	MaxBlockTokens        int   `envconfig:"EXTRACTOR_MAX_BLOCK_TOKENS" default:"20000" desc:"a longer text, tool result or tool input string (estimated tokens) is shown to the model by its beginning and end (negative: never clipped)"`
 	MaxAttempts           int   `envconfig:"EXTRACTOR_MAX_ATTEMPTS" default:"5" desc:"deliveries of a request failing on infrastructure errors (NATS) before it is parked"`
 
 	// Provider, when set, is used instead of building one from llm.Config
@@ -64,6 +66,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Bool("share_off", c.ShareOff),
 		slog.Int("max_turns", c.MaxTurns),
 		slog.Int64("max_conversation_tokens", c.MaxConversationTokens),
+		slog.Int("max_block_tokens", c.MaxBlockTokens),
 	)
 }
 
@@ -104,6 +107,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxConversationTokens == 0 {
 		c.MaxConversationTokens = 150000
+	}
+	if c.MaxBlockTokens == 0 {
+		c.MaxBlockTokens = memory.DefaultMaxBlockTokens
 	}
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = 5

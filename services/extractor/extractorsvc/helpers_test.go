@@ -175,7 +175,6 @@ func (e *env) appendMessages(t *testing.T, tenant, session string, n int) []uint
 // tryAppendMessages is appendMessages for goroutines other than the test's
 // (which must not call t.Fatal).
 func (e *env) tryAppendMessages(tenant, session string, n int) ([]uint64, error) {
-	ctx := context.Background()
 	var seqs []uint64
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("%s-%d-%d", session, time.Now().UnixNano(), i)
@@ -183,24 +182,33 @@ func (e *env) tryAppendMessages(tenant, session string, n int) ([]uint64, error)
 		if i%2 == 1 {
 			role = "assistant"
 		}
-		m := events.Message{UUID: id, Role: role, Content: events.Content{{Type: events.BlockText, Text: fmt.Sprintf("%s message %d", role, i)}}}
-		ev := event.New()
-		ev.SetID(id)
-		ev.SetSource("/test")
-		ev.SetType(events.TypeMessage)
-		ev.SetSubject(session)
-		ev.SetExtension(events.ExtTenant, tenant)
-		if err := ev.SetData(event.ApplicationJSON, m); err != nil {
+		seq, err := e.tryAppend(tenant, session, events.Message{UUID: id, Role: role, Content: events.Content{{Type: events.BlockText, Text: fmt.Sprintf("%s message %d", role, i)}}})
+		if err != nil {
 			return nil, err
 		}
-		msg := natsce.NewMsg(events.TranscriptSubject(tenant, session), &ev)
-		ack, err := e.js.PublishMsg(ctx, msg, jetstream.WithMsgID(events.DedupID(tenant, id)))
-		if err != nil {
-			return nil, fmt.Errorf("appending to %s: %w", session, err)
-		}
-		seqs = append(seqs, ack.Sequence)
+		seqs = append(seqs, seq)
 	}
 	return seqs, nil
+}
+
+// tryAppend stores m (its UUID is the event id) on the session's
+// transcript and returns its stream sequence.
+func (e *env) tryAppend(tenant, session string, m events.Message) (uint64, error) {
+	ev := event.New()
+	ev.SetID(m.UUID)
+	ev.SetSource("/test")
+	ev.SetType(events.TypeMessage)
+	ev.SetSubject(session)
+	ev.SetExtension(events.ExtTenant, tenant)
+	if err := ev.SetData(event.ApplicationJSON, m); err != nil {
+		return 0, err
+	}
+	msg := natsce.NewMsg(events.TranscriptSubject(tenant, session), &ev)
+	ack, err := e.js.PublishMsg(context.Background(), msg, jetstream.WithMsgID(events.DedupID(tenant, m.UUID)))
+	if err != nil {
+		return 0, fmt.Errorf("appending to %s: %w", session, err)
+	}
+	return ack.Sequence, nil
 }
 
 // request publishes an extraction request.

@@ -448,11 +448,12 @@ func (w *Worker) extractPart(ctx context.Context, req request, mem events.Memory
 	}
 	end := partEnd(msgs, seqs, mem, budget)
 	if more && end == len(msgs)-1 {
-		// No safe point early in the backlog: it goes whole, as before.
+		// No safe point within the cap: read on to the first one after it
+		// (the whole backlog when there is none).
 		if msgs, seqs, _, err = w.readConversation(ctx, req, mem, target, 0); err != nil {
 			return result{}, err
 		}
-		end = len(msgs) - 1
+		end = partEnd(msgs, seqs, mem, budget)
 	}
 	if end < len(msgs)-1 || more {
 		msgs, seqs, target = msgs[:end+1], seqs[:end+1], seqs[end]
@@ -500,10 +501,12 @@ func (w *Worker) extractPart(ctx context.Context, req request, mem events.Memory
 // partEnd is the index of the newest of msgs one extraction covers: the
 // last, unless the messages after the last summarized one are estimated
 // over maxTokens (a backlog: memory turned on late, failures, an import);
-// then the newest safe point (memory.SafePoint) within their first
-// maxTokens/2, when there is one beyond mem's coverage. The rest is
-// summarized in the next parts, so no single call is sent a conversation
-// the model rejects as too long, and the notes grow in order.
+// then the newest safe point (memory.SafePoints) within their first
+// maxTokens/2, or failing that the oldest one after it, beyond mem's
+// coverage and before the last message (whose point is not final while
+// more follows). The rest is summarized in the next parts, so no single
+// call is sent a conversation the model rejects as too long, and the notes
+// grow in order.
 func partEnd(msgs []events.Message, seqs []uint64, mem events.MemoryRecord, maxTokens int64) int {
 	last := len(msgs) - 1
 	if maxTokens <= 0 || last < 0 {
@@ -523,10 +526,26 @@ func partEnd(msgs []events.Message, seqs []uint64, mem events.MemoryRecord, maxT
 			break
 		}
 	}
-	if sp := memory.SafePoint(msgs[:k+1]); sp >= first && seqs[sp] > mem.CoveredSeq {
-		return sp
+	end := -1
+	for sp := range memory.SafePoints(msgs) {
+		if sp == last {
+			break
+		}
+		if sp < first || seqs[sp] <= mem.CoveredSeq {
+			continue
+		}
+		if end >= 0 && sp > k {
+			break
+		}
+		end = sp
+		if sp > k {
+			break
+		}
 	}
-	return last
+	if end < 0 {
+		return last
+	}
+	return end
 }
 
 // summarizedUpTo is how many of seqs (ascending) the notes already cover:
@@ -540,7 +559,8 @@ func summarizedUpTo(seqs []uint64, mem events.MemoryRecord) int {
 }
 
 // readConversation reads the session's messages from mem's read window
-// (ContextSeq) up to target, with their stream sequences. With budget > 0
+// (ContextSeq) up to target, with their stream sequences, each block over
+// MaxBlockTokens clipped (memory.ClipContent). With budget > 0
 // it stops once the messages after the last summarized one are estimated
 // over budget (more: a backlog that goes in parts, partEnd). Direct Get
 // may lag behind on replicas: coverage of records not seen yet is never
@@ -553,9 +573,11 @@ func (w *Worker) readConversation(ctx context.Context, req request, mem events.M
 		if r.Message == nil {
 			return true
 		}
-		msgs, seqs = append(msgs, *r.Message), append(seqs, r.Seq)
+		m := *r.Message
+		m.Content, _ = memory.ClipContent(m.Content, w.cfg.MaxBlockTokens)
+		msgs, seqs = append(msgs, m), append(seqs, r.Seq)
 		if r.Seq > mem.LastSummarizedSeq {
-			backlog += memory.EstimateMessage(r.Message)
+			backlog += memory.EstimateMessage(&m)
 		}
 		more = budget > 0 && backlog > budget && r.Seq < target
 		return !more
