@@ -68,6 +68,15 @@ func clipBlock(b events.Block, maxTokens int) (events.Block, bool) {
 	return b, false
 }
 
+// ClipText is s cut to its first and last maxTokens*2 bytes around
+// ClipMarker when its estimate exceeds maxTokens (clipped reports a cut).
+func ClipText(s string, maxTokens int) (out string, clipped bool) {
+	if maxTokens <= 0 {
+		return s, false
+	}
+	return clipString(s, maxTokens)
+}
+
 // clipString keeps the first and last maxTokens*2 bytes of s around the
 // marker when its estimate exceeds maxTokens (ok reports a cut).
 func clipString(s string, maxTokens int) (string, bool) {

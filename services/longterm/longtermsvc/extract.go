@@ -375,6 +375,11 @@ func batchText(batch []*events.Message, maxChars int) string {
 			who += " (peer " + m.PeerID + ")"
 		}
 		p := fmt.Sprintf("[%d] %s: %s", i, who, memory.MessagePassage(m))
+		if len(parts) == 0 && len(p) > maxChars {
+			// The newest message always goes; a paste or file longer than
+			// the whole budget goes by its beginning and end.
+			p, _ = memory.ClipText(p, maxChars/4)
+		}
 		if total+len(p) > maxChars && len(parts) > 0 {
 			parts = append(parts, fmt.Sprintf("(%d earlier messages left out)", i+1))
 			break
