@@ -184,7 +184,7 @@ func Service(name string) (User, error) {
 		// and parked records, announces outcomes, replays parked requests
 		// and serves memory reads; offers waiting requests to the other
 		// workers and runs theirs (work sharing).
-		share := []string{events.SubjectExtractShare, events.SubjectExtractShare + ".run.*", events.SubjectExtractShare + ".result.*"}
+		share := []string{events.SubjectExtractShare, events.SubjectExtractShare + ".run.*", events.SubjectExtractShare + ".result.*", events.SubjectExtractShare + ".status.*"}
 		pub = append(append([]string{extract, notify}, share...),
 			kv(events.BucketMemory, events.BucketStatus, events.BucketWorkers, events.BucketParked)...)
 		sub = append([]string{apiAll(events.VerbMemory)}, share...)

@@ -151,6 +151,10 @@ type Config struct {
 	// travel on Share + ".result.<member>". Each member serves both
 	// endpoints with AddShareEndpoints. Empty: no sharing.
 	Share string
+	// ShareCheck is how often an owner asks the member running one of its
+	// messages whether it still runs it (default 30s): a result that never
+	// arrives is then found out and the message redelivered.
+	ShareCheck time.Duration
 
 	Log *slog.Logger
 }
@@ -190,6 +194,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RetryDelay <= 0 {
 		c.RetryDelay = time.Second
+	}
+	if c.ShareCheck <= 0 {
+		c.ShareCheck = 30 * time.Second
 	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = c.Partitions

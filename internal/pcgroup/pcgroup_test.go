@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/testpoll"
@@ -57,6 +58,7 @@ func (r *recorder) handler(member string) Handler {
 type member struct {
 	g      *Group
 	nc     *nats.Conn
+	svc    micro.Service // the share endpoints' service, when sharing
 	cancel context.CancelFunc
 	done   chan error
 }

@@ -40,8 +40,10 @@ import (
 //     (ack, nak with delay, term, or the default for the handler's error)
 //     and answers.
 //   - Faults: when the lender leaves the membership (crash, stop past its
-//     drain) before its result arrives, the owner naks the message for a
-//     redelivery. A lender that is only slow may then still finish: like a
+//     drain) before its result arrives, or says it no longer runs the
+//     message (the owner asks every Config.ShareCheck on
+//     Config.Share.status.<lender>) and no result came (its delivery gave
+//     up), the owner naks the message for a redelivery. A lender that is only slow may then still finish: like a
 //     paused member (see "What is not guaranteed"), its writes must be
 //     fenced.
 
@@ -148,7 +150,9 @@ type sharing struct {
 	wake    chan struct{}
 	grants  chan grant
 	pending sync.Map
-	// Lender side, under mu: lendCtx is the loans' context (nil: not
+	running sync.Map
+	// Lender side: running holds the offer ids whose handler or result
+	// delivery is not done. Under mu: lendCtx is the loans' context (nil: not
 	// running), lending whether new reservations are taken, reserved the
 	// slots held for announced messages, loans the reservations and the
 	// handlers running for others.
@@ -182,6 +186,7 @@ func (g *Group) AddShareEndpoints(svc micro.Service) error {
 		{"share", g.cfg.Share, g.serveReserve},
 		{"share-run", g.runSubject(g.cfg.Member), g.serveRun},
 		{"share-result", g.resultSubject(g.cfg.Member), g.serveResult},
+		{"share-status", g.statusSubject(g.cfg.Member), g.serveStatus},
 	}
 	for _, ep := range eps {
 		if err := svc.AddEndpoint(ep.name, ep.h, micro.WithEndpointSubject(ep.subject)); err != nil {
@@ -194,6 +199,7 @@ func (g *Group) AddShareEndpoints(svc micro.Service) error {
 
 func (g *Group) runSubject(member string) string    { return g.cfg.Share + ".run." + member }
 func (g *Group) resultSubject(member string) string { return g.cfg.Share + ".result." + member }
+func (g *Group) statusSubject(member string) string { return g.cfg.Share + ".status." + member }
 
 // slot is how acquire ended.
 type slot int
@@ -319,9 +325,9 @@ func (g *Group) runElsewhere(ctx context.Context, r *runner, m *Msg, gr grant, l
 		return false
 	}
 	g.share.out.Add(1)
-	s, ok := g.awaitResult(ctx, gr.Member, results)
-	if !ok {
-		log.WarnContext(ctx, "member running a shared message left before its result; redelivering", "lender", gr.Member, "subject", o.Subject)
+	s, why := g.awaitResult(ctx, gr.Member, o.ID, results)
+	if why != "" {
+		log.WarnContext(ctx, why+"; redelivering", "lender", gr.Member, "subject", o.Subject)
 		_ = m.Nak(g.cfg.RetryDelay)
 		return true
 	}
@@ -329,27 +335,65 @@ func (g *Group) runElsewhere(ctx context.Context, r *runner, m *Msg, gr grant, l
 	return true
 }
 
-// awaitResult waits for the lender's result while it is a member; false
-// when it left first or ctx ended.
-func (g *Group) awaitResult(ctx context.Context, lender string, results <-chan settlement) (settlement, bool) {
+// awaitResult waits for the lender's result of offer id while it is a
+// member and runs the offer; why says what ended the wait otherwise.
+func (g *Group) awaitResult(ctx context.Context, lender, id string, results <-chan settlement) (s settlement, why string) {
+	check := time.NewTicker(g.cfg.ShareCheck)
+	defer check.Stop()
 	for {
 		changed := g.Changed()
 		if !slices.Contains(g.Members(), lender) {
 			select {
 			case s := <-results:
-				return s, true
+				return s, ""
 			default:
-				return settlement{}, false
+				return settlement{}, "the member running a shared message left before its result"
 			}
 		}
 		select {
 		case s := <-results:
-			return s, true
+			return s, ""
 		case <-changed:
+		case <-check.C:
+			if g.lenderRuns(ctx, lender, id) {
+				continue
+			}
+			select {
+			case s := <-results:
+				return s, ""
+			default:
+				return settlement{}, "the member that ran a shared message no longer runs it and its result never came"
+			}
 		case <-ctx.Done():
-			return settlement{}, false
+			return settlement{}, "stopped waiting for a shared message's result"
 		}
 	}
+}
+
+// lenderRuns asks lender whether it still runs offer id (or delivers its
+// result). No answer counts as yes: a lender that is gone leaves the
+// membership, which awaitResult watches.
+func (g *Group) lenderRuns(ctx context.Context, lender, id string) bool {
+	sctx, cancel := context.WithTimeout(ctx, shareTimeout)
+	defer cancel()
+	reply, err := g.js.Conn().RequestWithContext(sctx, g.statusSubject(lender), []byte(id))
+	if err != nil || reply.Header.Get(micro.ErrorCodeHeader) != "" {
+		return true
+	}
+	var st loanStatus
+	return json.Unmarshal(reply.Data, &st) != nil || st.Running
+}
+
+// loanStatus answers an owner's question about one of its offers.
+type loanStatus struct {
+	Running bool `json:"running"`
+}
+
+// serveStatus tells an owner whether this member still runs its offer.
+func (g *Group) serveStatus(req micro.Request) {
+	_, running := g.share.running.Load(string(req.Data()))
+	body, _ := json.Marshal(loanStatus{Running: running})
+	_ = req.Respond(body)
 }
 
 // applySettlement settles m the way the lender's handler settled its copy.
@@ -461,7 +505,9 @@ func (g *Group) serveRun(req micro.Request) {
 		_ = req.Error("410", "reservation "+o.Reservation+" expired", nil)
 		return
 	}
+	g.share.running.Store(o.ID, struct{}{})
 	if err := req.Respond([]byte(`{}`)); err != nil {
+		g.share.running.Delete(o.ID)
 		g.endLoan()
 		return
 	}
@@ -470,6 +516,7 @@ func (g *Group) serveRun(req micro.Request) {
 
 // runLoan runs the handler on a copy and sends the settlement to its owner.
 func (g *Group) runLoan(ctx context.Context, o *offer) {
+	defer g.share.running.Delete(o.ID)
 	g.share.in.Add(1)
 	l := &loan{o: o}
 	err := g.call(ctx, &Msg{msg: l, Partition: o.Partition})

@@ -3,6 +3,7 @@ package pcgroup
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -20,14 +21,14 @@ import (
 
 // startSharingMember starts a keyed member with work sharing on its own
 // connection and micro service.
-func startSharingMember(t *testing.T, s *natstest.Server, id string, concurrency int, h Handler) *member {
+func startSharingMember(t *testing.T, s *natstest.Server, id string, concurrency int, h Handler, opts ...func(*Config)) *member {
 	t.Helper()
 	nc, err := nats.Connect(s.ClientURL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	js, _ := jetstream.New(nc)
-	g, err := New(js, Config{
+	cfg := Config{
 		Stream: "PCS", Partitions: 2,
 		Filter:        func(p int) string { return fmt.Sprintf("pcs.%d.>", p) },
 		Durable:       func(p int) string { return fmt.Sprintf("pcs-%d", p) },
@@ -35,7 +36,11 @@ func startSharingMember(t *testing.T, s *natstest.Server, id string, concurrency
 		HeartbeatTTL: 2 * time.Second, AckWait: 2 * time.Second, FetchWait: 300 * time.Millisecond, DrainTimeout: 2 * time.Second,
 		Concurrency: concurrency, KeyOf: func(subject string) string { return subject }, InFlight: 16,
 		Share: "pcs-share",
-	}, h)
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	g, err := New(js, cfg, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,12 +51,14 @@ func startSharingMember(t *testing.T, s *natstest.Server, id string, concurrency
 	if err := g.AddShareEndpoints(svc); err != nil {
 		t.Fatal(err)
 	}
-	return runMember(t, g, nc, func() { _ = svc.Stop() })
+	m := runMember(t, g, nc, func() { _ = svc.Stop() })
+	m.svc = svc
+	return m
 }
 
 // shareSetup creates the stream and the membership bucket, starts members a
 // and b, and returns the partition a owns.
-func shareSetup(t *testing.T, s *natstest.Server, js jetstream.JetStream, ha, hb Handler, concurrency int) (a, b *member, pa int) {
+func shareSetup(t *testing.T, s *natstest.Server, js jetstream.JetStream, ha, hb Handler, concurrency int, opts ...func(*Config)) (a, b *member, pa int) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "PCS", Subjects: []string{"pcs.*.*"}, Retention: jetstream.WorkQueuePolicy}); err != nil {
@@ -60,8 +67,8 @@ func shareSetup(t *testing.T, s *natstest.Server, js jetstream.JetStream, ha, hb
 	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "SMEMBERS", LimitMarkerTTL: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	a = startSharingMember(t, s, "a", concurrency, ha)
-	b = startSharingMember(t, s, "b", concurrency, hb)
+	a = startSharingMember(t, s, "a", concurrency, ha, opts...)
+	b = startSharingMember(t, s, "b", concurrency, hb, opts...)
 	testpoll.Until(t, 15*time.Second, "a and b owning a partition each", func() bool {
 		return len(a.g.Owned()) == 1 && len(b.g.Owned()) == 1 && len(a.g.Members()) == 2 && len(b.g.Members()) == 2
 	})
@@ -164,6 +171,77 @@ func TestGroupSharedMessageOfALostLender(t *testing.T) {
 		return err == nil && info.CachedInfo().State.Msgs == 0
 	})
 	t.Logf("b took %s and died; a ran it after b left", strings.TrimPrefix(lent, "pcs."))
+}
+
+// A result that never reaches the owner (its delivery gave up: the owner
+// could not be reached for a while) must not hold the message, and its key,
+// forever: the owner asks the lender, hears it no longer runs the message,
+// and redelivers it.
+func TestGroupSharedResultLost(t *testing.T) {
+	s := natstest.Start(t)
+	_, js := s.Connect(t)
+	var mu sync.Mutex
+	runs := map[string]int{}
+	count := func(m *Msg) {
+		mu.Lock()
+		runs[m.Subject()]++
+		mu.Unlock()
+	}
+	ha := func(ctx context.Context, m *Msg) error {
+		count(m)
+		time.Sleep(time.Second) // long enough for the prober to find b
+		return nil
+	}
+	lent, release := make(chan string, 4), make(chan struct{})
+	hb := func(ctx context.Context, m *Msg) error {
+		count(m)
+		select {
+		case lent <- m.Subject():
+		default:
+		}
+		<-release
+		return nil
+	}
+	a, _, pa := shareSetup(t, s, js, ha, hb, 1, func(c *Config) { c.ShareCheck = 300 * time.Millisecond })
+	for _, k := range []string{"k1", "k2"} {
+		if _, err := js.Publish(context.Background(), fmt.Sprintf("pcs.%d.%s", pa, k), []byte("1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var subject string
+	select {
+	case subject = <-lent:
+	case <-time.After(10 * time.Second):
+		t.Fatal("member b was never offered a's waiting message")
+	}
+	// a cannot take results for a moment: b's delivery finds no responder
+	// and gives up, while a stays a member.
+	if err := a.svc.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	testpoll.Until(t, 5*time.Second, "a's result endpoint gone", func() bool { // Stop drains
+		_, err := a.nc.Request("pcs-share.result.a", []byte(`{}`), time.Second)
+		return errors.Is(err, nats.ErrNoResponders)
+	})
+	close(release)
+	time.Sleep(500 * time.Millisecond)
+	svc, err := micro.AddService(a.nc, micro.Config{Name: "pcgroup-share-test", Version: "1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = svc.Stop() })
+	if err := a.g.AddShareEndpoints(svc); err != nil {
+		t.Fatal(err)
+	}
+	testpoll.Until(t, 15*time.Second, "both messages acknowledged", func() bool {
+		info, err := js.Stream(context.Background(), "PCS")
+		return err == nil && info.CachedInfo().State.Msgs == 0
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if runs[subject] < 2 {
+		t.Fatalf("%s ran %d times; its lost result should have sent it round again", subject, runs[subject])
+	}
 }
 
 // Reservations: malformed requests get 400; a reserved slot is held (the
