@@ -408,6 +408,11 @@ type MemoryRecord struct {
 	// would only be dropped again, so a long session is not read whole on
 	// every extraction.
 	ContextSeq uint64 `json:"context_seq,omitempty"`
+	// ContextTokens is the conversation cap ContextSeq was chosen under.
+	// An extractor with a larger cap reads the session from its first
+	// record again, so raising the cap widens the window (0: unknown, the
+	// window is kept).
+	ContextTokens int64 `json:"context_tokens,omitempty"`
 	// Usage accumulates the LLM tokens spent on this session's memory.
 	Usage       TokenUsage `json:"usage"`
 	Extractions int        `json:"extractions"`

@@ -438,14 +438,19 @@ func (r *convRecorder) all() []string {
 // model edits the notes and records every conversation it is sent.
 func (e *env) startRecordedWorker(t *testing.T, maxConversationTokens int64) (*convRecorder, Config) {
 	rec := &convRecorder{}
-	p := &extractortest.EditProvider{Fail: func(r llm.Request) error {
-		rec.mu.Lock()
-		defer rec.mu.Unlock()
-		rec.convs = append(rec.convs, extraction.String(r.Messages[:r.CacheAfter+1]))
-		return nil
-	}}
 	cfg := testConfig("w1")
 	cfg.MaxConversationTokens = maxConversationTokens
-	e.startWorker(t, cfg, p)
+	e.startWorker(t, cfg, rec.provider())
 	return rec, cfg
+}
+
+// provider is a model that edits the notes and records every
+// conversation it is sent in r.
+func (r *convRecorder) provider() *extractortest.EditProvider {
+	return &extractortest.EditProvider{Fail: func(req llm.Request) error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.convs = append(r.convs, extraction.String(req.Messages[:req.CacheAfter+1]))
+		return nil
+	}}
 }

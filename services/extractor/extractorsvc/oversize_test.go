@@ -125,3 +125,38 @@ func TestBacklogWithoutEarlySafePointGoesInParts(t *testing.T) {
 	}
 	t.Fatalf("no part ended after the streamed response (seq %d); the parts:\n%s", streamEnd, strings.Join(convs, "\n---\n"))
 }
+
+// TestRaisedCapWidensTheWindow: a window cut under a small conversation cap
+// does not keep a worker with a larger cap from showing the model more; the
+// next extraction reads the session from its first record again.
+func TestRaisedCapWidensTheWindow(t *testing.T) {
+	e := newEnv(t)
+	rec := &convRecorder{}
+	p := rec.provider()
+	small := testConfig("w1")
+	small.MaxConversationTokens = 80
+	wk := e.startWorker(t, small, p)
+	seqs := e.appendMessages(t, "acme", "s1", 40)
+	e.request(t, "acme", "s1", seqs[39])
+	testpoll.Until(t, 10*time.Second, "the first extraction", func() bool { return len(e.completed()) == 1 })
+	seqs = append(seqs, e.appendMessages(t, "acme", "s1", 10)...)
+	e.request(t, "acme", "s1", seqs[49])
+	testpoll.Until(t, 10*time.Second, "the second extraction", func() bool { return len(e.completed()) == 2 })
+	cut, _ := e.memory(t, "acme", "s1")
+	if cut.ContextSeq <= seqs[0] || cut.ContextTokens != 80 {
+		t.Fatalf("no window cut under the small cap: context_seq %d, context_tokens %d", cut.ContextSeq, cut.ContextTokens)
+	}
+	wk.stop(t)
+
+	e.startWorker(t, testConfig("w2"), p) // the default cap, 150,000 tokens
+	more := e.appendMessages(t, "acme", "s1", 2)
+	e.request(t, "acme", "s1", more[1])
+	testpoll.Until(t, 10*time.Second, "the third extraction", func() bool { return len(e.completed()) == 3 })
+	convs := rec.all()
+	if last := convs[len(convs)-1]; !strings.Contains(last, `"user message 0"`) {
+		t.Fatalf("with the cap raised the model still saw only the old window (from seq %d):\n%s", cut.ContextSeq, last)
+	}
+	if wide, _ := e.memory(t, "acme", "s1"); wide.ContextSeq != 0 || wide.ContextTokens != 150000 {
+		t.Fatalf("after the wide extraction: context_seq %d, context_tokens %d; want 0 and 150000", wide.ContextSeq, wide.ContextTokens)
+	}
+}

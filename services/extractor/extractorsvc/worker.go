@@ -483,7 +483,7 @@ func (w *Worker) extractPart(ctx context.Context, req request, mem events.Memory
 		next.LastSummarizedID, next.LastSummarizedSeq = msgs[sp].UUID, seqs[sp]
 	}
 	next.CoveredSeq = max(mem.CoveredSeq, target)
-	next.ContextSeq = contextSeq
+	next.ContextSeq, next.ContextTokens = contextSeq, w.cfg.MaxConversationTokens
 	next.Usage = mem.Usage.Add(res.usage)
 	if err == nil {
 		next.Extractions++
@@ -548,6 +548,17 @@ func partEnd(msgs []events.Message, seqs []uint64, mem events.MemoryRecord, maxT
 	return end
 }
 
+// windowFrom is the sequence an extraction of the session reads from: its
+// window (mem.ContextSeq), unless this worker's conversation cap is larger
+// than the one the window was cut under — then the first record.
+func (w *Worker) windowFrom(mem events.MemoryRecord) uint64 {
+	limit := w.cfg.MaxConversationTokens
+	if mem.ContextTokens > 0 && (limit <= 0 || mem.ContextTokens < limit) {
+		return 1
+	}
+	return max(mem.ContextSeq, 1)
+}
+
 // summarizedUpTo is how many of seqs (ascending) the notes already cover:
 // the index of the first message after the last summarized one.
 func summarizedUpTo(seqs []uint64, mem events.MemoryRecord) int {
@@ -568,7 +579,7 @@ func summarizedUpTo(seqs []uint64, mem events.MemoryRecord) int {
 func (w *Worker) readConversation(ctx context.Context, req request, mem events.MemoryRecord, target uint64, budget int64) (msgs []events.Message, seqs []uint64, more bool, err error) {
 	var backlog int64
 	last := uint64(0)
-	err = w.reader.Scan(ctx, req.Tenant, req.Session, max(mem.ContextSeq, 1), target, func(r transcript.Record) bool {
+	err = w.reader.Scan(ctx, req.Tenant, req.Session, w.windowFrom(mem), target, func(r transcript.Record) bool {
 		last = r.Seq
 		if r.Message == nil {
 			return true
@@ -599,7 +610,7 @@ func (w *Worker) readConversation(ctx context.Context, req request, mem events.M
 
 // extractionInput is the forked edit's input: the tenant's template and
 // prompt, the current notes (the template when empty), and the
-// conversation read from mem.ContextSeq (extraction.BuildWindow); and the
+// conversation read from windowFrom(mem) (extraction.BuildWindow); and the
 // sequence the next extraction can read from.
 func (w *Worker) extractionInput(req request, mem events.MemoryRecord, msgs []events.Message, seqs []uint64) (extraction.Input, uint64) {
 	lastIdx := summarizedUpTo(seqs, mem) - 1
@@ -612,8 +623,12 @@ func (w *Worker) extractionInput(req request, mem events.MemoryRecord, msgs []ev
 	if strings.TrimSpace(notes) == "" {
 		notes = template
 	}
-	conv, first := extraction.BuildWindow(msgs, lastIdx, w.cfg.MaxConversationTokens, mem.ContextSeq > 1)
-	contextSeq := mem.ContextSeq
+	from := w.windowFrom(mem)
+	conv, first := extraction.BuildWindow(msgs, lastIdx, w.cfg.MaxConversationTokens, from > 1)
+	contextSeq := from // the window's start stays, or it is the first record (0)
+	if from == 1 {
+		contextSeq = 0
+	}
 	if first > 0 {
 		contextSeq = seqs[first]
 	}
