@@ -79,7 +79,11 @@ type SessionIndex struct {
 	// (0: its first record): the oldest message of the text the last
 	// indexing kept from the end of the session.
 	ReadFromSeq uint64 `json:"read_from_seq,omitempty"`
-	IndexModel  string `json:"index_model,omitempty"`
+	// ReadFromBytes is the input limit ReadFromSeq was chosen under; an
+	// indexer with a larger limit reads from the first record again (0:
+	// unknown, the tail is kept).
+	ReadFromBytes int    `json:"read_from_bytes,omitempty"`
+	IndexModel    string `json:"index_model,omitempty"`
 }
 
 // Indexed reports whether the entry has metadata from an indexing.

@@ -282,7 +282,7 @@ func (x *Indexer) index(ctx context.Context, job indexJob, idx events.SessionInd
 	defer cancel()
 	began := time.Now()
 	out := &events.SessionIndexed{Session: job.session, Reason: job.reason, Model: x.provider.Model()}
-	st, err := x.readSession(ctx, job.tenant, job.session, max(idx.ReadFromSeq, 1))
+	st, err := x.readSession(ctx, job.tenant, job.session, x.readFrom(idx))
 	if err != nil {
 		return nil, fmt.Errorf("reading the transcript of %s: %w", job.session, err)
 	}
@@ -358,6 +358,16 @@ func orSpace(s string) string {
 	return s
 }
 
+// readFrom is the sequence an indexing of the session reads from: the tail
+// the last one kept (ReadFromSeq), unless this indexer keeps more input
+// than that tail was kept for — then the first record.
+func (x *Indexer) readFrom(idx events.SessionIndex) uint64 {
+	if idx.ReadFromBytes > 0 && idx.ReadFromBytes < x.cfg.MaxInputBytes {
+		return 1
+	}
+	return max(idx.ReadFromSeq, 1)
+}
+
 // store writes the metadata with compare-and-set, claiming a unique name.
 func (x *Indexer) store(ctx context.Context, job indexJob, md memory.IndexMetadata, st sessionText, out *events.SessionIndexed) error {
 	var oldName string
@@ -378,7 +388,12 @@ func (x *Indexer) store(ctx context.Context, job indexJob, md memory.IndexMetada
 		e.LastIndexedSeq, e.LastIndexedID = st.lastSeq, st.lastID
 		e.IndexedAt, e.IndexModel = time.Now().UTC(), out.Model
 		if len(st.seqs) > 0 {
-			e.ReadFromSeq = max(e.ReadFromSeq, st.seqs[0])
+			if x.readFrom(*e) == 1 {
+				e.ReadFromSeq = st.seqs[0] // read whole: the tail may move back
+			} else {
+				e.ReadFromSeq = max(e.ReadFromSeq, st.seqs[0])
+			}
+			e.ReadFromBytes = x.cfg.MaxInputBytes
 		}
 		return true
 	})

@@ -41,7 +41,8 @@ func (m *inputModel) Complete(_ context.Context, r llm.Request) (*llm.Response, 
 
 // A long session is read from the tail its last indexing kept
 // (SessionIndex.ReadFromSeq), and the model sees what a read of the whole
-// transcript gives; the session's facts from its first records stay.
+// transcript gives; the session's facts from its first records stay. An
+// indexer keeping more input reads the whole session again.
 func TestLongSessionIndexedFromItsTail(t *testing.T) {
 	srv, nc, js, prov := provisioned(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -68,14 +69,18 @@ func TestLongSessionIndexedFromItsTail(t *testing.T) {
 		}
 	}
 	model := &inputModel{}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = Run(runCtx, Config{NATS: natsconn.Config{URL: srv.ClientURL()}, Config: prov, Provider: model, MaxInputBytes: 300,
-			MinNewUserMessages: 1000}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	}()
-	defer func() { stop(); <-done }()
+	start := func(maxInput int) (stop func()) {
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = Run(runCtx, Config{NATS: natsconn.Config{URL: srv.ClientURL()}, Config: prov, Provider: model, MaxInputBytes: maxInput,
+				MinNewUserMessages: 1000}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		}()
+		return func() { cancel(); <-done }
+	}
+	stop := start(300)
+	defer func() { stop() }()
 	reindex := func() events.SessionIndex {
 		t.Helper()
 		var r events.IndexReply
@@ -101,15 +106,28 @@ func TestLongSessionIndexedFromItsTail(t *testing.T) {
 	for _, r := range recs {
 		msgs = append(msgs, r.Message)
 	}
-	want := "<conversation>\n" + memory.IndexInput(msgs, 300) + "\n</conversation>"
-	model.mu.Lock()
-	got := model.last
-	model.mu.Unlock()
-	if got != want {
-		t.Fatalf("read from seq %d the model saw\n%s\nthe whole transcript gives\n%s", first.ReadFromSeq, got, want)
+	sawWhole := func(maxInput int) {
+		t.Helper()
+		want := "<conversation>\n" + memory.IndexInput(msgs, maxInput) + "\n</conversation>"
+		model.mu.Lock()
+		got := model.last
+		model.mu.Unlock()
+		if got != want {
+			t.Fatalf("read from seq %d the model saw\n%s\nthe whole transcript gives\n%s", first.ReadFromSeq, got, want)
+		}
 	}
+	sawWhole(300)
 	if second.ReadFromSeq < first.ReadFromSeq || !second.CreatedAt.Equal(first.CreatedAt) || second.Model != "first-model" {
 		t.Fatalf("second indexing: read_from_seq %d (first %d), created %v (first %v), model %q",
 			second.ReadFromSeq, first.ReadFromSeq, second.CreatedAt, first.CreatedAt, second.Model)
+	}
+
+	// A larger input limit widens the tail: the session is read whole again.
+	stop()
+	stop = start(100_000)
+	wide := reindex()
+	sawWhole(100_000)
+	if wide.ReadFromSeq > recs[0].Seq || wide.ReadFromBytes != 100_000 {
+		t.Fatalf("after the wide indexing: read_from_seq %d (first record %d), read_from_bytes %d", wide.ReadFromSeq, recs[0].Seq, wide.ReadFromBytes)
 	}
 }
