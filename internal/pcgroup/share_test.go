@@ -75,6 +75,25 @@ func shareSetup(t *testing.T, s *natstest.Server, js jetstream.JetStream, ha, hb
 	return a, b, a.g.Owned()[0]
 }
 
+// publishAndLend publishes a message on each of subjects (two, in member
+// a's partition, whose one slot the first takes) and returns the subject
+// member b's handler reports on lent: the message a shared.
+func publishAndLend(t *testing.T, js jetstream.JetStream, subjects []string, lent <-chan string) string {
+	t.Helper()
+	for _, subj := range subjects {
+		if _, err := js.Publish(context.Background(), subj, []byte("1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case s := <-lent:
+		return s
+	case <-time.After(10 * time.Second):
+		t.Fatal("member b was never offered a's waiting message")
+		return ""
+	}
+}
+
 // Every message goes to the partition of member a; b owns an idle one. With
 // sharing, b runs some of a's waiting messages, while every key still runs
 // one message at a time and in order, and every message is acknowledged
@@ -149,17 +168,7 @@ func TestGroupSharedMessageOfALostLender(t *testing.T) {
 	}
 	_, b, pa := shareSetup(t, s, js, ha, hb, 1)
 	subjects := []string{fmt.Sprintf("pcs.%d.k1", pa), fmt.Sprintf("pcs.%d.k2", pa)}
-	for _, subj := range subjects {
-		if _, err := js.Publish(context.Background(), subj, []byte("1")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var lent string
-	select {
-	case lent = <-hold:
-	case <-time.After(10 * time.Second):
-		t.Fatal("member b was never offered a's waiting message")
-	}
+	lent := publishAndLend(t, js, subjects, hold)
 	b.nc.Close() // b dies: no result, no more heartbeats
 	testpoll.Until(t, 20*time.Second, "both messages run by a", func() bool {
 		mu.Lock()
@@ -203,17 +212,7 @@ func TestGroupSharedResultLost(t *testing.T) {
 		return nil
 	}
 	a, _, pa := shareSetup(t, s, js, ha, hb, 1, func(c *Config) { c.ShareCheck = 300 * time.Millisecond })
-	for _, k := range []string{"k1", "k2"} {
-		if _, err := js.Publish(context.Background(), fmt.Sprintf("pcs.%d.%s", pa, k), []byte("1")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var subject string
-	select {
-	case subject = <-lent:
-	case <-time.After(10 * time.Second):
-		t.Fatal("member b was never offered a's waiting message")
-	}
+	subject := publishAndLend(t, js, []string{fmt.Sprintf("pcs.%d.k1", pa), fmt.Sprintf("pcs.%d.k2", pa)}, lent)
 	// a cannot take results for a moment: b's delivery finds no responder
 	// and gives up, while a stays a member.
 	if err := a.svc.Stop(); err != nil {

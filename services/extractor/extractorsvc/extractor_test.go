@@ -360,16 +360,8 @@ func TestNothingToChangeCompletes(t *testing.T) {
 func TestLongSessionReadFromItsWindow(t *testing.T) {
 	e := newEnv(t)
 	rec, cfg := e.startRecordedWorker(t, 80)
-	// Nothing is dropped before something is summarized: the second
-	// extraction cuts and keeps a window, the third reads from it.
-	seqs := e.appendMessages(t, "acme", "s1", 40)
-	e.request(t, "acme", "s1", seqs[39])
-	testpoll.Until(t, 10*time.Second, "the first extraction", func() bool { return len(e.completed()) == 1 })
-	seqs = append(seqs, e.appendMessages(t, "acme", "s1", 10)...)
-	e.request(t, "acme", "s1", seqs[49])
-	testpoll.Until(t, 10*time.Second, "the second extraction", func() bool { return len(e.completed()) == 2 })
-	first, _ := e.memory(t, "acme", "s1")
-	if first.ContextSeq <= seqs[0] || first.ContextSeq > seqs[49] {
+	seqs, first := e.cutWindow(t)
+	if first.ContextSeq > seqs[49] {
 		t.Fatalf("context_seq %d after a capped extraction of records %d..%d", first.ContextSeq, seqs[0], seqs[49])
 	}
 
@@ -420,6 +412,25 @@ func TestBacklogSummarizedInParts(t *testing.T) {
 	if strings.Contains(convs[0], "message 39") || !strings.Contains(convs[len(convs)-1], "message 39") {
 		t.Fatalf("the first part already held the newest message, or the last did not:\nfirst %s\nlast %s", convs[0], convs[len(convs)-1])
 	}
+}
+
+// cutWindow runs two extractions of session acme/s1 (40 messages, then 10
+// more) on a worker with a small conversation cap: nothing is dropped
+// before something is summarized, so the second one cuts and keeps a
+// window. It returns the 50 records' sequences and the memory record.
+func (e *env) cutWindow(t *testing.T) ([]uint64, events.MemoryRecord) {
+	t.Helper()
+	seqs := e.appendMessages(t, "acme", "s1", 40)
+	e.request(t, "acme", "s1", seqs[39])
+	testpoll.Until(t, 10*time.Second, "the first extraction", func() bool { return len(e.completed()) == 1 })
+	seqs = append(seqs, e.appendMessages(t, "acme", "s1", 10)...)
+	e.request(t, "acme", "s1", seqs[49])
+	testpoll.Until(t, 10*time.Second, "the second extraction", func() bool { return len(e.completed()) == 2 })
+	mem, _ := e.memory(t, "acme", "s1")
+	if mem.ContextSeq <= seqs[0] {
+		t.Fatalf("no window cut: context_seq %d, first record %d", mem.ContextSeq, seqs[0])
+	}
+	return seqs, mem
 }
 
 // convRecorder keeps the conversation of every model call (extraction.String).
