@@ -136,6 +136,9 @@ func (t table) services(r *Result) {
 	for _, s := range r.Trigger.ReplicasScaling {
 		fmt.Fprintf(t.tw, "trigger.replicas[%d]\t%.1f events/s\t%d partitions, %.2f s\n", s.Replicas, s.EventsPerS, s.Partitions, s.Seconds)
 	}
+	for _, s := range r.Trigger.LongSessionRebuild {
+		fmt.Fprintf(t.tw, "trigger.long_session_rebuild\t%.0f ms\t%d records, %s\n", s.MS, s.Records, snapshotsNote(s.SnapshotEvery))
+	}
 	t.skip("compaction", r.Compaction.Skipped)
 	for _, s := range r.Compaction.BySize {
 		fmt.Fprintf(t.tw, "compaction[%d msgs]\tp50 %.0f µs, p99 %.0f µs\t%d requests, %d kept; floor p50 %.0f µs, p99 %.0f µs (%.2f× / %.2f×)\n", s.TranscriptMessages, s.P50US, s.P99US, s.Requests, s.KeptMessages, s.FloorP50US, s.FloorP99US, s.RatioP50VsFloor, s.RatioP99VsFloor)
@@ -182,4 +185,12 @@ func (t table) targets(r *Result) {
 		}
 		fmt.Fprintf(t.tw, "%s\t%s\t%s\n", tg.Name, strings.TrimSpace(tg.Want), v)
 	}
+}
+
+// snapshotsNote says how a trigger rebuild could use snapshots.
+func snapshotsNote(every int) string {
+	if every < 0 {
+		return "no snapshots: the whole session replayed"
+	}
+	return fmt.Sprintf("a snapshot every %d records", every)
 }

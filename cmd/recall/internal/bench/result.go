@@ -106,6 +106,9 @@ type TriggerResult struct {
 	// ReplicasScaling is the partitioned trigger's throughput on the same
 	// transcript with 1, 2 and 3 replicas.
 	ReplicasScaling []ReplicaStep `json:"replicas_scaling"`
+	// LongSessionRebuild is one long session's rebuild after a restart,
+	// without and with snapshots of its state.
+	LongSessionRebuild []LongRebuild `json:"long_session_rebuild"`
 }
 
 // ReplicaStep is the partitioned trigger's throughput with one replica

@@ -76,7 +76,10 @@ func runTrigger(ctx context.Context, e *env) error {
 	if err := triggerRecovery(ctx, e, cfg, gen, sessions); err != nil {
 		return err
 	}
-	return triggerScaling(ctx, e, cfg)
+	if err := triggerScaling(ctx, e, cfg); err != nil {
+		return err
+	}
+	return triggerLongSession(ctx, e, cfg)
 }
 
 // triggerRecovery restarts the trigger after one new record per session:
