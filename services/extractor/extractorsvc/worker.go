@@ -578,14 +578,17 @@ func summarizedUpTo(seqs []uint64, mem events.MemoryRecord) int {
 // claimed (errNotVisible).
 func (w *Worker) readConversation(ctx context.Context, req request, mem events.MemoryRecord, target uint64, budget int64) (msgs []events.Message, seqs []uint64, more bool, err error) {
 	var backlog int64
-	last := uint64(0)
+	last, clipped := uint64(0), 0
 	err = w.reader.Scan(ctx, req.Tenant, req.Session, w.windowFrom(mem), target, func(r transcript.Record) bool {
 		last = r.Seq
 		if r.Message == nil {
 			return true
 		}
 		m := *r.Message
-		m.Content, _ = memory.ClipContent(m.Content, w.cfg.MaxBlockTokens)
+		var cut bool
+		if m.Content, cut = memory.ClipContent(m.Content, w.cfg.MaxBlockTokens); cut {
+			clipped++
+		}
 		msgs, seqs = append(msgs, m), append(seqs, r.Seq)
 		if r.Seq > mem.LastSummarizedSeq {
 			backlog += memory.EstimateMessage(&m)
@@ -595,6 +598,10 @@ func (w *Worker) readConversation(ctx context.Context, req request, mem events.M
 	})
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("reading the transcript: %w", err)
+	}
+	if clipped > 0 {
+		w.log.DebugContext(ctx, "messages with blocks over the block limit reach the model clipped",
+			"tenant", req.Tenant, "session", req.Session, "messages", clipped, "max_block_tokens", w.cfg.MaxBlockTokens)
 	}
 	if !more && last < target {
 		head, err := w.reader.LastSeq(ctx, req.Tenant, req.Session)
