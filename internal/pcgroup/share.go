@@ -41,11 +41,11 @@ import (
 //     and answers.
 //   - Faults: when the lender leaves the membership (crash, stop past its
 //     drain) before its result arrives, or says it no longer runs the
-//     message (the owner asks every Config.ShareCheck on
-//     Config.Share.status.<lender>) and no result came (its delivery gave
-//     up), the owner naks the message for a redelivery. A lender that is only slow may then still finish: like a
-//     paused member (see "What is not guaranteed"), its writes must be
-//     fenced.
+//     message while no result came (its delivery gave up; the owner asks
+//     every Config.ShareCheck on Config.Share.status.<lender>), the owner
+//     naks the message for a redelivery. A lender that is only slow may
+//     then still finish: like a paused member (see "What is not
+//     guaranteed"), its writes must be fenced.
 
 // Sharing limits.
 const (
@@ -150,12 +150,12 @@ type sharing struct {
 	wake    chan struct{}
 	grants  chan grant
 	pending sync.Map
-	running sync.Map
 	// Lender side: running holds the offer ids whose handler or result
-	// delivery is not done. Under mu: lendCtx is the loans' context (nil: not
-	// running), lending whether new reservations are taken, reserved the
-	// slots held for announced messages, loans the reservations and the
+	// delivery is not done. Under mu: lendCtx is the loans' context (nil:
+	// not running), lending whether new reservations are taken, reserved
+	// the slots held for announced messages, loans the reservations and the
 	// handlers running for others.
+	running  sync.Map
 	mu       sync.Mutex
 	lendCtx  context.Context
 	cancel   context.CancelFunc

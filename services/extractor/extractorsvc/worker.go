@@ -528,18 +528,15 @@ func partEnd(msgs []events.Message, seqs []uint64, mem events.MemoryRecord, maxT
 	}
 	end := -1
 	for sp := range memory.SafePoints(msgs) {
-		if sp == last {
+		if sp == last || (end >= 0 && sp > k) {
 			break
 		}
 		if sp < first || seqs[sp] <= mem.CoveredSeq {
 			continue
 		}
-		if end >= 0 && sp > k {
-			break
-		}
 		end = sp
 		if sp > k {
-			break
+			break // none within the half-cap: the oldest one after it
 		}
 	}
 	if end < 0 {
@@ -569,8 +566,8 @@ func summarizedUpTo(seqs []uint64, mem events.MemoryRecord) int {
 	return n
 }
 
-// readConversation reads the session's messages from mem's read window
-// (ContextSeq) up to target, with their stream sequences, each block over
+// readConversation reads the session's messages from its read window
+// (windowFrom) up to target, with their stream sequences, each block over
 // MaxBlockTokens clipped (memory.ClipContent). With budget > 0
 // it stops once the messages after the last summarized one are estimated
 // over budget (more: a backlog that goes in parts, partEnd). Direct Get
