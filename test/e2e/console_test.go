@@ -157,7 +157,9 @@ var browserLog struct {
 
 // pageState describes the page for a failure message.
 func pageState(ctx context.Context, err error) string {
-	html, herr := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+	c, cancel := context.WithTimeout(ctx, 5*time.Second) // a hung page must not hang the report
+	defer cancel()
+	html, herr := chromedp.Run(c, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
 	browserLog.Lock()
 	defer browserLog.Unlock()
 	return fmt.Sprintf("%v; the page (%v):\n%s\nbrowser console:\n%s", err, herr, html, strings.Join(browserLog.lines, "\n"))
@@ -165,9 +167,7 @@ func pageState(ctx context.Context, err error) string {
 
 // waitFor waits up to 20 s for css to be visible.
 func waitFor(ctx context.Context, css string) error {
-	c, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	return chromedp.Do(c, visible(css))
+	return doWithin(ctx, 20*time.Second, visible(css))
 }
 
 func visible(css string) chromedp.Action[chromedp.Void] {
@@ -204,7 +204,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	t.Run("an operator sees every tenant and replays a parked extraction", func(t *testing.T) {
 		consoleParked(t, newTab, p.httpURL, js)
 	})
-	t.Run("a 10,000-record session page", func(t *testing.T) { consoleBigSession(t, newTab(), p.httpURL) })
+	t.Run("a 10,000-record session page", func(t *testing.T) { consoleBigSession(t, newTab, p.httpURL) })
 }
 
 func consoleTenantView(t *testing.T, ctx context.Context, base string) {
@@ -317,7 +317,7 @@ func consoleParked(t *testing.T, newTab func() context.Context, base string, js 
 	}
 }
 
-func consoleBigSession(t *testing.T, ctx context.Context, base string) {
+func consoleBigSession(t *testing.T, newTab func() context.Context, base string) {
 	const n = 10000
 	for b := 0; b < n/1000; b++ {
 		var evs []map[string]any
@@ -331,12 +331,7 @@ func consoleBigSession(t *testing.T, ctx context.Context, base string) {
 		}
 		postAs(t, base, "tok-acme", evs)
 	}
-	if err := login(ctx, base, "tok-acme"); err != nil {
-		t.Fatal(err)
-	}
-	if err := chromedp.Do(ctx, visible(`tr[data-session="acme-big"]`)); err != nil {
-		t.Fatal(err)
-	}
+	ctx := openSessions(t, newTab, base)
 	// Measured once the pipeline has taken the 10,000 records in (the
 	// trigger read them and no extraction runs), as an operator opens a
 	// page; the numbers under load are in docs/console.md.
@@ -348,15 +343,23 @@ func consoleBigSession(t *testing.T, ctx context.Context, base string) {
 		}
 		last = row
 		time.Sleep(time.Second)
-		_ = chromedp.Do(ctx, chromedp.Navigate(base+"/console/#/?q=acme-big"), visible(`tr[data-session="acme-big"]`))
+		_ = doWithin(ctx, 20*time.Second, chromedp.Navigate(base+"/console/#/?q=acme-big"), visible(`tr[data-session="acme-big"]`))
 	}
 	t.Logf("the session before the measurement: %s", last)
 	var best time.Duration
 	var records, ms, first string
-	for range 3 { // the first visit warms the connection
+	for visit := 0; visit < 3; visit++ { // the first visit warms the connection
 		start := time.Now()
-		if err := chromedp.Do(ctx, chromedp.Navigate(base+"/console/#/t/acme/s/acme-big"), visible("main[data-loaded-ms]")); err != nil {
-			t.Fatal(err)
+		if err := doWithin(ctx, time.Minute, chromedp.Navigate(base+"/console/#/t/acme/s/acme-big"), visible("main[data-loaded-ms]")); err != nil {
+			// A headless renderer under the race detector has hung here
+			// once in many runs (a DevTools call never answered): one
+			// more try in a fresh tab, then the page's state.
+			t.Logf("visit %d: %v; again in a new tab", visit, err)
+			ctx = openSessions(t, newTab, base)
+			start = time.Now()
+			if err := doWithin(ctx, time.Minute, chromedp.Navigate(base+"/console/#/t/acme/s/acme-big"), visible("main[data-loaded-ms]")); err != nil {
+				t.Fatal(pageState(ctx, err))
+			}
 		}
 		if d := time.Since(start); best == 0 || d < best {
 			best = d
@@ -369,7 +372,7 @@ func consoleBigSession(t *testing.T, ctx context.Context, base string) {
 		a, _ := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS("main"), "data-loaded-ms"))
 		f, _ := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS("main"), "data-fetch-ms"))
 		ms = a.Value + " ms (of which fetching " + f.Value + " ms)"
-		_ = chromedp.Do(ctx, chromedp.Navigate(base+"/console/#/"), visible(`tr[data-session="acme-big"]`))
+		_ = doWithin(ctx, 20*time.Second, chromedp.Navigate(base+"/console/#/"), visible(`tr[data-session="acme-big"]`))
 	}
 	if records != "10,000" {
 		t.Fatalf("records shown: %q", records)
@@ -378,4 +381,25 @@ func consoleBigSession(t *testing.T, ctx context.Context, base string) {
 		t.Logf("server timing of the page's data: %s", timing)
 	}
 	t.Logf("10,000-record session page: first visit fetched and rendered in %s ms; later visits (cached series) %s; navigation to rendered %v (best of 3)", first, ms, best.Round(time.Millisecond))
+}
+
+// openSessions logs acme in on a new tab and waits for its sessions list
+// to show acme-big.
+func openSessions(t *testing.T, newTab func() context.Context, base string) context.Context {
+	t.Helper()
+	ctx := newTab()
+	if err := login(ctx, base, "tok-acme"); err != nil {
+		t.Fatal(err)
+	}
+	if err := doWithin(ctx, time.Minute, visible(`tr[data-session="acme-big"]`)); err != nil {
+		t.Fatal(pageState(ctx, err))
+	}
+	return ctx
+}
+
+// doWithin runs steps on ctx's tab, giving up after d.
+func doWithin(ctx context.Context, d time.Duration, steps ...chromedp.Action[chromedp.Void]) error {
+	c, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return chromedp.Do(c, steps...)
 }
