@@ -143,7 +143,7 @@ func text(ctx context.Context, css string) (string, error) {
 }
 
 func login(ctx context.Context, base, token string) error {
-	return chromedp.Do(ctx, chromedp.Navigate(base+"/console/"),
+	return doWithin(ctx, time.Minute, chromedp.Navigate(base+"/console/"),
 		chromedp.WaitVisible(chromedp.CSS("#token")),
 		chromedp.SendKeys(chromedp.CSS("#token"), token),
 		chromedp.Click(chromedp.CSS(`#login button[type="submit"]`)))
@@ -234,7 +234,7 @@ func consoleSessionLive(t *testing.T, ctx context.Context, base string, complete
 	if err := login(ctx, base, "tok-acme"); err != nil {
 		t.Fatal(err)
 	}
-	err := chromedp.Do(ctx, visible(`tr[data-session="acme-s1"] a`), chromedp.Click(chromedp.CSS(`tr[data-session="acme-s1"] a`)),
+	err := doWithin(ctx, time.Minute, visible(`tr[data-session="acme-s1"] a`), chromedp.Click(chromedp.CSS(`tr[data-session="acme-s1"] a`)),
 		visible(`#timeline li[data-kind="extraction_completed"]`))
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +245,7 @@ func consoleSessionLive(t *testing.T, ctx context.Context, base string, complete
 	if !strings.Contains(memoryText, "stream tokens") || marks < 2 {
 		t.Fatalf("memory %q, chart elements %d", memoryText, marks)
 	}
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#preview-button")), visible("#preview .badge")); err != nil {
+	if err := doWithin(ctx, time.Minute, chromedp.Click(chromedp.CSS("#preview-button")), visible("#preview .badge")); err != nil {
 		t.Fatal(err)
 	}
 	screenshot(t, ctx, "session")
@@ -289,7 +289,7 @@ func consoleParked(t *testing.T, newTab func() context.Context, base string, js 
 	if err := login(tab, base, "tok-beta"); err != nil {
 		t.Fatal(err)
 	}
-	if err := chromedp.Do(tab, visible(`tr[data-session="beta-secret"]`), chromedp.Navigate(base+"/console/#/parked"), visible("table#parked")); err != nil {
+	if err := doWithin(tab, time.Minute, visible(`tr[data-session="beta-secret"]`), chromedp.Navigate(base+"/console/#/parked"), visible("table#parked")); err != nil {
 		t.Fatal(err)
 	}
 	if main, _ := text(tab, "#main"); !strings.Contains(main, "529 overloaded") || strings.Contains(main, "Replay") {
@@ -299,14 +299,14 @@ func consoleParked(t *testing.T, newTab func() context.Context, base string, js 
 	if err := login(ctx, base, "tok-operator"); err != nil {
 		t.Fatal(err)
 	}
-	err = chromedp.Do(ctx, visible("#tenant"), chromedp.SetValue(chromedp.CSS("#tenant"), "beta"),
+	err = doWithin(ctx, time.Minute, visible("#tenant"), chromedp.SetValue(chromedp.CSS("#tenant"), "beta"),
 		chromedp.Evaluate[chromedp.Void](`document.getElementById("tenant").dispatchEvent(new Event("change"))`),
 		visible(`tr[data-session="beta-secret"]`), chromedp.Navigate(base+"/console/#/parked"), visible("table#parked button"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	screenshot(t, ctx, "parked")
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("table#parked button")), visible("table#parked .badge.ok")); err != nil {
+	if err := doWithin(ctx, time.Minute, chromedp.Click(chromedp.CSS("table#parked button")), visible("table#parked .badge.ok")); err != nil {
 		t.Fatal(err)
 	}
 	if main, _ := text(ctx, "#main"); !strings.Contains(main, "replayed 1") {
