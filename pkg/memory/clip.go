@@ -48,8 +48,8 @@ func ClipContent(c events.Content, maxTokens int) (out events.Content, clipped b
 
 // clipBlock clips one block; ok reports a change.
 func clipBlock(b events.Block, maxTokens int) (events.Block, bool) {
-	if EstimateBlock(&b) <= int64(maxTokens) {
-		return b, false
+	if stringBytes(&b) <= 4*maxTokens || EstimateBlock(&b) <= int64(maxTokens) {
+		return b, false // the first test, on byte lengths alone, spares the scan of every block read
 	}
 	switch b.Type {
 	case events.BlockText:
@@ -138,4 +138,15 @@ func clipValue(v any, maxTokens int) (any, bool) {
 		return t, changed
 	}
 	return v, false
+}
+
+// stringBytes is the byte length of the strings of b that clipping looks
+// at; a UTF-16 length is never larger, so no string of a block within
+// 4*maxTokens bytes is over maxTokens.
+func stringBytes(b *events.Block) int {
+	n := len(b.Text) + len(b.Input)
+	for i := range b.Content {
+		n += stringBytes(&b.Content[i])
+	}
+	return n
 }

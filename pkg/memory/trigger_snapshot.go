@@ -73,18 +73,13 @@ type snapReader struct {
 	err error
 }
 
-func (r *snapReader) uvarint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.err = ErrTriggerState
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *snapReader) uvarint() uint64 { return readVarint(r, binary.Uvarint) }
 
-func (r *snapReader) varint() int64 {
-	v, n := binary.Varint(r.b)
+func (r *snapReader) varint() int64 { return readVarint(r, binary.Varint) }
+
+// readVarint decodes one varint with dec (binary.Uvarint or Varint).
+func readVarint[T uint64 | int64](r *snapReader, dec func([]byte) (T, int)) T {
+	v, n := dec(r.b)
 	if n <= 0 {
 		r.err = ErrTriggerState
 		return 0
