@@ -104,8 +104,11 @@ func (h *NATSHandler) Handle(req micro.Request) {
 	h.wg.Add(1)
 	done := h.later.Begin(events.VerbIngest)
 	go func() {
-		defer func() { <-h.sem; h.wg.Done(); span.End() }()
+		defer func() { h.wg.Done(); span.End() }()
 		status, body := summarize(pend.wait(ctx))
+		// The slot is free before the client hears back: a request sent
+		// right after the answer must not find it still taken.
+		<-h.sem
 		m := &nats.Msg{Subject: reply, Data: mustJSON(body)}
 		if status != http.StatusAccepted {
 			p := body.(*Problem)
