@@ -64,11 +64,15 @@ func (s Section) Text() string {
 
 // Parse splits a memory document into its preamble (text before the first
 // header, usually empty) and its sections. Sections start at lines beginning
-// with "# "; "## " and deeper headers are body text. Joining the preamble and
-// every section's Text reproduces doc exactly.
+// with "# "; "## " and deeper headers are body text, and so is a "# " line
+// inside a fenced code block (``` or ~~~, as CommonMark fences them: a shell
+// comment in a Workflow snippet is not a section). Indented code cannot hold
+// a header: a header line starts at its first column. Joining the preamble
+// and every section's Text reproduces doc exactly.
 func Parse(doc string) (preamble string, sections []Section) {
 	lines := strings.SplitAfter(doc, "\n")
 	cur := -1
+	var fence codeFence
 	var body strings.Builder
 	flush := func() {
 		if cur >= 0 {
@@ -80,6 +84,10 @@ func Parse(doc string) (preamble string, sections []Section) {
 	}
 	for i := 0; i < len(lines); i++ {
 		line := lines[i]
+		if fence.track(line) {
+			body.WriteString(line)
+			continue
+		}
 		if IsHeaderLine(line) {
 			flush()
 			sections = append(sections, Section{Header: strings.TrimSuffix(strings.TrimPrefix(line, "# "), "\n")})
@@ -98,6 +106,38 @@ func Parse(doc string) (preamble string, sections []Section) {
 	}
 	flush()
 	return preamble, sections
+}
+
+// codeFence follows CommonMark fenced code blocks line by line.
+type codeFence struct {
+	char byte // '`' or '~' while a fence is open, 0 otherwise
+	n    int  // the opening fence's length
+}
+
+// track reports whether line is part of a fenced code block (its opening
+// and closing fence lines included) and updates the state.
+func (f *codeFence) track(line string) bool {
+	l := strings.TrimRight(line, "\r\n")
+	indent := len(l) - len(strings.TrimLeft(l, " "))
+	if indent > 3 {
+		return f.char != 0
+	}
+	l = l[indent:]
+	run := 0
+	for run < len(l) && (l[run] == '`' || l[run] == '~') && l[run] == l[0] {
+		run++
+	}
+	if f.char != 0 {
+		if run >= f.n && l[0] == f.char && strings.TrimSpace(l[run:]) == "" {
+			f.char = 0
+		}
+		return true
+	}
+	if run >= 3 && !(l[0] == '`' && strings.Contains(l[run:], "`")) {
+		f.char, f.n = l[0], run
+		return true
+	}
+	return false
 }
 
 // IsHeaderLine reports whether line (with or without its newline) is a
