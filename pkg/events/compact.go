@@ -121,6 +121,12 @@ type SummaryMessage struct {
 	IsCompactSummary bool `json:"is_compact_summary"`
 }
 
+// ContextRepair is one change Recall made to a served context.
+type ContextRepair struct {
+	Rule string `json:"rule"`
+	UUID string `json:"uuid,omitempty"`
+}
+
 // CompactReply answers a CompactRequest. Served outcomes (session_memory,
 // resumed_session, full_compact) carry Boundary, Summary and Kept: the
 // platform's new context is the boundary, the summary message, then the kept
@@ -161,6 +167,10 @@ type CompactReply struct {
 	AppliedEdits    []AppliedEdit `json:"applied_edits,omitempty"`
 	ClearedToolUses int           `json:"cleared_tool_uses,omitempty"`
 	ClearedTokens   int64         `json:"cleared_tokens,omitempty"`
+	// Repaired lists what Recall changed in the kept records so the context
+	// passes the model APIs' structural rules (see docs/compaction.md):
+	// by rule, the uuid of the record concerned. Empty when nothing was.
+	Repaired []ContextRepair `json:"repaired,omitempty"`
 	// WaitedMS is how long the compactor waited for a running extraction.
 	WaitedMS int64 `json:"waited_ms"`
 	// DurationUS is the compactor's time to answer, waiting included.

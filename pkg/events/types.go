@@ -52,6 +52,13 @@ const (
 	// ExtSeq carries the transcript stream sequence an event was stored at,
 	// on events Recall hands back (compaction replies).
 	ExtSeq = "recallseq"
+	// ExtSynthetic marks a record Recall added to a compaction's kept
+	// records to make the context valid for the model (it was never stored
+	// and has no ExtSeq); its value says why (SyntheticInterrupted).
+	ExtSynthetic = "recallsynthetic"
+	// SyntheticInterrupted: a tool_result answering a call the agent never
+	// got a result for (it stopped mid-call).
+	SyntheticInterrupted = "interrupted_tool_call"
 	// ExtTraceParent and ExtTraceState are the CloudEvents distributed tracing
 	// extension.
 	ExtTraceParent = "traceparent"

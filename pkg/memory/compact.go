@@ -3,6 +3,7 @@ package memory
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/recallhq/recall/pkg/events"
 )
@@ -216,11 +217,32 @@ func (p *CompactPlan) reduce(in CompactInput, start int, cfg WindowConfig) bool 
 // w, and whether note sections were cut.
 func summaryFor(in CompactInput, w Window) (string, bool) {
 	notes, truncated := TruncateForCompact(in.Notes, in.SectionMaxChars)
-	quoted := make([]*events.Message, 0, len(w.Quoted))
-	for _, i := range w.Quoted {
-		quoted = append(quoted, in.Entries[i].Message)
+	return SummaryText(notes, truncated, in.NotesRef, in.TranscriptRef, QuotesOf(in.Entries, w.Quoted)), truncated
+}
+
+// Quote is a user message a summary carries verbatim, with the transcript
+// sequence of its record (0 when unknown).
+type Quote struct {
+	Message *events.Message
+	Seq     uint64
+}
+
+// QuotesOf returns the quotes of es at the indexes idx (Window.Quoted).
+func QuotesOf(es []WindowEntry, idx []int) []Quote {
+	q := make([]Quote, 0, len(idx))
+	for _, i := range idx {
+		q = append(q, Quote{Message: es[i].Message, Seq: es[i].Seq})
 	}
-	return SummaryText(notes, truncated, in.NotesRef, in.TranscriptRef, quoted), truncated
+	return q
+}
+
+// quotesOfMessages wraps messages whose sequences are not known.
+func quotesOfMessages(msgs []*events.Message) []Quote {
+	q := make([]Quote, len(msgs))
+	for i, m := range msgs {
+		q[i].Message = m
+	}
+	return q
 }
 
 // SummaryText is the summary message a session-memory compaction puts in
@@ -228,7 +250,7 @@ func summaryFor(in CompactInput, w Window) (string, bool) {
 // notes about truncation and where the full record is. The user messages in
 // quoted (the latest request, and a later correction, when they could not be
 // kept) follow verbatim in a marked block (QuoteBlock).
-func SummaryText(notes string, truncated bool, notesRef, transcriptRef string, quoted []*events.Message) string {
+func SummaryText(notes string, truncated bool, notesRef, transcriptRef string, quoted []Quote) string {
 	var b strings.Builder
 	b.WriteString(compactionPreface + " to free context. The session notes below were kept current in the background while the conversation ran; they cover everything before the messages that follow this one, and those messages are kept exactly as they were. Continue the work from where it stands without repeating finished steps.\n\n")
 	b.WriteString(strings.TrimRight(notes, "\n"))
@@ -243,7 +265,7 @@ func SummaryText(notes string, truncated bool, notesRef, transcriptRef string, q
 	if transcriptRef != "" {
 		b.WriteString("\nIf a detail from before this point is needed and is not in the notes, the full transcript is available from Recall as " + transcriptRef + ".\n")
 	}
-	b.WriteString(QuoteBlock(quoted))
+	b.WriteString(quoteBlock(quoted))
 	return b.String()
 }
 
@@ -267,10 +289,20 @@ const (
 	QuoteEnd   = "</recall:user-messages>"
 )
 
+// QuoteMaxTokens bounds each quoted message: a longer one (a pasted log as
+// the latest request) is quoted by its first two thirds and last third of
+// the bound, around a line that names the record it comes from, so the
+// platform can fetch it whole. 6,000 tokens keep a summary with the latest
+// request and a correction under 12,000 tokens of quotes, well inside the
+// 40,000-token keep window.
+const QuoteMaxTokens = 6000
+
 // QuoteBlock renders quoted user messages (oldest first; the first is the
-// latest request) verbatim between QuoteBegin and QuoteEnd, each under a
-// line saying what it is; "" when quoted is empty.
-func QuoteBlock(quoted []*events.Message) string {
+// latest request) between QuoteBegin and QuoteEnd, each under a line saying
+// what it is, verbatim up to QuoteMaxTokens each; "" when quoted is empty.
+func QuoteBlock(quoted []*events.Message) string { return quoteBlock(quotesOfMessages(quoted)) }
+
+func quoteBlock(quoted []Quote) string {
 	if len(quoted) == 0 {
 		return ""
 	}
@@ -280,17 +312,47 @@ func QuoteBlock(quoted []*events.Message) string {
 		b.WriteString(", as does the later message that follows it")
 	}
 	b.WriteString(".\n\n" + QuoteBegin + "\n")
-	for i, m := range quoted {
+	for i, q := range quoted {
 		if i == 0 {
 			b.WriteString("[latest request]\n")
 		} else {
 			b.WriteString("\n[later message from the user]\n")
 		}
-		b.WriteString(RequestText(m))
+		b.WriteString(quoteText(q))
 		b.WriteString("\n")
 	}
 	b.WriteString(QuoteEnd + "\n")
 	return b.String()
+}
+
+// quoteText is q's text, cut to its beginning and end when over
+// QuoteMaxTokens.
+func quoteText(q Quote) string {
+	text := RequestText(q.Message)
+	if EstimateText(text) <= QuoteMaxTokens {
+		return text
+	}
+	head, tail := cutRunes(text, QuoteMaxTokens*4*2/3, QuoteMaxTokens*4/3)
+	where := "record " + q.Message.UUID
+	if q.Seq > 0 {
+		where += fmt.Sprintf(" (seq %d)", q.Seq)
+	}
+	return text[:head] + fmt.Sprintf("\n[… %d characters of this message are left out here: it is too long to quote whole; the whole message is transcript %s …]\n", utf8.RuneCountInString(text[head:tail]), where) + text[tail:]
+}
+
+// cutRunes returns the byte offsets that keep about the first headChars and
+// last tailChars characters of s, on rune boundaries (head <= tail).
+func cutRunes(s string, headChars, tailChars int) (head, tail int) {
+	for n := 0; head < len(s) && n < headChars; n++ {
+		_, size := utf8.DecodeRuneInString(s[head:])
+		head += size
+	}
+	tail = len(s)
+	for n := 0; tail > head && n < tailChars; n++ {
+		_, size := utf8.DecodeLastRuneInString(s[:tail])
+		tail -= size
+	}
+	return head, tail
 }
 
 // RequestText joins the text blocks of m, separated by blank lines.

@@ -177,3 +177,30 @@ asst id=m1 text=300
 		t.Errorf("request outside the window not quoted:\n%s", p.Summary)
 	}
 }
+
+// TestQuoteBounded: a latest request far over the keep window (a pasted
+// log) is quoted by its beginning and end within QuoteMaxTokens, naming
+// its record, and the compaction is served below a threshold the quote
+// alone used to break.
+func TestQuoteBounded(t *testing.T) {
+	log := "BEGIN-OF-PASTE\n" + strings.Repeat("2026-11-25 ERROR worker 17: connection reset by peer — retrying ✓\n", 4000) + "please fix the reconnect loop END-OF-PASTE"
+	es := []memory.WindowEntry{
+		{Seq: 1, Message: &events.Message{UUID: "u1", Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: "set up the worker"}}}},
+		{Seq: 2, Message: &events.Message{UUID: "a1", Role: events.RoleAssistant, Content: events.Content{{Type: events.BlockText, Text: "done"}}}},
+		{Seq: 3, Message: &events.Message{UUID: "u2", Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: log}}}},
+	}
+	p := memory.PlanCompaction(memory.CompactInput{HasMemory: true, Notes: filledNotes(), LastSummarizedID: "a1", SummarizedIndex: 1,
+		Entries: es, Complete: true, Window: memory.WindowConfig{MaxTokens: 40000}, Threshold: 67000, ContextTokens: 90000})
+	if p.Outcome != memory.OutcomeSessionMemory {
+		t.Fatalf("outcome %s: %s", p.Outcome, p.Reason)
+	}
+	if !strings.Contains(p.Summary, "BEGIN-OF-PASTE") || !strings.Contains(p.Summary, "END-OF-PASTE") || !strings.Contains(p.Summary, "record u2 (seq 3)") {
+		t.Fatalf("quote lacks its beginning, end or record:\n%.600s", p.Summary)
+	}
+	if q := memory.EstimateText(p.Summary) - memory.EstimateText(filledNotes()); q > memory.QuoteMaxTokens+500 {
+		t.Fatalf("the quote takes %d tokens, over the bound %d", q, memory.QuoteMaxTokens)
+	}
+	if p.TokensAfter >= 67000 {
+		t.Fatalf("served at %d tokens, over the threshold", p.TokensAfter)
+	}
+}

@@ -137,6 +137,9 @@ type Window struct {
 //     instead (never after in.Start).
 //  4. The latest user request is not a reason to grow: when it lies before
 //     the window it is listed in Quoted, for the summary to carry verbatim.
+//     When it is the first message the notes do not cover and alone too
+//     large to keep, the window starts after it and it is quoted (the quote
+//     is bounded and names its record): the session is still served.
 //  5. A tool_result whose tool_use is nowhere in a complete transcript
 //     cannot be kept: the suffix then starts after it (Dropped).
 //
@@ -176,6 +179,11 @@ func SelectWindow(in WindowInput, cfg WindowConfig) Window {
 	}
 	if Padded(suffixEstimate(es, start)) > cfg.MaxTokens {
 		start, w.Overflow = shrink(es, start, mandatory, cfg.MaxTokens, in.Complete)
+	}
+	if w.Overflow {
+		if s, ok := pastRequest(es, mandatory, w.LatestRequest, cfg.MaxTokens, in.Complete); ok {
+			start, w.Overflow = s, false
+		}
 	}
 	if start == 0 && n > 0 && !in.Complete {
 		w.NeedEarlier = true
@@ -283,6 +291,28 @@ func dropOrphans(es []WindowEntry, start int) int {
 		start, missing = closeInvariants(es, cut+1)
 	}
 	return start
+}
+
+// pastRequest returns where the window starts when the latest request is
+// the first message the notes do not cover and is itself what overflows the
+// window (a pasted log): just after it, so the summary quotes it (bounded,
+// naming its record, see QuoteMaxTokens) and every message after it is
+// kept. ok is false when messages before the request are uncovered too or
+// the messages after it do not fit either.
+func pastRequest(es []WindowEntry, mandatory, request int, max int64, complete bool) (int, bool) {
+	if request < mandatory {
+		return 0, false
+	}
+	for i := mandatory; i < request; i++ {
+		if es[i].main() {
+			return 0, false
+		}
+	}
+	c, missing := closeInvariants(es, request+1)
+	if c <= request || (missing && complete) || Padded(suffixEstimate(es, c)) > max {
+		return 0, false
+	}
+	return c, true
 }
 
 // quoted returns the user messages before start that the summary must

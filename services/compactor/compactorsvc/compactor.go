@@ -146,6 +146,7 @@ func (c *Compactor) Compact(ctx context.Context, tenant, session string, r event
 	if !reply.Served && !r.Preview {
 		reply = c.fallback(ctx, tenant, session, s, reply)
 	}
+	c.checkServed(ctx, tenant, session, reply)
 	reply.DurationUS = time.Since(start).Microseconds()
 
 	span.SetAttributes(attribute.String("recall.outcome", reply.Outcome), attribute.Int("recall.kept", reply.KeptCount),
