@@ -184,6 +184,53 @@ func Ensure(ctx context.Context, js jetstream.JetStream, c Config) error {
 			return err
 		}
 	}
+	for _, oc := range ObjectStores(c) {
+		cctx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+		err := ensureObjectStore(cctx, js, oc)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ObjectStores returns the Object Store bucket configurations Ensure
+// creates: the claim-check bodies, kept as long as the transcript records
+// that reference them.
+func ObjectStores(c Config) []jetstream.ObjectStoreConfig {
+	c = c.withDefaults()
+	return []jetstream.ObjectStoreConfig{
+		{Bucket: events.BucketBlobs, Description: "bodies of transcript events too large for one record (claim check)",
+			TTL: c.TranscriptMaxAge, Storage: c.storage(), Replicas: c.Replicas},
+	}
+}
+
+// ensureObjectStore creates an Object Store bucket or updates its max age
+// and replicas.
+func ensureObjectStore(ctx context.Context, js jetstream.JetStream, want jetstream.ObjectStoreConfig) error {
+	_, err := js.CreateObjectStore(ctx, want)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, jetstream.ErrBucketExists) && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return fmt.Errorf("creating object store %s: %w", want.Bucket, err)
+	}
+	s, err := js.Stream(ctx, "OBJ_"+want.Bucket)
+	if err != nil {
+		return fmt.Errorf("reading object store %s: %w", want.Bucket, err)
+	}
+	have := s.CachedInfo().Config
+	if have.Storage != want.Storage {
+		return fmt.Errorf("object store %s uses %s storage but the configuration says %s (RECALL_MEMORY_STORAGE): %w; set it back, or back up and delete it (nats object rm %s)",
+			want.Bucket, have.Storage, want.Storage, ErrIncompatible, want.Bucket)
+	}
+	if have.MaxAge == want.TTL && have.Replicas == want.Replicas {
+		return nil
+	}
+	if _, err := js.UpdateObjectStore(ctx, want); err != nil {
+		return fmt.Errorf("updating object store %s: %w", want.Bucket, err)
+	}
 	return nil
 }
 
@@ -301,7 +348,7 @@ func EnsureRetry(ctx context.Context, js jetstream.JetStream, c Config, log *slo
 }
 
 // Names returns the stream names of every stream and bucket Ensure creates
-// (a bucket B is stream KV_B).
+// (a KV bucket B is stream KV_B, an Object Store bucket O is OBJ_O).
 func Names(c Config) []string {
 	var names []string
 	for _, sc := range Streams(c) {
@@ -309,6 +356,9 @@ func Names(c Config) []string {
 	}
 	for _, kc := range Buckets(c) {
 		names = append(names, "KV_"+kc.Bucket)
+	}
+	for _, oc := range ObjectStores(c) {
+		names = append(names, "OBJ_"+oc.Bucket)
 	}
 	return names
 }

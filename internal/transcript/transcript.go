@@ -3,6 +3,11 @@
 // stream is never scanned, so a read costs what it returns, however large the
 // stream is.
 //
+// A record too large for one message is stored as a stub whose claim check
+// (events.ExtBlob) names its body in events.BucketBlobs; Reader resolves
+// stubs, so its callers see whole records. Decode alone does not: it
+// returns the stub with its preview data and ClaimCheck set.
+//
 // Direct Get may be served by any replica and is not read-after-write
 // consistent on clustered streams; callers that need a record they just
 // stored should retry until it is visible.
@@ -14,10 +19,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
@@ -36,6 +43,10 @@ type Record struct {
 	Compacted  *events.SessionCompacted
 	Ended      *events.SessionEnded
 	Started    *events.SessionStarted
+	// ClaimCheck is set on a stub whose body was not resolved (Decode, a
+	// Reader from Stubs, or a body that aged out): Event's data and the
+	// decoded fields above hold the preview.
+	ClaimCheck *events.ClaimCheck
 }
 
 // Type is the record's CloudEvents type.
@@ -53,11 +64,25 @@ type Reader struct {
 	nc     *nats.Conn
 	stream string
 	batch  int
+	stubs  bool // leave claim-checked records unresolved
+	blobs  *atomic.Pointer[jetstream.ObjectStore]
 }
 
-// NewReader returns a reader of events.StreamTranscript over nc.
+// NewReader returns a reader of events.StreamTranscript over nc. It
+// resolves claim-checked records (see Resolve): one object fetch per stub,
+// while the scan holds that record only.
 func NewReader(nc *nats.Conn) *Reader {
-	return &Reader{nc: nc, stream: events.StreamTranscript, batch: DefaultBatch}
+	return &Reader{nc: nc, stream: events.StreamTranscript, batch: DefaultBatch, blobs: new(atomic.Pointer[jetstream.ObjectStore])}
+}
+
+// Stubs returns a reader that leaves claim-checked records as stubs (their
+// preview data, ClaimCheck set, its token estimate in ClaimCheck.Tokens):
+// for callers that need only a record's metadata and must not fetch large
+// bodies.
+func (r *Reader) Stubs() *Reader {
+	c := *r
+	c.stubs = true
+	return &c
 }
 
 type directGetRequest struct {
@@ -79,7 +104,9 @@ func (r *Reader) Read(ctx context.Context, tenant, session string, from, to uint
 }
 
 // Scan calls fn for each record of the session with from <= seq <= to (to == 0:
-// to the end) in order, until fn returns false.
+// to the end) in order, until fn returns false. Claim-checked records are
+// resolved one at a time, before fn sees them (unless the reader is from
+// Stubs); a failed resolution ends the scan with its error.
 func (r *Reader) Scan(ctx context.Context, tenant, session string, from, to uint64, fn func(Record) bool) error {
 	subject := events.TranscriptSubject(tenant, session)
 	var decodeErr error
@@ -90,6 +117,11 @@ func (r *Reader) Scan(ctx context.Context, tenant, session string, from, to uint
 			return false
 		}
 		rec.Seq, rec.Subject, rec.Time = m.Seq, m.Subject, m.Time
+		if rec.ClaimCheck != nil && !r.stubs {
+			if decodeErr = r.Resolve(ctx, &rec); decodeErr != nil {
+				return false
+			}
+		}
 		return fn(rec)
 	})
 	if decodeErr != nil {
@@ -218,12 +250,30 @@ func (r *Reader) LastSeq(ctx context.Context, tenant, session string) (uint64, e
 }
 
 // Decode turns a stored message (headers and body) into a Record without its
-// stream position.
+// stream position. A claim-checked record decodes as its stub: ClaimCheck is
+// set and the data is the preview (Reader.Resolve fetches the rest).
 func Decode(h nats.Header, data []byte) (Record, error) {
 	e, err := natsce.Decode(h, data)
 	if err != nil {
 		return Record{}, err
 	}
+	rec, err := decodeEvent(e, data)
+	if err != nil {
+		return Record{}, err
+	}
+	cc, ok, err := events.ClaimCheckOf(&e)
+	if err != nil {
+		return Record{}, fmt.Errorf("reading the claim check: %w", err)
+	}
+	if ok {
+		rec.ClaimCheck = &cc
+	}
+	return rec, nil
+}
+
+// decodeEvent decodes e's data (data) by its type.
+func decodeEvent(e event.Event, data []byte) (Record, error) {
+	var err error
 	rec := Record{Event: e}
 	switch e.Type() {
 	case events.TypeMessage:

@@ -37,6 +37,7 @@ type item struct {
 // safe for concurrent use.
 type Ingester struct {
 	js             Publisher
+	claim          *claimChecker // nil: no claim check
 	maxEventBytes  int
 	publishTimeout time.Duration
 
@@ -68,6 +69,15 @@ func NewIngester(js Publisher, maxEventBytes int, publishTimeout time.Duration) 
 		"unauthenticated", "unsupported_media_type", "invalid_body", "body_too_large", "batch_too_large",
 		"busy", "body_timeout")
 	return in
+}
+
+// UseClaimCheck makes in store an event whose transcript record would be
+// over inlineBytes by claim check: its body goes to store (the
+// events.BucketBlobs Object Store) and the record is a stub naming it.
+// Without it such events are published whole (and refused by the server
+// when over its max_payload). Call it before in serves requests.
+func (in *Ingester) UseClaimCheck(store BlobStore, inlineBytes int) {
+	in.claim = &claimChecker{store: store, inline: inlineBytes, timeout: in.publishTimeout}
 }
 
 func attrSets(key string, values ...string) map[string]metric.AddOption {
@@ -118,6 +128,9 @@ type pending struct {
 	// first wait that blocks); expired once it fired.
 	timer   *time.Timer
 	expired bool
+	// stopped holds the sessions (transcript subjects) whose claim check
+	// failed: their later events in the request are not attempted.
+	stopped map[string]bool
 }
 
 // errNotAttempted is the result error of an event not published because
@@ -153,7 +166,10 @@ func (p *pending) send(i int, m *nats.Msg) {
 // submit validates every item for tenant and publishes the valid ones
 // asynchronously, in order. session, when not empty, is the session the
 // events must belong to (NATS requests carry it in their subject); an event
-// without a subject gets it.
+// without a subject gets it. An event over the claim check's inline size
+// has its body stored first (synchronously, in request order); when that
+// fails it is refused with 503 and its session's later events in the
+// request are not attempted.
 func (in *Ingester) submit(ctx context.Context, tenant, session string, items []item) *pending {
 	p := &pending{in: in, results: make([]EventResult, len(items)), futures: make([]jetstream.PubAckFuture, len(items)), started: time.Now()}
 	if len(items) > 1 {
@@ -163,58 +179,94 @@ func (in *Ingester) submit(ctx context.Context, tenant, session string, items []
 	// not carry its own: computed once per request.
 	reqHeader := nats.Header{}
 	natsce.Inject(ctx, reqHeader)
-	reqSpan := trace.SpanFromContext(ctx).SpanContext()
 	for i := range items {
-		it := &items[i]
-		if it.err != nil {
-			p.results[i] = rejection(i, it.id, it.err)
-			continue
-		}
-		if session != "" {
-			switch it.ev.Subject() {
-			case "":
-				it.ev.SetSubject(session)
-			case session:
-			default:
-				p.results[i] = rejection(i, it.ev.ID(), &events.FieldError{Field: "subject", Reason: fmt.Sprintf("%q does not match the session %q of the request subject", it.ev.Subject(), session)})
-				continue
-			}
-		}
-		s, err := events.ValidateIngest(it.ev, tenant)
+		s, err := in.validate(tenant, session, &items[i])
 		if err != nil {
-			p.results[i] = rejection(i, it.ev.ID(), err)
+			p.results[i] = rejection(i, items[i].id, err)
 			continue
 		}
-		if s.Event.DataContentType() == "" {
-			s.Event.SetDataContentType(event.ApplicationJSON)
+		subject := events.TranscriptSubject(tenant, s.Session)
+		if p.stopped[subject] {
+			p.results[i] = EventResult{Index: i, ID: s.Event.ID(), Status: http.StatusServiceUnavailable, Error: errNotAttempted.Error()}
+			continue
 		}
-		m := natsce.NewMsg(events.TranscriptSubject(tenant, s.Session), &s.Event)
+		m, err := in.claim.check(ctx, tenant, s, natsce.NewMsg(subject, &s.Event))
+		if err != nil {
+			p.results[i] = claimFailure(i, s.Event.ID(), err)
+			if errors.Is(err, errBlobNotStored) {
+				p.stop(subject)
+			}
+			continue
+		}
 		m.Header[jetstream.MsgIDHeader] = []string{events.DedupID(tenant, s.Event.ID())}
-		if tp, _ := s.Event.Extensions()[events.ExtTraceParent].(string); tp != "" {
-			// The event has its own trace: continue it, linked to the request.
-			ectx := natsce.ExtractEvent(context.Background(), &s.Event)
-			opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer),
-				trace.WithAttributes(attribute.String("cloudevents.event_id", s.Event.ID()), attribute.String("recall.session", s.Session))}
-			if reqSpan.IsValid() {
-				opts = append(opts, trace.WithLinks(trace.Link{SpanContext: reqSpan}))
-			}
-			ectx, span := in.tracer.Start(ectx, "publish "+events.SubjectTranscriptRoot, opts...)
-			natsce.Inject(ectx, m.Header)
-			if p.spans == nil {
-				p.spans = make([]trace.Span, len(items))
-			}
-			p.spans[i] = span
-		} else {
-			for k, v := range reqHeader {
-				m.Header[k] = v
-			}
-		}
+		in.traceEvent(ctx, p, i, s, m, reqHeader, len(items))
 		p.enqueue(i, m, s.Event.ID())
 	}
 	if f := in.afterSubmit.Load(); f != nil {
 		(*f)()
 	}
 	return p
+}
+
+// validate checks an item for tenant (and session, when not empty) and
+// returns the event to store; on error it.id names the event.
+func (in *Ingester) validate(tenant, session string, it *item) (*events.Session, error) {
+	if it.err != nil {
+		return nil, it.err
+	}
+	it.id = it.ev.ID()
+	if session != "" {
+		switch it.ev.Subject() {
+		case "":
+			it.ev.SetSubject(session)
+		case session:
+		default:
+			return nil, &events.FieldError{Field: "subject", Reason: fmt.Sprintf("%q does not match the session %q of the request subject", it.ev.Subject(), session)}
+		}
+	}
+	s, err := events.ValidateIngest(it.ev, tenant)
+	if err != nil {
+		return nil, err
+	}
+	if name, ok := events.HasClaimCheckAttribute(&s.Event); ok {
+		return nil, &events.FieldError{Field: name, Reason: "set by Recall only (claim check of large events)"}
+	}
+	if s.Event.DataContentType() == "" {
+		s.Event.SetDataContentType(event.ApplicationJSON)
+	}
+	return s, nil
+}
+
+// traceEvent injects the trace context into m: the event's own trace,
+// continued in a producer span linked to the request, or the request's.
+func (in *Ingester) traceEvent(ctx context.Context, p *pending, i int, s *events.Session, m *nats.Msg, reqHeader nats.Header, n int) {
+	tp, _ := s.Event.Extensions()[events.ExtTraceParent].(string)
+	if tp == "" {
+		for k, v := range reqHeader {
+			m.Header[k] = v
+		}
+		return
+	}
+	ectx := natsce.ExtractEvent(context.Background(), &s.Event)
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("cloudevents.event_id", s.Event.ID()), attribute.String("recall.session", s.Session))}
+	if reqSpan := trace.SpanFromContext(ctx).SpanContext(); reqSpan.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: reqSpan}))
+	}
+	ectx, span := in.tracer.Start(ectx, "publish "+events.SubjectTranscriptRoot, opts...)
+	natsce.Inject(ectx, m.Header)
+	if p.spans == nil {
+		p.spans = make([]trace.Span, n)
+	}
+	p.spans[i] = span
+}
+
+// stop marks subject's session as stopped for the rest of the request.
+func (p *pending) stop(subject string) {
+	if p.stopped == nil {
+		p.stopped = map[string]bool{}
+	}
+	p.stopped[subject] = true
 }
 
 // errAckTimeout is the result error of an event whose acknowledgement did

@@ -105,6 +105,15 @@ func rejection(index int, id string, err error) EventResult {
 	return r
 }
 
+// claimFailure is the result of an event whose claim check failed: 413
+// when its attributes alone are too large, else 503 (retry).
+func claimFailure(index int, id string, err error) EventResult {
+	if errors.Is(err, errStubTooLarge) {
+		return EventResult{Index: index, ID: id, Status: http.StatusRequestEntityTooLarge, Error: err.Error()}
+	}
+	return EventResult{Index: index, ID: id, Status: http.StatusServiceUnavailable, Error: err.Error()}
+}
+
 // reasonOf is the recall_ingest_rejections_total reason of a result status.
 func reasonOf(status int) string {
 	switch status {

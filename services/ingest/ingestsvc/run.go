@@ -80,6 +80,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 	limits := Limits{MaxEventBytes: cfg.MaxEventBytes, MaxBatchEvents: cfg.MaxBatchEvents, MaxBodyBytes: cfg.MaxBodyBytes,
 		BodyTimeout: cfg.BodyTimeout, gate: newBodyGate(cfg.MaxBodies)}
 	in := NewIngester(s.js, cfg.MaxEventBytes, cfg.PublishTimeout)
+	blobs, err := s.js.ObjectStore(ctx, events.BucketBlobs)
+	if err != nil {
+		s.nc.Close()
+		return nil, fmt.Errorf("opening object store %s: %w", events.BucketBlobs, err)
+	}
+	// Headroom for the headers ingest adds (dedup id, trace context).
+	in.UseClaimCheck(blobs, min(cfg.InlineBytes, int(s.nc.MaxPayload())-64<<10))
 	s.in = in
 
 	s.apiNC, err = natsconn.Connect(cfg.NATS, "recall-ingest-api")
