@@ -44,6 +44,9 @@ func hostileMessage(i, p int) *events.Message {
 		m.Content = events.Content{text, {Type: events.BlockText, Text: "  \n"}, {Type: events.BlockToolUse, ID: id(p), Name: "Edit", Input: json.RawMessage(`{"file_path":"a.go"}`)}}
 	case 3:
 		m.Content = events.Content{{Type: events.BlockThinking, Thinking: "considering"}, text}
+		if p%20 == 13 { // a signed thinking-only record, as Claude Code writes them
+			m.Content = events.Content{{Type: events.BlockThinking, Thinking: "considering", Signature: "sig"}}
+		}
 	case 4:
 		m.Role = events.RoleUser
 		m.Content = events.Content{{Type: events.BlockThinking, Thinking: "x", Signature: "s"}, text}
@@ -85,7 +88,8 @@ func servedContext(es []memory.WindowEntry, summarized int, clear bool) []*event
 	}
 	var cleared []events.ClearedBlock
 	if clear {
-		cp := memory.PlanContextEdits(memory.ContextEditInput{Entries: kept, Tokens: 1 << 30, Edits: memory.DefaultContextEdits()})
+		edits := []events.ContextEdit{{Type: events.EditClearThinking}, {Type: events.EditClearToolUses, ClearToolInputs: true}}
+		cp := memory.PlanContextEdits(memory.ContextEditInput{Entries: kept, Tokens: 1 << 30, Edits: edits})
 		cleared = cp.Clear
 	}
 	for _, e := range kept {
