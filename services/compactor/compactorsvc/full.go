@@ -3,6 +3,7 @@ package compactorsvc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -21,10 +22,12 @@ const fullCompactSystem = `You write the summary that replaces the earlier part 
 
 Write a dense, factual summary in markdown with these parts: the user's requests and intent (quote corrections and explicit instructions exactly); the current state of the work and the immediate next step; files and functions touched and why; commands run and what their output meant; errors met and how they were fixed; decisions made and approaches that failed. Keep exact names, paths, numbers and error messages. Do not invent anything that is not in the transcript. Reply with the summary only.`
 
-// fallback tries a full compaction with the LLM when the session-memory
-// path could not serve, full compaction is enabled and the session's
-// breaker is closed. It returns the reply to send: full_compact on success,
-// otherwise the original reply with the reason extended.
+// fallback tries a full compaction when the session-memory path could not
+// serve, full compaction is enabled and the session's breaker is closed. It
+// returns the reply to send: full_compact when the compaction is below both
+// the threshold and the current context, otherwise the original reply with
+// the reason extended. A refusal (nothing faithful fits) does not count as
+// a failure of the breaker.
 func (c *Compactor) fallback(ctx context.Context, tenant, session string, s settings, reply *events.CompactReply) *events.CompactReply {
 	if c.provider == nil {
 		return reply
@@ -37,76 +40,170 @@ func (c *Compactor) fallback(ctx context.Context, tenant, session string, s sett
 	ctx, span := tracer.Start(ctx, "full_compact")
 	defer span.End()
 	full, err := c.fullCompact(ctx, tenant, session, s, reply)
-	if err != nil {
+	var no refusal
+	switch {
+	case errors.As(err, &no):
+		reply.Reason += "; a full compaction is not served: " + no.reason
+		return reply
+	case err != nil:
 		c.breaker.fail(key)
 		c.log.WarnContext(ctx, "full compaction failed", "tenant", tenant, "session", session, "err", err)
 		reply.Reason += "; full compaction failed: " + err.Error()
 		return reply
 	}
 	c.breaker.succeed(key)
-	if full.TokensBefore > 0 && full.TokensAfter >= full.TokensBefore {
+	switch {
+	case full.TokensBefore > 0 && full.TokensAfter >= full.TokensBefore:
 		// A summary as long as the context it replaces helps no one: the
 		// platform keeps its context.
 		reply.Reason += fmt.Sprintf("; a full compaction would not reduce it either (%d tokens, no fewer than %d)", full.TokensAfter, full.TokensBefore)
+		return reply
+	case full.TokensAfter >= s.threshold:
+		reply.Reason += fmt.Sprintf("; a full compaction would still hold %d tokens, at or over the auto-compact threshold of %d", full.TokensAfter, s.threshold)
 		return reply
 	}
 	return full
 }
 
-// fullCompact summarizes the platform's current context with the LLM: the
-// session notes (the summary the context already holds), the records the
-// last compaction kept and every record the notes do not cover, and what
-// followed the last boundary, up to the latest user request. The latest
-// request and what follows it are kept verbatim (quoted in the summary
-// instead when they exceed the keep window's maximum).
+// refusal is a full compaction that is not served because nothing faithful
+// fits: not a failure of the provider.
+type refusal struct{ reason string }
+
+func (r refusal) Error() string { return r.reason }
+
+// fullInput is what a full compaction summarizes and keeps.
+type fullInput struct {
+	notes   string // "" when there are none (or only the empty template)
+	h       *history
+	es      []memory.WindowEntry
+	from    int // the first record to summarize
+	w       memory.Window
+	quoted  []*events.Message
+	ref     string
+	context int64 // tokens before
+}
+
+// fullCompact summarizes the platform's current context: the session notes
+// (the summary the context already holds), the records the last compaction
+// kept and every record the notes do not cover, and what followed the last
+// boundary, up to the latest user request. The latest request and what
+// follows it are kept verbatim (quoted in the summary instead when they
+// exceed the keep window's maximum). The served summary always holds the
+// notes (section-truncated); the offline provider's summary is built
+// structurally (structuralSummary), a model's follows them.
 func (c *Compactor) fullCompact(ctx context.Context, tenant, session string, s settings, prev *events.CompactReply) (*events.CompactReply, error) {
-	notes, err := c.currentNotes(ctx, tenant, session)
+	in, err := c.fullInput(ctx, tenant, session, s, prev)
 	if err != nil {
 		return nil, err
+	}
+	var summary string
+	if c.provider.Name() == llm.KindOffline {
+		summary, err = structuralSummary(in, s.threshold)
+	} else {
+		summary, err = c.modelSummary(ctx, in)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c.fullReply(s, prev, in, memory.FullCompactText(summary, in.ref, in.quoted)), nil
+}
+
+// fullInput reads what a full compaction summarizes and keeps.
+func (c *Compactor) fullInput(ctx context.Context, tenant, session string, s settings, prev *events.CompactReply) (fullInput, error) {
+	notes, err := c.currentNotes(ctx, tenant, session)
+	if err != nil {
+		return fullInput{}, err
 	}
 	h, err := c.readEnd(ctx, tenant, session)
 	if err != nil {
-		return nil, err
+		return fullInput{}, err
 	}
 	from, err := h.contextStart(ctx, prev.LastSummarizedID)
 	if err != nil {
-		return nil, err
+		return fullInput{}, err
 	}
 	es := h.entries()
 	w := keepFromRequest(es, s.window.MaxTokens)
 	// The notes may cover the latest request and what follows it (a short
 	// session, or one summarized to its end): those records are kept
 	// verbatim anyway, and only the notes are summarized.
-	from = min(from, w.Start)
-	conv := renderConversation(es[from:w.Start], notes, c.cfg.FullCompactMaxChars)
+	in := fullInput{notes: notes, h: h, es: es, from: min(from, w.Start), w: w, context: s.context,
+		ref: "transcript " + events.TranscriptSubject(tenant, session)}
+	if in.context <= 0 {
+		in.context = memory.ContextEstimate(es, w.Floor)
+	}
+	for _, i := range w.Quoted {
+		in.quoted = append(in.quoted, es[i].Message)
+	}
+	return in, nil
+}
+
+// structuralSummary is the summary of a full compaction without a model:
+// the notes and the records they do not cover condensed
+// (memory.CondenseRecords), sized so that the compaction ends below the
+// threshold and below the current context. It refuses when nothing
+// faithful fits.
+func structuralSummary(in fullInput, threshold int64) (string, error) {
+	limit := threshold
+	if in.context > 0 {
+		limit = min(limit, in.context)
+	}
+	room := limit - 1 - in.w.Tokens // padded tokens left for the summary message
+	budget := (room-1)*3/4 - memory.EstimateText(memory.FullCompactText("", in.ref, in.quoted)) - 4
+	if budget <= 0 {
+		return "", refusal{fmt.Sprintf("the messages kept from the latest request on hold about %d tokens, which leaves no room for a summary below %d", in.w.Tokens, limit)}
+	}
+	msgs := make([]*events.Message, 0, in.w.Start-in.from)
+	for i := in.from; i < in.w.Start; i++ {
+		msgs = append(msgs, in.es[i].Message)
+	}
+	summary, ok := memory.CondenseRecords(in.notes, msgs, budget)
+	if !ok && in.notes == "" {
+		return "", refusal{"there are no notes and no messages to summarize before the latest request"}
+	}
+	if !ok {
+		return "", refusal{fmt.Sprintf("the notes alone (about %d tokens) do not fit in the %d tokens left for a summary below %d", memory.EstimateText(in.notes), budget, limit)}
+	}
+	return summary, nil
+}
+
+// modelSummary asks the provider to summarize the notes and the records
+// they do not cover; the served summary is the notes (section-truncated)
+// followed by the model's text, so a reply never drops the notes.
+func (c *Compactor) modelSummary(ctx context.Context, in fullInput) (string, error) {
+	conv := renderConversation(in.es[in.from:in.w.Start], in.notes, c.cfg.FullCompactMaxChars)
 	if conv == "" {
-		return nil, fmt.Errorf("nothing to summarize before the latest request")
+		return "", fmt.Errorf("nothing to summarize before the latest request")
+	}
+	ask := "Summarize this conversation transcript:\n\n"
+	if in.notes != "" {
+		ask = "Summarize this conversation transcript. The earlier summary is kept word for word beside yours: do not repeat it, summarize what the transcript adds to it.\n\n"
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.FullCompactTimeout)
 	defer cancel()
 	resp, err := c.provider.Complete(cctx, llm.Request{
 		System:     fullCompactSystem,
-		Messages:   []events.Message{{Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: "Summarize this conversation transcript:\n\n" + conv}}}},
+		Messages:   []events.Message{{Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: ask + conv}}}},
 		MaxTokens:  8192,
 		CacheAfter: -1,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("calling %s: %w", c.provider.Name(), err)
+		return "", fmt.Errorf("calling %s: %w", c.provider.Name(), err)
 	}
-	if strings.TrimSpace(resp.Text) == "" {
-		return nil, fmt.Errorf("%s returned no summary text", c.provider.Name())
+	text := strings.TrimSpace(resp.Text)
+	if text == "" {
+		return "", fmt.Errorf("%s returned no summary text", c.provider.Name())
 	}
-	quoted := make([]*events.Message, 0, len(w.Quoted))
-	for _, i := range w.Quoted {
-		quoted = append(quoted, es[i].Message)
+	if in.notes == "" {
+		return text, nil
 	}
-	summary := memory.FullCompactText(resp.Text, "transcript "+events.TranscriptSubject(tenant, session), quoted)
-	return c.fullReply(s, prev, h, w, summary), nil
+	notes, _ := memory.TruncateForCompact(in.notes, c.cfg.SectionMaxChars)
+	return strings.TrimSpace(notes) + "\n\nSince these notes were last updated (summarized by " + c.provider.Model() + "):\n\n" + text, nil
 }
 
 // fullReply builds the served reply of a full compaction.
-func (c *Compactor) fullReply(s settings, prev *events.CompactReply, h *history, w memory.Window, summary string) *events.CompactReply {
-	es := h.entries()
+func (c *Compactor) fullReply(s settings, prev *events.CompactReply, in fullInput, summary string) *events.CompactReply {
+	h, w := in.h, in.w
 	reply := &events.CompactReply{
 		Outcome:           memory.OutcomeFullCompact,
 		Served:            true,
@@ -117,10 +214,7 @@ func (c *Compactor) fullReply(s settings, prev *events.CompactReply, h *history,
 		MemoryRevision:    prev.MemoryRevision,
 		Threshold:         s.threshold,
 		WaitedMS:          prev.WaitedMS,
-		TokensBefore:      s.context,
-	}
-	if reply.TokensBefore <= 0 {
-		reply.TokensBefore = memory.ContextEstimate(es, w.Floor)
+		TokensBefore:      in.context,
 	}
 	reply.TokensAfter = memory.Padded(memory.EstimateText(summary)) + w.Tokens
 	if len(h.recs) > 0 {
