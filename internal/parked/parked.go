@@ -1,7 +1,8 @@
-// Package parked keeps extraction requests that failed permanently in
-// RECALL_PARKED — the request, why it failed, how often it was tried — and
-// replays them onto the work queue. The extractor parks; the CLI and the
-// operator console list and replay.
+// Package parked keeps work that failed permanently — the request, why it
+// failed, how often it was tried — and replays it onto its work queue:
+// extraction requests in RECALL_PARKED (the extractor parks), long-term
+// memory commits in RECALL_LTM_STATE (Commit; the long-term memory service
+// parks). The CLI and the operator console list and replay both.
 package parked
 
 import (

@@ -72,6 +72,10 @@ func (c *committer) explicit(ctx context.Context, tenant, session string) (any, 
 	defer cancel()
 	out, err := c.commit(ctx, commitJob{tenant: tenant, session: session, reason: events.CommitReasonExplicit})
 	switch {
+	case errors.Is(err, errFailed) && out != nil:
+		// Announced; the outcome says why, and the batch waits for the
+		// next commit.
+		return out, nil
 	case errors.Is(err, errNoUser):
 		return nil, microapi.Fail(422, "session %s: %v", session, err)
 	case errors.Is(err, errNothingNew):

@@ -46,6 +46,9 @@ var (
 	errNothingNew = errors.New("nothing new since the last commit")
 	// errPolicy marks a policy the registry rejects.
 	errPolicy = errors.New("invalid memory policy")
+	// errFailed marks a commit whose extraction or writes failed; it was
+	// announced, and its batch is left for another attempt.
+	errFailed = errors.New("commit failed")
 )
 
 // commitJob is one commit to run.
@@ -55,8 +58,13 @@ type commitJob struct {
 	upTo uint64
 }
 
-// commit runs job and returns its outcome; a failed extraction is an
-// outcome (announced, the batch left for the next commit), not an error.
+// commit runs job in consecutive parts until the session is committed up
+// to job.upTo: each part is the batch that fits RECALL_LONGTERM_MAX_BATCH_CHARS
+// (the oldest messages first), committed — documents, then the commit
+// record, which advances only over the messages the model saw — and
+// announced on its own. It returns the parts merged. A part that fails is
+// announced and ends the run with errFailed (the outcome says why); the
+// commit record stays before it, so the next attempt starts there.
 func (c *committer) commit(ctx context.Context, job commitJob) (*events.MemoryCommitted, error) {
 	started, err := c.started(ctx, job.tenant, job.session)
 	if err != nil {
@@ -65,28 +73,51 @@ func (c *committer) commit(ctx context.Context, job commitJob) (*events.MemoryCo
 	if started == nil || started.UserID == "" {
 		return nil, errNoUser
 	}
+	if job.upTo == 0 {
+		if job.upTo, err = c.reader.LastSeq(ctx, job.tenant, job.session); err != nil {
+			return nil, err
+		}
+	}
+	var total *events.MemoryCommitted
+	for {
+		out, more, err := c.commitPart(ctx, job, started)
+		if total != nil && errors.Is(err, errNothingNew) {
+			return total, nil // another commit ran the rest
+		}
+		total = merged(total, out)
+		if err != nil || !more {
+			return total, err
+		}
+	}
+}
+
+// commitPart runs one part of a commit under the user's lock, lease and a
+// concurrency slot; more says the session has records past the part.
+func (c *committer) commitPart(ctx context.Context, job commitJob, started *events.SessionStarted) (*events.MemoryCommitted, bool, error) {
 	user := started.UserID
 	unlock, err := c.locks.Lock(ctx, job.tenant+"."+user)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer unlock()
 	release, err := keylock.Lease(ctx, c.state, "leases."+job.tenant+"."+user, c.holder, c.cfg.Timeout+30*time.Second)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer release()
 	select {
 	case c.slots <- struct{}{}:
 		defer func() { <-c.slots }()
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, false, ctx.Err()
 	}
 	return c.commitLocked(ctx, job, started)
 }
 
-// commitLocked runs the commit; the caller holds the user's lease.
-func (c *committer) commitLocked(ctx context.Context, job commitJob, started *events.SessionStarted) (*events.MemoryCommitted, error) {
+// commitLocked commits the part of the batch after the commit record that
+// fits the budget; the caller holds the user's lease. A failed extraction
+// or write is announced and returned as errFailed with the outcome.
+func (c *committer) commitLocked(ctx context.Context, job commitJob, started *events.SessionStarted) (*events.MemoryCommitted, bool, error) {
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
@@ -94,36 +125,31 @@ func (c *committer) commitLocked(ctx context.Context, job commitJob, started *ev
 	defer span.End()
 	rec, rev, err := c.record(ctx, job.tenant, job.session)
 	if err != nil {
-		return nil, err
-	}
-	if job.upTo == 0 {
-		if job.upTo, err = c.reader.LastSeq(ctx, job.tenant, job.session); err != nil {
-			return nil, err
-		}
+		return nil, false, err
 	}
 	if job.upTo <= rec.LastSeq {
-		return nil, errNothingNew
+		return nil, false, errNothingNew
 	}
 	policy, reg, err := c.policy(job.tenant, started)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	user := started.UserID
-	batch, err := c.batch(ctx, job.tenant, job.session, rec.LastSeq+1, job.upTo)
+	part, err := c.batch(ctx, job.tenant, job.session, rec.LastSeq+1, job.upTo)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	out := &events.MemoryCommitted{Session: job.session, User: user, Reason: job.reason, FromSeq: rec.LastSeq + 1, ToSeq: job.upTo,
-		Messages: len(batch), Policy: policy, Written: []events.MemoryWrite{}, Skipped: []events.MemorySkip{}, Phases: []string{}}
+	out := &events.MemoryCommitted{Session: job.session, User: user, Reason: job.reason, FromSeq: rec.LastSeq + 1, ToSeq: part.end,
+		Messages: len(part.msgs), Policy: policy, Written: []events.MemoryWrite{}, Skipped: []events.MemorySkip{}, Phases: []string{}}
 	span.SetAttributes(attribute.String("recall.tenant", job.tenant), attribute.String("recall.session", job.session), attribute.String("recall.user", user))
-	out.AllowedPeers = memory.AllowedPeers(policy, user, batch)
+	out.AllowedPeers = memory.AllowedPeers(policy, user, part.msgs)
 	sp := &space{tenant: job.tenant, user: user, kv: c.ltm, reg: reg, docs: map[string]*doc{}}
-	err = c.extract(ctx, sp, reg.PlanPhases(policy, out.AllowedPeers), batch, out)
+	err = c.extract(ctx, sp, reg.PlanPhases(policy, out.AllowedPeers), part, out)
 	if err == nil {
 		err = sp.save(ctx, job.session, out)
 	}
 	if err == nil {
-		rec.Tenant, rec.Session, rec.User, rec.LastSeq, rec.At = job.tenant, job.session, user, job.upTo, time.Now().UTC()
+		rec.Tenant, rec.Session, rec.User, rec.LastSeq, rec.At = job.tenant, job.session, user, part.end, time.Now().UTC()
 		rec.Commits++
 		err = c.putRecord(ctx, rec, rev)
 	}
@@ -132,17 +158,18 @@ func (c *committer) commitLocked(ctx context.Context, job commitJob, started *ev
 	out.Success = err == nil
 	if err != nil {
 		out.Error = err.Error()
+		err = fmt.Errorf("%w: %w", errFailed, err)
 	}
 	c.announce(ctx, job.tenant, out)
 	c.m.committed(ctx, out)
-	return out, nil
+	return out, part.end < job.upTo, err
 }
 
 // extract runs the phases the plan allows: long-term extraction once over
 // the batch, then execution extraction (self only) when the batch has tool
 // work, with session skills inside it.
-func (c *committer) extract(ctx context.Context, sp *space, ph memory.Phases, batch []*events.Message, out *events.MemoryCommitted) error {
-	text := batchText(batch, c.cfg.MaxBatch)
+func (c *committer) extract(ctx context.Context, sp *space, ph memory.Phases, part batchPart, out *events.MemoryCommitted) error {
+	batch, text := part.msgs, batchText(part.texts)
 	if len(ph.LongTerm) > 0 {
 		out.Phases = append(out.Phases, memory.GroupLongTerm)
 		if err := c.runPhase(ctx, sp, phase{name: memory.GroupLongTerm, types: ph.LongTerm, allowSelf: ph.AllowSelf, peers: out.AllowedPeers}, batch, text, out); err != nil {
@@ -173,19 +200,19 @@ func hasToolWork(batch []*events.Message) bool {
 	return false
 }
 
-// started returns the session's dev.recall.session.started data (nil
-// when it has none among its first records).
+// started returns the session's dev.recall.session.started data, wherever
+// it is in the session (nil when it has none). The session is read in
+// bounded batches from its start and the read stops at the event.
 func (c *committer) started(ctx context.Context, tenant, session string) (*events.SessionStarted, error) {
-	recs, err := c.reader.Read(ctx, tenant, session, 1, 0, 32)
+	var found *events.SessionStarted
+	err := c.reader.Scan(ctx, tenant, session, 1, 0, func(r transcript.Record) bool {
+		found = r.Started
+		return found == nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("reading the start of %s: %w", session, err)
 	}
-	for _, r := range recs {
-		if r.Started != nil {
-			return r.Started, nil
-		}
-	}
-	return nil, nil
+	return found, nil
 }
 
 // policy is the session's policy, else the tenant's default, else self on
@@ -207,18 +234,6 @@ func (c *committer) policy(tenant string, started *events.SessionStarted) (event
 		return p, nil, fmt.Errorf("%w: %v", errPolicy, err)
 	}
 	return p, reg, nil
-}
-
-// batch reads the session's messages with from <= seq <= to.
-func (c *committer) batch(ctx context.Context, tenant, session string, from, to uint64) ([]*events.Message, error) {
-	var out []*events.Message
-	err := c.reader.Scan(ctx, tenant, session, from, to, func(r transcript.Record) bool {
-		if r.Message != nil {
-			out = append(out, r.Message)
-		}
-		return true
-	})
-	return out, err
 }
 
 // record reads the session's commit record (zero when none).
@@ -271,6 +286,7 @@ type metrics struct {
 	denied  metric.Int64Counter
 	tokens  metric.Int64Counter
 	queued  metric.Int64Counter
+	parked  metric.Int64Counter
 }
 
 func newMetrics() *metrics {
@@ -282,6 +298,7 @@ func newMetrics() *metrics {
 	m.denied, _ = meter.Int64Counter("recall_ltm_writes_denied_total", metric.WithDescription("tool calls the write guard refused"))
 	m.tokens, _ = meter.Int64Counter("recall_ltm_tokens_total", metric.WithDescription("LLM tokens spent on commits, by kind (input, output)"))
 	m.queued, _ = meter.Int64Counter("recall_ltm_commits_queued_total", metric.WithDescription("commit points queued on RECALL_COMMITS"))
+	m.parked, _ = meter.Int64Counter("recall_ltm_commits_parked_total", metric.WithDescription("queued commits parked after RECALL_LONGTERM_MAX_ATTEMPTS failed tries"))
 	return m
 }
 

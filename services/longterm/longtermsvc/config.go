@@ -31,6 +31,11 @@ type Config struct {
 	MaxTurns    int           `envconfig:"LONGTERM_MAX_TURNS" default:"6" desc:"most model calls per extraction phase (tool results go back to the model)"`
 	MaxBatch    int           `envconfig:"LONGTERM_MAX_BATCH_CHARS" default:"200000" desc:"most batch characters shown to the model (the newest kept)"`
 	CommitWait  time.Duration `envconfig:"LONGTERM_COMMIT_WAIT" default:"60s" desc:"how long an explicit commit waits for a running commit of the same user"`
+	// A queued commit that fails is tried again after RetryBackoff,
+	// doubling per try (at most 32 times it), and parked on its
+	// MaxAttempts-th try.
+	MaxAttempts  int           `envconfig:"LONGTERM_MAX_ATTEMPTS" default:"5" desc:"tries of a failing queued commit (model or storage errors) before it is parked"`
+	RetryBackoff time.Duration `envconfig:"LONGTERM_RETRY_BACKOFF" default:"10s" desc:"wait before the second try of a failed commit; doubles per try, at most 32 times it"`
 	// ID names the replica in the commit group; replicas share the
 	// RECALL_COMMITS partitions (RECALL_PARTITIONS of them) by user.
 	ID           string        `envconfig:"LONGTERM_ID" desc:"member id in the commit group (letters, digits, - _ = /); empty: <hostname>-<pid>"`
@@ -42,7 +47,8 @@ type Config struct {
 
 // LogValue masks secrets.
 func (c Config) LogValue() slog.Value {
-	return slog.GroupValue(slog.Any("nats", c.NATS), slog.Any("llm", c.LLMConfig), slog.String("model", c.Model), slog.Int("concurrency", c.Concurrency))
+	return slog.GroupValue(slog.Any("nats", c.NATS), slog.Any("llm", c.LLMConfig), slog.String("model", c.Model), slog.Int("concurrency", c.Concurrency),
+		slog.Int("max_attempts", c.MaxAttempts), slog.Duration("retry_backoff", c.RetryBackoff))
 }
 
 // invalidMember matches what a member id may not contain.
@@ -60,6 +66,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBatch <= 0 {
 		c.MaxBatch = 200000
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 5
+	}
+	if c.RetryBackoff <= 0 {
+		c.RetryBackoff = 10 * time.Second
 	}
 	if c.CommitWait <= 0 {
 		c.CommitWait = 60 * time.Second

@@ -362,37 +362,6 @@ func ltmSystemPrompt(user string, ph phase) string {
 	return b.String()
 }
 
-// batchText serializes the batch: each message with its index, role and
-// peer, tool calls and (hydrated, clipped) tool outputs; the newest
-// maxChars kept.
-func batchText(batch []*events.Message, maxChars int) string {
-	var parts []string
-	total := 0
-	for i := len(batch) - 1; i >= 0; i-- {
-		m := batch[i]
-		who := m.Role
-		if m.PeerID != "" {
-			who += " (peer " + m.PeerID + ")"
-		}
-		p := fmt.Sprintf("[%d] %s: %s", i, who, memory.MessagePassage(m))
-		if len(parts) == 0 && len(p) > maxChars {
-			// The newest message always goes; a paste or file longer than
-			// the whole budget goes by its beginning and end.
-			p, _ = memory.ClipText(p, maxChars/4)
-		}
-		if total+len(p) > maxChars && len(parts) > 0 {
-			parts = append(parts, fmt.Sprintf("(%d earlier messages left out)", i+1))
-			break
-		}
-		total += len(p)
-		parts = append(parts, p)
-	}
-	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
-		parts[i], parts[j] = parts[j], parts[i]
-	}
-	return "<batch>\n" + strings.Join(parts, "\n\n") + "\n</batch>"
-}
-
 func clip(s string, n int) string {
 	r := []rune(strings.TrimSpace(s))
 	if len(r) <= n {

@@ -87,24 +87,27 @@ func userKey(subject string) string {
 
 // handleQueued runs one queued commit. Outcomes that another attempt
 // cannot change (done, nothing new, no user, a refused policy) settle the
-// request; other errors leave it for a retry.
+// request; a failed commit is tried again after a backoff, and parked
+// (then settled) on its MaxAttempts-th delivery.
 func (c *committer) handleQueued(ctx context.Context, m *pcgroup.Msg) error {
-	tenant, _, _ := strings.Cut(userKey(m.Subject()), ".")
+	tenant, user, _ := strings.Cut(userKey(m.Subject()), ".")
 	var q events.CommitQueued
 	if err := json.Unmarshal(m.Data(), &q); err != nil || events.ValidateID(q.Session) != nil || events.ValidateID(tenant) != nil {
 		c.log.Warn("unreadable commit request dropped", "subject", m.Subject())
 		return m.Term("unreadable commit request")
 	}
 	ctx = natsce.Extract(ctx, m.Headers())
-	_, err := c.commit(ctx, commitJob{tenant: tenant, session: q.Session, reason: q.Reason, upTo: q.UpTo})
+	job := commitJob{tenant: tenant, session: q.Session, reason: q.Reason, upTo: q.UpTo}
+	_, err := c.commit(ctx, job)
 	switch {
 	case err == nil, errors.Is(err, errNothingNew), errors.Is(err, errNoUser):
 		return nil
 	case errors.Is(err, errPolicy):
 		c.log.Warn("commit refused", "tenant", tenant, "session", q.Session, "err", err)
 		return nil
-	default:
-		c.log.Warn("commit could not run; will retry", "tenant", tenant, "session", q.Session, "err", err)
-		return err
+	case ctx.Err() != nil:
+		// Stopping or handed off: the next owner gets the request.
+		return ctx.Err()
 	}
+	return c.retryOrPark(ctx, m, job, user, err)
 }

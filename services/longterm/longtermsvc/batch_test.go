@@ -1,0 +1,161 @@
+package longtermsvc
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/natstest"
+	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/transcript"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/events/natsce"
+)
+
+// transcriptFixture is a provisioned embedded server and a committer that
+// reads its transcript; add stores records of one session.
+type transcriptFixture struct {
+	js jetstream.JetStream
+	c  *committer
+	n  int
+}
+
+func newTranscriptFixture(t *testing.T, maxBatch int) *transcriptFixture {
+	t.Helper()
+	srv := natstest.Start(t)
+	nc, js := srv.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 2}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{MaxBatch: maxBatch}.withDefaults()
+	return &transcriptFixture{js: js, c: &committer{reader: transcript.NewReader(nc), cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+}
+
+// add stores an event of type typ with data in session s1 of acme and
+// returns its stream sequence.
+func (f *transcriptFixture) add(t *testing.T, typ string, data any) uint64 {
+	t.Helper()
+	f.n++
+	e := event.New()
+	e.SetID(fmt.Sprintf("s1-%d", f.n))
+	e.SetSource("/test")
+	e.SetType(typ)
+	e.SetSubject("s1")
+	e.SetExtension(events.ExtTenant, "acme")
+	_ = e.SetData(event.ApplicationJSON, data)
+	ack, err := f.js.PublishMsg(context.Background(), natsce.NewMsg(events.TranscriptSubject("acme", "s1"), &e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ack.Sequence
+}
+
+func said(text string) *events.Message {
+	return &events.Message{Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: text}}}
+}
+
+// TestBatchPartsCoverEveryMessage: a batch over the budget is cut into
+// consecutive parts, oldest first; each part fits the budget, and together
+// they cover every record once, so the commit record never passes over a
+// message the model did not see.
+func TestBatchPartsCoverEveryMessage(t *testing.T) {
+	f := newTranscriptFixture(t, 1000)
+	var last uint64
+	for i := range 12 {
+		last = f.add(t, events.TypeMessage, said(fmt.Sprintf("fact %02d %s", i, strings.Repeat("x", 280))))
+		if i == 5 {
+			last = f.add(t, events.TypeSessionCompacted, events.SessionCompacted{})
+		}
+	}
+	ctx := context.Background()
+	from, seen, parts := uint64(1), 0, 0
+	for from <= last {
+		part, err := f.c.batch(ctx, "acme", "s1", from, last)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := batchText(part.texts)
+		if len(text) > 1000+len("<batch>\n\n</batch>")+2*len(part.texts) || len(part.msgs) == 0 || part.end < from {
+			t.Fatalf("part from %d: %d messages, %d characters, ends at %d", from, len(part.msgs), len(text), part.end)
+		}
+		for i := range part.msgs {
+			if want := fmt.Sprintf("[%d] user: fact %02d", i, seen); !strings.Contains(text, want) {
+				t.Fatalf("part from %d lacks %q:\n%.300s", from, want, text)
+			}
+			seen++
+		}
+		from, parts = part.end+1, parts+1
+	}
+	if seen != 12 || parts < 4 {
+		t.Fatalf("%d parts covered %d messages, want every one of 12 in at least 4 parts", parts, seen)
+	}
+}
+
+// TestBatchClipsAMessageAloneOverTheBudget: a message longer than the whole
+// budget (a paste, a file) is a part of its own, cut to its beginning and
+// end; the messages after it go to the next part.
+func TestBatchClipsAMessageAloneOverTheBudget(t *testing.T) {
+	f := newTranscriptFixture(t, 10_000)
+	f.add(t, events.TypeMessage, said("I prefer tabs"))
+	paste := f.add(t, events.TypeMessage, said("START "+strings.Repeat("0123456789", 100_000)+" FINISH"))
+	last := f.add(t, events.TypeMessage, said("my name is Ada"))
+	ctx := context.Background()
+	first, err := f.c.batch(ctx, "acme", "s1", 1, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.msgs) != 1 || first.end != paste-1 {
+		t.Fatalf("first part: %d messages up to %d, want the one before the paste (up to %d)", len(first.msgs), first.end, paste-1)
+	}
+	second, err := f.c.batch(ctx, "acme", "s1", paste, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := batchText(second.texts)
+	if len(second.msgs) != 1 || second.end != paste || len(got) > 11_000 || !strings.Contains(got, "[0] user: START") ||
+		!strings.Contains(got, "FINISH") || !strings.Contains(got, "omitted by Recall") {
+		t.Fatalf("the paste's part: %d messages up to %d, %d characters: %.200s", len(second.msgs), second.end, len(got), got)
+	}
+}
+
+// TestStartedFoundPastTheFirstRecords: a session's start is found wherever
+// it is, not only among its first records; a session without one has no
+// user.
+func TestStartedFoundPastTheFirstRecords(t *testing.T) {
+	f := newTranscriptFixture(t, 0)
+	ctx := context.Background()
+	for i := range 40 {
+		f.add(t, events.TypeMessage, said(fmt.Sprintf("message %d", i)))
+	}
+	if got, err := f.c.started(ctx, "acme", "s1"); err != nil || got != nil {
+		t.Fatalf("a session without a start: %+v, %v", got, err)
+	}
+	f.add(t, events.TypeSessionStarted, events.SessionStarted{UserID: "u-7"})
+	got, err := f.c.started(ctx, "acme", "s1")
+	if err != nil || got == nil || got.UserID != "u-7" {
+		t.Fatalf("the start after record 40: %+v, %v", got, err)
+	}
+}
+
+// TestRetryDelayDoubles: the backoff of a failing commit starts at
+// RetryBackoff and doubles per delivery, at most 32 times it.
+func TestRetryDelayDoubles(t *testing.T) {
+	cfg := Config{RetryBackoff: time.Second}
+	for _, tc := range []struct {
+		delivered int
+		want      time.Duration
+	}{{0, time.Second}, {1, time.Second}, {2, 2 * time.Second}, {3, 4 * time.Second}, {6, 32 * time.Second}, {50, 32 * time.Second}} {
+		if got := cfg.retryDelay(tc.delivered); got != tc.want {
+			t.Errorf("retryDelay(%d) = %v, want %v", tc.delivered, got, tc.want)
+		}
+	}
+}
