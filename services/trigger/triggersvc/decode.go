@@ -3,6 +3,7 @@ package triggersvc
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -64,6 +65,13 @@ func decodeRecord(seq uint64, ts int64, h nats.Header, data []byte) (memory.Trig
 		rec, err := memory.DecodeTriggerMessage(seq, ts, data)
 		if err != nil {
 			return memory.TriggerRecord{}, fmt.Errorf("decoding message: %w", err)
+		}
+		// A claim-checked record's data is a preview: its stub carries the
+		// whole message's estimate, so the body is never fetched here.
+		if v := headerGet(h, "ce-"+events.ExtBlobTokens); v != "" {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+				rec.Estimate = n
+			}
 		}
 		return rec, nil
 	case events.TypeSessionCompacting:

@@ -46,7 +46,7 @@ type Trigger struct {
 	log     *slog.Logger
 	nc      *nats.Conn
 	js      jetstream.JetStream
-	reader  *transcript.Reader
+	reader  *transcript.Reader // stubs unresolved: the trigger reads record metadata only
 	tenants *tenantcfg.Store
 	tracer  trace.Tracer
 	m       *metrics
@@ -114,7 +114,7 @@ func New(nc *nats.Conn, cfg Config, tenants *tenantcfg.Store, log *slog.Logger) 
 	}
 	t := &Trigger{
 		cfg: cfg, base: cfg.Thresholds(), log: log, nc: nc, js: js,
-		reader: transcript.NewReader(nc), tenants: tenants, tracer: otel.Tracer("recall/trigger"),
+		reader: transcript.NewReader(nc).Stubs(), tenants: tenants, tracer: otel.Tracer("recall/trigger"),
 		lanes: map[*lane]struct{}{},
 	}
 	t.m = newMetrics()
