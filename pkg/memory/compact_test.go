@@ -204,3 +204,20 @@ func TestQuoteBounded(t *testing.T) {
 		t.Fatalf("served at %d tokens, over the threshold", p.TokensAfter)
 	}
 }
+
+// TestLatestRequestInAResultTurn: a platform that sends the user's next
+// words in the same message as the last tool results; those words are the
+// latest request, not an earlier one.
+func TestLatestRequestInAResultTurn(t *testing.T) {
+	es := []memory.WindowEntry{
+		{Seq: 1, Message: &events.Message{UUID: "u1", Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: "start the server on 8080"}}}},
+		{Seq: 2, Message: &events.Message{UUID: "a1", Role: events.RoleAssistant, Content: events.Content{{Type: events.BlockToolUse, ID: "t1", Name: "Bash", Input: []byte(`{}`)}}}},
+		{Seq: 3, Message: &events.Message{UUID: "u2", Role: events.RoleUser, Content: events.Content{
+			{Type: events.BlockToolResult, ToolUseID: "t1", Content: events.Content{{Type: events.BlockText, Text: "ok"}}},
+			{Type: events.BlockText, Text: "actually, use port 9090"}}}},
+	}
+	w := memory.SelectWindow(memory.WindowInput{Entries: es, Start: 3, Complete: true}, memory.WindowConfig{})
+	if w.LatestRequest != 2 {
+		t.Fatalf("latest request %d, want 2 (the words sent with the results)", w.LatestRequest)
+	}
+}

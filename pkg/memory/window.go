@@ -1,6 +1,10 @@
 package memory
 
-import "github.com/recallhq/recall/pkg/events"
+import (
+	"strings"
+
+	"github.com/recallhq/recall/pkg/events"
+)
 
 // Keep-window defaults of the reference's session-memory compaction.
 const (
@@ -300,8 +304,8 @@ func dropOrphans(es []WindowEntry, start int) int {
 // kept. ok is false when messages before the request are uncovered too or
 // the messages after it do not fit either.
 func pastRequest(es []WindowEntry, mandatory, request int, max int64, complete bool) (int, bool) {
-	if request < mandatory {
-		return 0, false
+	if request < mandatory || hasToolResult(es[request].Message.Content) {
+		return 0, false // a quote carries text only: results must be kept
 	}
 	for i := mandatory; i < request; i++ {
 		if es[i].main() {
@@ -427,15 +431,18 @@ func messageHasText(m *events.Message) bool {
 }
 
 // IsUserRequest reports whether m is a user request as compaction defines
-// it: a user message with a non-empty text block and no tool_result.
+// it: a user message with a non-blank text block. A message that also
+// carries tool results counts (a platform that sends the user's next words
+// in the same turn as the results of the last calls), so no later thing the
+// user said is passed over for an earlier request.
 func IsUserRequest(m *events.Message) bool {
-	if m.Role != events.RoleUser || !messageHasText(m) {
+	if m.Role != events.RoleUser {
 		return false
 	}
 	for i := range m.Content {
-		if m.Content[i].Type == events.BlockToolResult {
-			return false
+		if b := &m.Content[i]; b.Type == events.BlockText && strings.TrimSpace(b.Text) != "" {
+			return true
 		}
 	}
-	return true
+	return false
 }
