@@ -17,7 +17,7 @@ import (
 // Long-term memory from the command line (docs/long-term-memory.md).
 func init() {
 	register(command{"ltm", "show a user's long-term memory (show --user U [--types a,b] [--context]) or a document's revisions with diffs (history --user U --type T [--peer P])", runLTM})
-	register(command{"commit", "commit a session's batch to long-term memory now", runCommit})
+	register(command{"commit", "commit a session's batch to long-term memory now, or list / replay failed (parked) commits (--failed, --replay-failed)", runCommit})
 }
 
 func runLTM(ctx context.Context, args []string, stdout io.Writer) error {
@@ -78,11 +78,16 @@ func runLTM(ctx context.Context, args []string, stdout io.Writer) error {
 
 func runCommit(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("commit")
-	target := addSessionFlags(fs, "session id (required)", "tenant")
+	target := addSessionFlags(fs, "session id (required; a filter for --replay-failed)", "tenant (a filter for --replay-failed when set explicitly)")
 	timeout := fs.Duration("timeout", 4*time.Minute, "how long to wait")
 	asJSON := fs.Bool("json", false, "print JSON")
+	failed := fs.Bool("failed", false, "list parked (failed) long-term memory commits")
+	replay := fs.Bool("replay-failed", false, "re-queue parked commits (all, or those of --session / --tenant)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *failed || *replay {
+		return parkedCommits(ctx, fs, target, *failed, *replay, *asJSON, stdout)
 	}
 	if err := target.validate(true); err != nil {
 		return err
