@@ -248,6 +248,11 @@ func sendNATS(ctx context.Context, nc *nats.Conn, subject string, batch []event.
 	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	m, err := nc.RequestWithContext(rctx, subject, body)
+	if errors.Is(err, nats.ErrMaxPayload) {
+		// Retrying cannot help: large events (stored by claim check up to
+		// RECALL_INGEST_MAX_EVENT_BYTES) go over HTTP.
+		return nil, fmt.Errorf("a request of %d bytes is over the NATS server's max_payload (%d): replay with --http, or --batch 1", len(body), nc.MaxPayload())
+	}
 	if errors.Is(err, nats.ErrNoResponders) {
 		return nil, fmt.Errorf("%w: no ingest service answers on %s", errRetryable, subject)
 	}
