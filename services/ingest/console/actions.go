@@ -45,8 +45,9 @@ func (c *Console) preview(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(reply.Data)
 }
 
-// parked lists parked extraction requests: every tenant's for an operator
-// (or the one asked for), the tenant's own for a tenant token.
+// parked lists parked extraction requests ("parked") and parked long-term
+// memory commits ("commits"): every tenant's for an operator (or the one
+// asked for), the tenant's own for a tenant token.
 func (c *Console) parked(w http.ResponseWriter, r *http.Request) {
 	id, want, ok := c.scopeOf(w, r)
 	if !ok {
@@ -66,7 +67,18 @@ func (c *Console) parked(w http.ResponseWriter, r *http.Request) {
 			out = append(out, p)
 		}
 	}
-	writeJSON(w, map[string]any{"parked": out, "can_replay": id.Operator})
+	commits, err := parked.ListCommits(ctx, c.js)
+	if err != nil {
+		unavailable(w, err)
+		return
+	}
+	ours := []parked.Commit{}
+	for _, p := range commits {
+		if want == "" || p.Tenant == want {
+			ours = append(ours, p)
+		}
+	}
+	writeJSON(w, map[string]any{"parked": out, "commits": ours, "can_replay": id.Operator})
 }
 
 // replay re-queues parked requests (operators only): those of one session,
@@ -90,9 +102,15 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request) {
 	var f struct {
 		Tenant  string `json:"tenant"`
 		Session string `json:"session"`
+		// Kind is "extraction" (or empty) or "commit" (long-term memory).
+		Kind string `json:"kind"`
 	}
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&f); err != nil {
 		fail(w, http.StatusBadRequest, "body must be {\"tenant\": \"…\", \"session\": \"…\"}: "+err.Error())
+		return
+	}
+	if f.Kind != "" && f.Kind != "extraction" && f.Kind != "commit" {
+		fail(w, http.StatusBadRequest, "kind must be \"extraction\" (the default) or \"commit\"")
 		return
 	}
 	for name, v := range map[string]string{"tenant": f.Tenant, "session": f.Session} {
@@ -103,11 +121,18 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	n, err := parked.Replay(ctx, c.js, "console", parked.Filter{Tenant: f.Tenant, Session: f.Session})
+	filter := parked.Filter{Tenant: f.Tenant, Session: f.Session}
+	var n int
+	var err error
+	if f.Kind == "commit" {
+		n, err = parked.ReplayCommits(ctx, c.js, filter)
+	} else {
+		n, err = parked.Replay(ctx, c.js, "console", filter)
+	}
 	if err != nil {
 		unavailable(w, err)
 		return
 	}
-	c.cfg.Log.InfoContext(ctx, "parked extractions replayed from the console", "tenant", f.Tenant, "session", f.Session, "replayed", n)
+	c.cfg.Log.InfoContext(ctx, "parked work replayed from the console", "kind", f.Kind, "tenant", f.Tenant, "session", f.Session, "replayed", n)
 	writeJSON(w, map[string]int{"replayed": n})
 }

@@ -233,6 +233,45 @@ func TestConsoleParked(t *testing.T) {
 	}
 }
 
+// TestConsoleParkedCommits: parked long-term memory commits are listed
+// beside parked extractions (a tenant sees its own) and an operator
+// replays them by kind.
+func TestConsoleParkedCommits(t *testing.T) {
+	f := start(t)
+	ctx := context.Background()
+	state, err := f.js.KeyValue(ctx, events.BucketLTMState)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range []string{"acme", "beta"} {
+		p := &parked.Commit{Tenant: tenant, User: "u1", Session: "s1", Reason: events.CommitReasonSessionEnded, UpTo: 9, Error: "529", Attempts: 5, ParkedAt: time.Now()}
+		if err := parked.PutCommit(ctx, state, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got struct {
+		Parked  []parked.Parked
+		Commits []parked.Commit
+	}
+	if f.get(t, "GET", "/console/api/parked", "a", "", &got); len(got.Parked) != 0 || len(got.Commits) != 1 || got.Commits[0].Tenant != "acme" {
+		t.Fatalf("a tenant's parked commits: %+v", got)
+	}
+	if code := f.get(t, "POST", "/console/api/parked/replay", "op", `{"tenant":"acme","session":"s1","kind":"other"}`, nil); code != http.StatusBadRequest {
+		t.Fatalf("a replay of an unknown kind: %d", code)
+	}
+	var replayed struct{ Replayed int }
+	if code := f.get(t, "POST", "/console/api/parked/replay", "op", `{"tenant":"acme","session":"s1","kind":"commit"}`, &replayed); code != 200 || replayed.Replayed != 1 {
+		t.Fatalf("replay: %d %+v", code, replayed)
+	}
+	st, _ := f.js.Stream(ctx, events.StreamCommits)
+	if info, _ := st.Info(ctx); info.State.Msgs != 1 {
+		t.Fatalf("the replayed commit is not queued: %d messages", info.State.Msgs)
+	}
+	if f.get(t, "GET", "/console/api/parked", "op", "", &got); len(got.Commits) != 1 || got.Commits[0].Tenant != "beta" {
+		t.Fatalf("after the replay: %+v", got)
+	}
+}
+
 // TestConsoleLive: the live stream carries the tenant's notifications and
 // no other tenant's.
 func TestConsoleLive(t *testing.T) {

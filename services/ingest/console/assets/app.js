@@ -318,6 +318,24 @@ function previewView(r) {
     r.kept_count ? el("details", {}, el("summary", { text: `Kept messages (${r.kept_count})` }), kept) : null);
 }
 
+// replayButton re-queues one session's parked work of kind ("extraction" or "commit").
+function replayButton(canReplay, kind, tenant, session) {
+  if (!canReplay) return null;
+  const btn = el("button", { type: "button", class: "secondary", text: "Replay" });
+  btn.addEventListener("click", async () => {
+    btn.disabled = true;
+    try {
+      const r = await api("/console/api/parked/replay", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ tenant, session, kind }) });
+      btn.replaceWith(el("span", { class: "badge ok", text: `replayed ${r.replayed}` }));
+    } catch (err) { btn.replaceWith(el("span", { class: "error", text: err.message })); }
+  });
+  return btn;
+}
+
+function sessionLink(tenant, session) {
+  return el("a", { href: `#/t/${encodeURIComponent(tenant)}/s/${encodeURIComponent(session)}`, text: session });
+}
+
 async function parkedPage() {
   const q = state.who.operator ? "?tenant=" + encodeURIComponent(state.tenant) : "";
   const data = await api("/console/api/parked" + q);
@@ -325,24 +343,30 @@ async function parkedPage() {
   const table = rows.length === 0 ? el("p", { class: "muted", id: "parked", text: "Nothing is parked: every extraction request completed." }) : (() => {
     const body = el("tbody");
     for (const p of rows) {
-      const btn = data.can_replay ? el("button", { type: "button", class: "secondary", text: "Replay" }) : null;
-      if (btn) btn.addEventListener("click", async () => {
-        btn.disabled = true;
-        try {
-          const r = await api("/console/api/parked/replay", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ tenant: p.request.tenant, session: p.request.session }) });
-          btn.replaceWith(el("span", { class: "badge ok", text: `replayed ${r.replayed}` }));
-        } catch (err) { btn.replaceWith(el("span", { class: "error", text: err.message })); }
-      });
       body.append(el("tr", {},
         el("td", { text: fmtTime(p.parked_at) }), el("td", { text: p.request.tenant }),
-        el("td", {}, el("a", { href: `#/t/${encodeURIComponent(p.request.tenant)}/s/${encodeURIComponent(p.request.session)}`, text: p.request.session })),
+        el("td", {}, sessionLink(p.request.tenant, p.request.session)),
         el("td", { class: "num", text: p.request.up_to_seq }), el("td", { text: p.reason }), el("td", { class: "num", text: p.attempts }),
-        el("td", { text: (p.error || "").slice(0, 160) }), el("td", {}, btn)));
+        el("td", { text: (p.error || "").slice(0, 160) }), el("td", {}, replayButton(data.can_replay, "extraction", p.request.tenant, p.request.session))));
     }
     return el("table", { id: "parked" }, el("thead", {}, el("tr", {}, ["Parked", "Tenant", "Session", "Up to seq", "Reason", "Attempts", "Error", ""].map(h => el("th", { text: h })))), body);
   })();
+  const commits = data.commits || [];
+  const ctable = commits.length === 0 ? el("p", { class: "muted", id: "parked-commits", text: "Nothing is parked: every long-term memory commit went through." }) : (() => {
+    const body = el("tbody");
+    for (const p of commits) {
+      body.append(el("tr", {},
+        el("td", { text: fmtTime(p.parked_at) }), el("td", { text: p.tenant }), el("td", { text: p.user }),
+        el("td", {}, sessionLink(p.tenant, p.session)),
+        el("td", { class: "num", text: p.up_to }), el("td", { text: p.reason }), el("td", { class: "num", text: p.attempts }),
+        el("td", { text: (p.error || "").slice(0, 160) }), el("td", {}, replayButton(data.can_replay, "commit", p.tenant, p.session))));
+    }
+    return el("table", { id: "parked-commits" }, el("thead", {}, el("tr", {}, ["Parked", "Tenant", "User", "Session", "Up to seq", "Reason", "Attempts", "Error", ""].map(h => el("th", { text: h })))), body);
+  })();
   setMain(el("h1", { text: "Parked extractions" }),
-    el("p", { class: "muted", text: data.can_replay ? "Requests that failed permanently. Replay re-queues a session's parked requests." : "Requests that failed permanently. An operator token can replay them." }), table);
+    el("p", { class: "muted", text: data.can_replay ? "Requests that failed permanently. Replay re-queues a session's parked requests." : "Requests that failed permanently. An operator token can replay them." }), table,
+    el("h2", { text: "Parked long-term memory commits" }),
+    el("p", { class: "muted", text: "Commits that kept failing; their batches wait, uncommitted. " + (data.can_replay ? "Replay re-queues a session's parked commits." : "An operator token can replay them.") }), ctable);
   state.refresh = () => parkedPage().catch(() => {});
 }
 
