@@ -1,6 +1,8 @@
 package memory
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -262,19 +264,50 @@ func truncateRunes(s string, maxBytes int) string {
 	return s
 }
 
-// UniqueName returns name, or name-2, name-3, ... — the first that taken
-// does not report (case-insensitive names are the caller's concern).
-func UniqueName(name string, taken func(string) bool) string {
-	if !taken(name) {
-		return name
+// NameVariants returns the names session may claim for slug, in order:
+// the slug itself (the first claimant keeps it readable), then the slug
+// with a short and a long hex digest of the session id
+// ("confirm-button-1a2b3c", then 12 hex digits). The variants are a
+// function of slug and session alone, so a session asks for the same ones
+// on every indexing and keeps its name; a claimant tries at most
+// len(NameVariants) names however many sessions share the slug (a short
+// digest collides among 5,000 colliding sessions about once; a long one,
+// practically never). Every variant is a slug of at most IndexNameMax
+// bytes.
+func NameVariants(slug, session string) []string {
+	sum := sha256.Sum256([]byte(session))
+	digest := hex.EncodeToString(sum[:])
+	out := []string{slug}
+	for _, n := range []int{nameShortDigest, nameLongDigest} {
+		stem := strings.TrimRight(truncateRunes(slug, IndexNameMax-1-n), "-")
+		out = append(out, stem+"-"+digest[:n])
 	}
-	for i := 2; ; i++ {
-		suffix := fmt.Sprintf("-%d", i)
-		candidate := truncateRunes(name, IndexNameMax-len(suffix)) + suffix
-		if !taken(candidate) {
-			return candidate
+	return out
+}
+
+// Name digest lengths, in hex digits.
+const (
+	nameShortDigest = 6
+	nameLongDigest  = 12
+)
+
+// IsNameVariant reports whether held is a name session may hold for slug:
+// one of NameVariants, or "slug-N" as names were numbered before.
+func IsNameVariant(held, slug, session string) bool {
+	for _, v := range NameVariants(slug, session) {
+		if held == v {
+			return true
 		}
 	}
+	stem := slug // numbered names cut the slug to 60 bytes
+	if len(stem) > 60 {
+		stem = stem[:60]
+	}
+	rest, ok := strings.CutPrefix(held, stem+"-")
+	if ok && rest != "" && strings.Trim(rest, "0123456789") == "" {
+		return true
+	}
+	return false
 }
 
 // Ref is one @@reference found in a text.

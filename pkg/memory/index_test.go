@@ -71,7 +71,7 @@ func TestParseIndexOutput(t *testing.T) {
 	}
 }
 
-func TestSlugAndUniqueName(t *testing.T) {
+func TestSlug(t *testing.T) {
 	for in, want := range map[string]string{
 		"Confirm Button Refactor":   "confirm-button-refactor",
 		"  fix: the  API (v2)  ":    "fix-the-api-v2",
@@ -82,9 +82,36 @@ func TestSlugAndUniqueName(t *testing.T) {
 			t.Errorf("Slug(%q) = %q, want %q", in, got, want)
 		}
 	}
-	taken := map[string]bool{"a": true, "a-2": true}
-	if got := UniqueName("a", func(s string) bool { return taken[s] }); got != "a-3" {
-		t.Fatalf("UniqueName: %q", got)
+}
+
+// TestNameVariants: a session's variants are the slug, then the slug with a
+// 6- and a 12-hex digest of its id — the same on every call, different
+// between sessions, slugs within the name limit even for the longest
+// slug; a held variant (or a numbered name of before) is recognised.
+func TestNameVariants(t *testing.T) {
+	long := strings.Repeat("a", IndexNameMax)
+	for _, slug := range []string{"fix-login", long, strings.Repeat("ab-", 21) + "a"} {
+		a, b := NameVariants(slug, "s1"), NameVariants(slug, "s2")
+		if len(a) != 3 || a[0] != slug || a[1] == b[1] || a[2] == b[2] {
+			t.Fatalf("%q: %q / %q", slug, a, b)
+		}
+		if again := NameVariants(slug, "s1"); strings.Join(again, " ") != strings.Join(a, " ") {
+			t.Fatalf("not deterministic: %q then %q", a, again)
+		}
+		for _, v := range a {
+			if Slug(v) != v || len(v) > IndexNameMax {
+				t.Errorf("variant %q is not a slug within %d bytes", v, IndexNameMax)
+			}
+			if !IsNameVariant(v, slug, "s1") {
+				t.Errorf("%q not recognised as s1's", v)
+			}
+		}
+		if IsNameVariant(b[1], slug, "s1") {
+			t.Errorf("s2's %q recognised as s1's", b[1])
+		}
+	}
+	if !IsNameVariant("fix-login-7", "fix-login", "s1") || IsNameVariant("fix-login-x7", "fix-login", "s1") || IsNameVariant("other", "fix-login", "s1") {
+		t.Fatal("numbered names of before")
 	}
 }
 

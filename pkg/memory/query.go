@@ -176,3 +176,74 @@ func ExtractiveAnswer(question string, passages []Passage, k int) (string, []int
 	}
 	return strings.TrimSpace(b.String()), idx
 }
+
+// passageOverhead is what BuildQueryContext counts per record beside its
+// text (its number and role).
+const passageOverhead = 8
+
+// PassageTail keeps the newest passages that fit a token budget as they
+// are added oldest first, so a reader holds about the budget's worth
+// however long the session is: an added passage drops the oldest kept
+// ones once the budget is exceeded, and a passage larger than the whole
+// budget is clipped to its end. The zero value keeps nothing; it is not
+// safe for concurrent use.
+type PassageTail struct {
+	budget, tokens int64
+	kept           []Passage
+	dropped        int
+}
+
+// NewPassageTail returns a tail of budget tokens.
+func NewPassageTail(budget int64) *PassageTail { return &PassageTail{budget: budget} }
+
+// Add appends p, dropping the oldest passages that no longer fit.
+func (t *PassageTail) Add(p Passage) {
+	if t.budget <= 0 {
+		t.dropped++
+		return
+	}
+	if passageCost(p) > t.budget {
+		p.Text = tailRunes(p.Text, int(t.budget)*2) // about half the budget
+	}
+	t.kept = append(t.kept, p)
+	t.tokens += passageCost(p)
+	n := 0
+	for t.tokens > t.budget && n < len(t.kept)-1 {
+		t.tokens -= passageCost(t.kept[n])
+		n++
+	}
+	if n > 0 {
+		t.dropped += n
+		t.kept = append(t.kept[:0:0], t.kept[n:]...)
+	}
+}
+
+// Passages returns the kept passages, oldest first.
+func (t *PassageTail) Passages() []Passage { return t.kept }
+
+// Tokens estimates the kept passages as BuildQueryContext counts them.
+func (t *PassageTail) Tokens() int64 { return t.tokens }
+
+// Dropped counts the passages left out.
+func (t *PassageTail) Dropped() int { return t.dropped }
+
+func passageCost(p Passage) int64 { return EstimateText(p.Text) + passageOverhead }
+
+// tailRunes keeps about the last n runes of s.
+func tailRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return "…" + string(r[len(r)-n+1:])
+}
+
+// SplitBudget divides a request's token budget among n questions, each
+// getting at least floor (so a request's total stays within
+// max(budget, n×floor)).
+func SplitBudget(budget int64, n int, floor int64) int64 {
+	if n <= 1 {
+		return budget
+	}
+	return max(budget/int64(n), min(floor, budget))
+}
