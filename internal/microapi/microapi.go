@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -24,11 +25,13 @@ import (
 )
 
 // Error is a refusal: a micro error code (an HTTP status) and, for some, a
-// problem document.
+// problem document. RetryAfter, when set, is sent in a Retry-After header
+// (whole seconds) beside the error code, for the HTTP edge to pass on.
 type Error struct {
-	Code    int
-	Msg     string
-	Problem any
+	Code       int
+	Msg        string
+	Problem    any
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Msg }
@@ -51,6 +54,7 @@ func Answer(nc *nats.Conn, log *slog.Logger, reply string, res any, aerr *Error,
 			body, _ = json.Marshal(aerr.Problem)
 			hdr.Set("Content-Type", "application/problem+json")
 		}
+		setRetryAfter(hdr, aerr.RetryAfter)
 		if req != nil {
 			_ = req.Error(strconv.Itoa(aerr.Code), aerr.Msg, body, micro.WithHeaders(micro.Headers(hdr)))
 			return
