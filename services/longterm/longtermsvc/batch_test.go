@@ -159,3 +159,26 @@ func TestRetryDelayDoubles(t *testing.T) {
 		}
 	}
 }
+
+// TestMergedParts: an explicit commit answers its parts as one outcome —
+// the first part's start to the last part's end, every write, skips
+// counted together, the last part's success.
+func TestMergedParts(t *testing.T) {
+	first := &events.MemoryCommitted{FromSeq: 2, ToSeq: 9, Messages: 4, Phases: []string{"long_term"}, AllowedPeers: []string{"bob"},
+		Written: []events.MemoryWrite{{Target: "self", Type: "profile"}}, Skipped: []events.MemorySkip{{Reason: "unsafe_peer", Type: "profile", Count: 2}},
+		Usage: events.TokenUsage{InputTokens: 10}, Success: true}
+	second := &events.MemoryCommitted{FromSeq: 10, ToSeq: 14, Messages: 3, Phases: []string{"long_term", "execution"}, AllowedPeers: []string{"bob", "carol"},
+		Written: []events.MemoryWrite{{Target: "peer/carol", Type: "profile"}}, Skipped: []events.MemorySkip{{Reason: "unsafe_peer", Type: "profile", Count: 1}, {Reason: "self_disabled", Count: 1}},
+		Usage: events.TokenUsage{InputTokens: 5}, Success: false, Error: "commit failed"}
+	if got := merged(nil, nil); got != nil {
+		t.Fatalf("no parts: %+v", got)
+	}
+	got := merged(merged(nil, first), second)
+	if got.FromSeq != 2 || got.ToSeq != 14 || got.Messages != 7 || len(got.Written) != 2 || got.Usage.InputTokens != 15 ||
+		strings.Join(got.Phases, ",") != "long_term,execution" || strings.Join(got.AllowedPeers, ",") != "bob,carol" || got.Success || got.Error == "" {
+		t.Fatalf("merged: %+v", got)
+	}
+	if len(got.Skipped) != 2 || got.Skipped[0].Count != 3 || got.Skipped[1].Reason != "self_disabled" {
+		t.Fatalf("merged skips: %+v", got.Skipped)
+	}
+}
