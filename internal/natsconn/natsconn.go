@@ -86,12 +86,18 @@ func (c Config) Options(name string) ([]nats.Option, error) {
 
 // Connect dials NATS. It retries in the background when the server is not up
 // yet (RetryOnFailedConnect), so services may start before NATS does.
-func Connect(c Config, name string) (*nats.Conn, error) {
+// Connection events are logged on slog.Default (see ConnectLogged).
+func Connect(c Config, name string) (*nats.Conn, error) { return ConnectLogged(c, name, nil) }
+
+// ConnectLogged is Connect with the connection's events — disconnects,
+// reconnects, asynchronous errors, slow consumers — logged on log and
+// counted (Handlers).
+func ConnectLogged(c Config, name string, log *slog.Logger) (*nats.Conn, error) {
 	opts, err := c.Options(name)
 	if err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(c.URL, opts...)
+	nc, err := nats.Connect(c.URL, append(opts, Handlers(name, log)...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to NATS at %s: %w", c.URL, err)
 	}

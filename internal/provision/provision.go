@@ -387,7 +387,7 @@ func WaitAvailable(ctx context.Context, js jetstream.JetStream, c Config, log *s
 // connection is closed; when ctx ended first the error is ctx.Err(). The
 // caller owns the returned connection.
 func Open(ctx context.Context, nc natsconn.Config, c Config, name string, log *slog.Logger, opts ...jetstream.JetStreamOpt) (*nats.Conn, jetstream.JetStream, error) {
-	conn, err := natsconn.Connect(nc, name)
+	conn, err := natsconn.ConnectLogged(nc, name, log)
 	if err != nil {
 		return nil, nil, err
 	}
