@@ -154,7 +154,8 @@ func TestOfflineSections(t *testing.T) {
 		"Learnings":                         "",
 		"Key results":                       "",
 		"Worklog": "- Add a --json flag to the report command. It should print the totals as JSON. → Read, Bash, Edit\n" +
-			"- No, use encoding/json instead of fmt for the output. → replied",
+			"- No, use encoding/json instead of fmt for the output. → replied\n" +
+			"<!-- recall-offline: counted through tool call e1 -->",
 	}
 	for h, w := range want {
 		if body[h] != w {

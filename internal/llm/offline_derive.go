@@ -1,0 +1,258 @@
+package llm
+
+import (
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/memory"
+)
+
+// facts is what the offline provider reads from a conversation. Lists and
+// counts hold only what came after the last tool call the notes already
+// counted (the notes' tally marker), so a window that overlaps the previous
+// extraction's adds nothing twice.
+type facts struct {
+	firstRequest  string
+	latestRequest string
+	latestReply   string
+	files         []string // "- `path` — Tool, Tool"
+	commands      []string // "- `cmd`"
+	errors        []string
+	results       []string
+	worklog       []turnTally
+	// marker is the id of the newest tool call counted ("" when the
+	// conversation holds none).
+	marker string
+}
+
+// turnTally is a user turn's worklog entry: its request ("" when the
+// conversation continues a turn whose request it does not show) and the
+// tool calls it made that were not counted before.
+type turnTally struct {
+	request string
+	counts  tally
+}
+
+// statement matches agent text worth keeping as a key result: a decision,
+// a fix, or a claim with a number in it.
+var statement = regexp.MustCompile(`(?i)^(decision|decided|fixed|found|result)\b|\b(decided|we will use|going with)\b|\d`)
+
+var sentenceEnd = regexp.MustCompile(`[.?!:](\s|$)`)
+
+var correction = regexp.MustCompile(`(?i)^(no[,.!:]|no\s|nope\b)|\b(actually|instead|don't|do not|wrong|that's not|that is not)\b`)
+
+// derive reads the facts of msgs. since is the id of the newest tool call
+// the notes already counted: blocks up to it add no file, command, error,
+// result or count. When since is "" or not among msgs (the conversation
+// starts after it), everything counts.
+func derive(msgs []events.Message, since string) facts {
+	d := &deriver{fileIdx: map[string]*fileUse{}, tools: map[string]toolRef{}, old: map[string]bool{}, pendingFix: -1}
+	d.counting = since == "" || !holdsToolUse(msgs, since)
+	d.since = since
+	for i := range msgs {
+		m := &msgs[i]
+		for j := range m.Content {
+			b := &m.Content[j]
+			switch {
+			case m.Role == events.RoleUser && b.Type == events.BlockText:
+				d.userText(b.Text)
+			case m.Role == events.RoleAssistant && b.Type == events.BlockText:
+				d.assistantText(b.Text)
+			case b.Type == events.BlockToolUse:
+				d.toolUse(b)
+			case b.Type == events.BlockToolResult && b.IsError:
+				d.toolError(b)
+			}
+		}
+	}
+	d.endTurn()
+	for _, fu := range d.files {
+		d.f.files = append(d.f.files, "- `"+fu.path+"` — "+strings.Join(fu.tools, ", "))
+	}
+	return d.f
+}
+
+func holdsToolUse(msgs []events.Message, id string) bool {
+	for i := range msgs {
+		for j := range msgs[i].Content {
+			if b := &msgs[i].Content[j]; b.Type == events.BlockToolUse && b.ID == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// fileUse is a file the conversation touched and the tools that did.
+type fileUse struct {
+	path  string
+	tools []string
+}
+
+// toolRef names a tool use: its tool and its main argument.
+type toolRef struct{ name, arg string }
+
+// deriver accumulates facts over a conversation, block by block.
+type deriver struct {
+	f       facts
+	files   []*fileUse
+	fileIdx map[string]*fileUse
+	tools   map[string]toolRef
+	old     map[string]bool // tool calls the notes counted already
+
+	since    string
+	counting bool // past the notes' tally marker
+
+	turn       turnTally
+	turnNew    bool // the turn started past the marker
+	inTurn     bool
+	pendingFix int    // index in f.errors of an error whose fix is not named yet
+	pendingOld string // an error the notes may hold without its fix
+}
+
+// endTurn writes the worklog entry of the turn in progress: a turn that
+// started past the marker, or one that made tool calls past it.
+func (d *deriver) endTurn() {
+	if (d.inTurn && d.turnNew) || d.turn.counts.total() > 0 {
+		d.f.worklog = append(d.f.worklog, d.turn)
+	}
+	d.turn, d.inTurn, d.turnNew = turnTally{}, false, false
+}
+
+// userText starts a turn with a user request (corrections noted).
+func (d *deriver) userText(raw string) {
+	text := strings.TrimSpace(raw)
+	if isWrapper(text) {
+		return
+	}
+	d.endTurn()
+	if d.f.firstRequest == "" {
+		d.f.firstRequest = text
+	}
+	d.f.latestRequest, d.f.latestReply = text, ""
+	d.turn.request, d.inTurn, d.turnNew = clip(text, offlineLine), true, d.counting
+	if d.counting && correction.MatchString(text) {
+		d.f.errors = append(d.f.errors, "- User correction: "+clip(text, offlineLine))
+	}
+}
+
+// assistantText notes the agent's words: the latest reply, the fix of the
+// last error, a key result.
+func (d *deriver) assistantText(raw string) {
+	t := strings.TrimSpace(raw)
+	if t == "" {
+		return
+	}
+	d.f.latestReply = t
+	switch {
+	case d.pendingFix >= 0:
+		d.f.errors[d.pendingFix] += " → " + clip(t, offlineLine)
+	case d.pendingOld != "" && d.counting:
+		// The error was counted before, its fix comes now.
+		d.f.errors = append(d.f.errors, d.pendingOld+" → "+clip(t, offlineLine))
+	}
+	d.pendingFix, d.pendingOld = -1, ""
+	if d.counting && statement.MatchString(t) {
+		d.f.results = append(d.f.results, "- "+clip(t, 240))
+	}
+}
+
+// toolUse notes the files and commands of a tool call past the marker and
+// counts it for its turn; the marker's own call turns counting on.
+func (d *deriver) toolUse(b *events.Block) {
+	name, arg, path := memory.ToolCallArg(b)
+	if name != "Bash" {
+		arg = path
+	}
+	d.tools[b.ID] = toolRef{name, arg}
+	if !d.counting {
+		d.old[b.ID] = true
+		d.counting = b.ID == d.since
+		return
+	}
+	d.f.marker = b.ID
+	if path != "" {
+		d.touch(path, name)
+	}
+	if cmd := arg; cmd != "" && name == "Bash" {
+		line := "- `" + clip(cmd, offlineLine) + "`"
+		if !contains(d.f.commands, line) {
+			d.f.commands = append(d.f.commands, line)
+		}
+	}
+	d.turn.counts.add(name, 1)
+}
+
+// touch records that tool used the file at path.
+func (d *deriver) touch(path, tool string) {
+	fu := d.fileIdx[path]
+	if fu == nil {
+		fu = &fileUse{path: path}
+		d.fileIdx[path] = fu
+		d.files = append(d.files, fu)
+	}
+	if !contains(fu.tools, tool) {
+		fu.tools = append(fu.tools, tool)
+	}
+}
+
+// toolError records a failed tool result; the agent's next words name the
+// fix. The error of a call the notes counted is only remembered, in case
+// its fix comes past the marker.
+func (d *deriver) toolError(b *events.Block) {
+	ref := d.tools[b.ToolUseID]
+	name := ref.name
+	if name == "" {
+		name = "tool"
+	}
+	line := "- " + name
+	if ref.arg != "" {
+		line += " `" + clip(ref.arg, 60) + "`"
+	}
+	line += " failed: " + clip(resultText(b), offlineLine)
+	if d.old[b.ToolUseID] {
+		d.pendingFix, d.pendingOld = -1, line
+		return
+	}
+	d.f.errors = append(d.f.errors, line)
+	d.pendingFix, d.pendingOld = len(d.f.errors)-1, ""
+}
+
+// isWrapper reports user text that is plumbing rather than a request:
+// command wrappers and system reminders (<...>), markers such as
+// "[Request interrupted by user]" or the extraction's own note about omitted
+// messages ([...]).
+func isWrapper(s string) bool {
+	return s == "" || (strings.HasPrefix(s, "<") && strings.HasSuffix(s, ">")) ||
+		(strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]"))
+}
+
+func resultText(b *events.Block) string {
+	for i := range b.Content {
+		if b.Content[i].Type == events.BlockText && strings.TrimSpace(b.Content[i].Text) != "" {
+			return b.Content[i].Text
+		}
+	}
+	return "(no output)"
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// clip collapses whitespace and cuts s to at most n runes.
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
