@@ -460,6 +460,11 @@ type TenantConfig struct {
 	SessionIndex       *bool `json:"session_index,omitempty"`
 	MinNewUserMessages int   `json:"min_new_user_messages,omitempty"`
 
+	// QueryMaxBudgetTokens caps the session tokens one question or
+	// resolve request of the tenant sends to the model (0: the indexer's
+	// RECALL_QUERY_MAX_BUDGET_TOKENS, 50,000).
+	QueryMaxBudgetTokens int64 `json:"query_max_budget_tokens,omitempty"`
+
 	// MemoryPolicy is the default policy of sessions that carry none
 	// (nil: self on, peer off, every type); CustomMemoryTypes add to the
 	// long-term memory type registry.

@@ -28,8 +28,12 @@ type apiError = microapi.Error
 
 var fail = microapi.Fail
 
-// serve adds the micro service with the index endpoints.
-func (x *Indexer) serve(log *slog.Logger) (micro.Service, error) {
+// serve adds the micro service with the index endpoints. Requests work
+// under ctx (the service's lifetime: stopping cancels them) and their own
+// deadline. The expensive endpoints answer later under x.admit: a tenant
+// with TenantRequests in flight is refused 429, a replica with Requests in
+// flight 503, both with Retry-After (docs/sessions.md).
+func (x *Indexer) serve(ctx context.Context, log *slog.Logger) (micro.Service, error) {
 	later := microapi.NewLater()
 	svc, err := micro.AddService(x.nc, micro.Config{
 		Name:         ServiceName,
@@ -43,13 +47,14 @@ func (x *Indexer) serve(log *slog.Logger) (micro.Service, error) {
 	type endpoint struct {
 		verb string
 		// quick endpoints answer in the handler (micro counts their
-		// errors); slow ones answer from a goroutine (later counts them).
+		// errors); slow ones answer from a goroutine under admission
+		// (later counts them).
 		quick bool
 		fn    func(ctx context.Context, tenant, session string, body []byte) (any, *apiError)
 	}
 	for _, e := range []endpoint{
 		{events.VerbIndex, true, x.apiIndex},
-		{events.VerbSessions, true, x.apiSessions},
+		{events.VerbSessions, false, x.apiSessions},
 		{events.VerbReindex, false, x.apiReindex},
 		{events.VerbResolve, false, x.apiResolve},
 		{events.VerbQuery, false, x.apiQuery},
@@ -60,18 +65,18 @@ func (x *Indexer) serve(log *slog.Logger) (micro.Service, error) {
 				_ = req.Error("400", "subject must be "+events.APISubject(e.verb, "<tenant>", "<session>"), nil)
 				return
 			}
-			ctx := natsce.Extract(context.Background(), nats.Header(req.Headers()))
+			rctx := natsce.Extract(ctx, nats.Header(req.Headers()))
 			if e.quick {
-				res, aerr := e.fn(ctx, tenant, session, req.Data())
+				qctx, cancel := context.WithTimeout(rctx, x.cfg.Timeout)
+				defer cancel()
+				res, aerr := e.fn(qctx, tenant, session, req.Data())
 				x.answer(req.Reply(), res, aerr, req)
 				return
 			}
-			reply, data, done := req.Reply(), req.Data(), later.Begin(e.verb)
-			go func() {
-				res, aerr := e.fn(ctx, tenant, session, data)
-				microapi.Done(done, aerr) // counted before it goes out
-				x.answer(reply, res, aerr, nil)
-			}()
+			data := req.Data()
+			later.Go(rctx, x.nc, x.log, req, e.verb, x.admit, tenant, nil, func(ctx context.Context) (any, *apiError) {
+				return e.fn(ctx, tenant, session, data)
+			})
 		})
 		if err := svc.AddEndpoint(e.verb, replyspace.Guard(log, h), micro.WithEndpointSubject(events.APISubject(e.verb, "*", "*"))); err != nil {
 			_ = svc.Stop()
@@ -143,6 +148,8 @@ func (x *Indexer) apiSessions(ctx context.Context, tenant, session string, body 
 	if req.Limit > maxPage {
 		return nil, fail(400, "limit %d: at most %d", req.Limit, maxPage)
 	}
+	ctx, cancel := context.WithTimeout(ctx, x.cfg.Timeout)
+	defer cancel()
 	offset := 0
 	if req.Cursor != "" {
 		n, err := strconv.Atoi(req.Cursor)

@@ -37,6 +37,13 @@ type Config struct {
 	QueryBudgetTokens  int64         `envconfig:"QUERY_BUDGET_TOKENS" default:"30000" desc:"most session tokens sent with a question to a past session"`
 	ReindexWait        time.Duration `envconfig:"INDEX_REINDEX_WAIT" default:"60s" desc:"how long a forced indexing waits for a running one of the same session"`
 
+	// Fairness bounds (docs/sessions.md, "Bounds and fairness").
+	QueryMaxBudgetTokens int64 `envconfig:"QUERY_MAX_BUDGET_TOKENS" default:"50000" desc:"most session tokens one request may send to the model (a larger budget_tokens is capped; tenants may override with query_max_budget_tokens)"`
+	ResolveMaxRefs       int   `envconfig:"RESOLVE_MAX_REFS" default:"20" desc:"most @@references one resolve request may hold (more is refused with 400)"`
+	TenantRequests       int   `envconfig:"INDEX_TENANT_REQUESTS" default:"4" desc:"reindex, resolve and query requests one tenant may have in flight on a replica (429 with Retry-After beyond)"`
+	Requests             int   `envconfig:"INDEX_REQUESTS" default:"16" desc:"reindex, resolve and query requests in flight on a replica, all tenants (503 with Retry-After beyond)"`
+	ReadBatch            int   `envconfig:"INDEX_READ_BATCH" default:"32" desc:"transcript records fetched per round trip on the indexer's read connection"`
+
 	// Provider, when set, is used instead of building one from LLMConfig
 	// (tests).
 	Provider llm.Provider `ignored:"true" json:"-"`
@@ -50,6 +57,10 @@ func (c Config) LogValue() slog.Value {
 		slog.String("index_model", c.IndexModel),
 		slog.Int("min_new_user_messages", c.MinNewUserMessages),
 		slog.Int("concurrency", c.Concurrency),
+		slog.Int64("query_max_budget_tokens", c.QueryMaxBudgetTokens),
+		slog.Int("resolve_max_refs", c.ResolveMaxRefs),
+		slog.Int("tenant_requests", c.TenantRequests),
+		slog.Int("requests", c.Requests),
 	)
 }
 
@@ -72,8 +83,29 @@ func (c Config) withDefaults() Config {
 	if c.ReindexWait <= 0 {
 		c.ReindexWait = 60 * time.Second
 	}
+	if c.QueryMaxBudgetTokens <= 0 {
+		c.QueryMaxBudgetTokens = DefaultQueryMaxBudgetTokens
+	}
+	if c.ResolveMaxRefs <= 0 {
+		c.ResolveMaxRefs = DefaultResolveMaxRefs
+	}
+	if c.TenantRequests <= 0 {
+		c.TenantRequests = 4
+	}
+	if c.Requests <= 0 {
+		c.Requests = 16
+	}
+	if c.ReadBatch <= 0 {
+		c.ReadBatch = 32
+	}
 	return c
 }
+
+// Defaults of the fairness bounds.
+const (
+	DefaultQueryMaxBudgetTokens = 50000
+	DefaultResolveMaxRefs       = 20
+)
 
 // price is USD per million tokens.
 type price struct{ in, out float64 }

@@ -14,6 +14,7 @@ import (
 	"github.com/recallhq/recall/internal/eventpub"
 	"github.com/recallhq/recall/internal/keylock"
 	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/internal/store"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/internal/transcript"
@@ -28,7 +29,7 @@ type Indexer struct {
 	nc      *nats.Conn
 	entries *entries
 	mem     *store.Memory
-	reader  *transcript.Reader
+	reader  *reads
 	tenants *tenantcfg.Store
 	pub     *eventpub.Publisher
 	cfg     Config
@@ -43,6 +44,7 @@ type Indexer struct {
 	locks  keylock.Locks
 	holder string // names this replica in leases
 	slots  chan struct{}
+	admit  *microapi.Admission // reindex, resolve, query: per tenant and in all
 
 	mu       sync.Mutex
 	sessions map[string]*counter // by MemoryKey
@@ -376,8 +378,8 @@ func (x *Indexer) store(ctx context.Context, job indexJob, md memory.IndexMetada
 		oldName = idx.Name
 	}
 	name := oldName
-	if oldName == "" || !sameStem(oldName, md.Name) {
-		name, err = x.entries.claimName(ctx, job.tenant, job.session, md.Name, nil)
+	if oldName == "" || !memory.IsNameVariant(oldName, md.Name, job.session) {
+		name, err = x.entries.claimName(ctx, job.tenant, job.session, md.Name)
 		if err != nil {
 			return err
 		}
@@ -405,15 +407,6 @@ func (x *Indexer) store(ctx context.Context, job indexJob, md memory.IndexMetada
 	}
 	out.Name, out.LastIndexedSeq = name, st.lastSeq
 	return nil
-}
-
-// sameStem reports whether held (possibly "x-2") is a claim of slug.
-func sameStem(held, slug string) bool {
-	if held == slug {
-		return true
-	}
-	rest, ok := strings.CutPrefix(held, trimTo(slug, 60)+"-")
-	return ok && rest != "" && strings.Trim(rest, "0123456789") == ""
 }
 
 // applyFacts copies the transcript's facts into e.

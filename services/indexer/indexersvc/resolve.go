@@ -16,6 +16,29 @@ import (
 // then a case-insensitive exact name, then a fuzzy name match (more than
 // one is an ambiguity listing them); "~N" adds N ancestors.
 func (x *Indexer) resolve(ctx context.Context, tenant, ref string) (events.Resolution, *apiError) {
+	return x.resolveIn(ctx, tenant, ref, &tenantList{})
+}
+
+// tenantList reads a tenant's entries once for all the references of a
+// request.
+type tenantList struct {
+	all  []events.SessionIndex
+	read bool
+}
+
+func (l *tenantList) get(ctx context.Context, s *entries, tenant string) ([]events.SessionIndex, error) {
+	if !l.read {
+		all, err := s.list(ctx, tenant)
+		if err != nil {
+			return nil, err
+		}
+		l.all, l.read = all, true
+	}
+	return l.all, nil
+}
+
+// resolveIn is resolve with the tenant's entries read through list.
+func (x *Indexer) resolveIn(ctx context.Context, tenant, ref string, list *tenantList) (events.Resolution, *apiError) {
 	r, err := memory.ParseRef(ref)
 	if err != nil {
 		return events.Resolution{}, fail(400, "%v", err)
@@ -51,7 +74,7 @@ func (x *Indexer) resolve(ctx context.Context, tenant, ref string) (events.Resol
 		}
 	}
 	if res.By == "" {
-		all, err := x.entries.list(ctx, tenant)
+		all, err := list.get(ctx, x.entries, tenant)
 		if err != nil {
 			return res, fail(503, "%v", err)
 		}
@@ -93,22 +116,41 @@ func (x *Indexer) ancestors(ctx context.Context, tenant string, s events.Session
 
 // references resolves every @@reference of text and builds the context
 // message carrying them (answering "@@ref: question" forms when asked).
+// A text with more than ResolveMaxRefs references is refused (400); the
+// questions share one request's budget (memory.SplitBudget), and a
+// question repeated for the same session is answered once.
 func (x *Indexer) references(ctx context.Context, tenant, text string, answer bool) (events.ResolveReply, *apiError) {
 	reply := events.ResolveReply{Resolved: []events.Resolution{}}
+	refs := memory.FindRefs(text)
+	if len(refs) > x.cfg.ResolveMaxRefs {
+		return reply, fail(400, "the text holds %d @@references; a request may hold at most %d (RECALL_RESOLVE_MAX_REFS): split it", len(refs), x.cfg.ResolveMaxRefs)
+	}
+	questions := 0
+	for _, ref := range refs {
+		if ref.Question != "" {
+			questions++
+		}
+	}
+	budget := memory.SplitBudget(min(x.cfg.QueryBudgetTokens, x.budgetCap(tenant)), questions, minQuestionBudget)
+	list, answers := &tenantList{}, map[[2]string]*events.QueryReply{}
 	var items []memory.ReferenceItem
-	for _, ref := range memory.FindRefs(text) {
+	for _, ref := range refs {
 		token := strings.TrimPrefix(ref.Raw, "@@")
-		r, aerr := x.resolve(ctx, tenant, token)
+		r, aerr := x.resolveIn(ctx, tenant, token, list)
 		if aerr != nil {
 			return reply, aerr
 		}
 		r.Question = ref.Question
 		if answer && ref.Question != "" {
-			q, aerr := x.query(ctx, tenant, r.Session.Session, events.QueryRequest{Question: ref.Question}, time.Now())
-			if aerr != nil {
-				return reply, aerr
+			key := [2]string{r.Session.Session, ref.Question}
+			if answers[key] == nil {
+				q, aerr := x.query(ctx, tenant, r.Session.Session, events.QueryRequest{Question: ref.Question, BudgetTokens: budget}, time.Now())
+				if aerr != nil {
+					return reply, aerr
+				}
+				answers[key] = q
 			}
-			r.Answer = q
+			r.Answer = answers[key]
 		}
 		reply.Resolved = append(reply.Resolved, r)
 		items = append(items, referenceItem(token, 0, r.Session, r))
@@ -122,12 +164,25 @@ func (x *Indexer) references(ctx context.Context, tenant, text string, answer bo
 	return reply, nil
 }
 
+// minQuestionBudget is the least budget one question of a resolve request
+// gets when the request's budget is split among many.
+const minQuestionBudget = 2000
+
 func referenceItem(ref string, ancestor int, s events.SessionIndex, r events.Resolution) memory.ReferenceItem {
 	it := memory.ReferenceItem{Ref: ref, Session: s.Session, Name: s.Name, Description: s.Description, Summary: s.Summary, Ancestor: ancestor, Question: r.Question}
 	if r.Answer != nil {
 		it.Answer = r.Answer.Answer
 	}
 	return it
+}
+
+// budgetCap is the most session tokens one request of tenant sends to the
+// model: the tenant's query_max_budget_tokens, else the service's.
+func (x *Indexer) budgetCap(tenant string) int64 {
+	if n := x.tenants.Get(tenant).QueryMaxBudgetTokens; n > 0 {
+		return n
+	}
+	return x.cfg.QueryMaxBudgetTokens
 }
 
 // query answers a question about session from its notes, compaction
@@ -137,6 +192,7 @@ func (x *Indexer) query(ctx context.Context, tenant, session string, req events.
 	if budget <= 0 {
 		budget = x.cfg.QueryBudgetTokens
 	}
+	budget = min(budget, x.budgetCap(tenant))
 	notes := ""
 	if rec, _, err := x.mem.Get(ctx, tenant, session); err == nil {
 		notes = rec.Notes
@@ -181,11 +237,14 @@ func (x *Indexer) query(ctx context.Context, tenant, session string, req events.
 	return reply, nil
 }
 
-// passages reads the session's most recent messages as passages, about
-// the budget's worth, and the compaction summaries among them apart.
-// It reads backwards in growing windows of stream sequences (sessions
-// interleave in the stream), so a long session costs what its tail costs,
-// not a full read.
+// passages reads the session's most recent messages as passages, the
+// newest that fit budget, and the compaction summaries among them apart
+// (the newest, about the budget's worth). It reads backwards in growing
+// windows of stream sequences (sessions interleave in the stream), each
+// window forwards through a PassageTail of what the budget has left, so a
+// long session costs what its tail costs and memory holds about the
+// budget, however large the session or its records: claim-checked records
+// are seen by their stub's preview, never fetched.
 func (x *Indexer) passages(ctx context.Context, tenant, session string, budget int64) ([]memory.Passage, []string, error) {
 	last, err := x.reader.LastSeq(ctx, tenant, session)
 	if err != nil || last == 0 {
@@ -193,25 +252,26 @@ func (x *Indexer) passages(ctx context.Context, tenant, session string, budget i
 	}
 	var out []memory.Passage
 	var summaries []string
-	var tokens int64
+	var tokens, sumTokens int64
 	from, span := last, uint64(256)
 	for {
 		start := uint64(1)
 		if from > span {
 			start = from - span + 1
 		}
-		var chunk []memory.Passage
+		tail := memory.NewPassageTail(budget - tokens)
 		var sums []string
-		err := x.reader.Scan(ctx, tenant, session, start, from, func(r transcript.Record) bool {
+		err := x.reader.ScanStubs(ctx, tenant, session, start, from, func(r transcript.Record) bool {
 			m := r.Message
 			switch {
 			case m == nil || memory.IsSessionReference(m):
 			case memory.IsCompactionSummary(m):
-				sums = append(sums, memory.RequestText(m))
+				if text := memory.RequestText(m); sumTokens < budget {
+					sums, sumTokens = append(sums, text), sumTokens+memory.EstimateText(text)
+				}
 			default:
 				if text := memory.MessagePassage(m); text != "" {
-					chunk = append(chunk, memory.Passage{Seq: r.Seq, ID: m.UUID, Role: m.Role, Text: text})
-					tokens += memory.EstimateText(text)
+					tail.Add(memory.Passage{Seq: r.Seq, ID: m.UUID, Role: m.Role, Text: text})
 				}
 			}
 			return true
@@ -219,8 +279,9 @@ func (x *Indexer) passages(ctx context.Context, tenant, session string, budget i
 		if err != nil {
 			return nil, nil, err
 		}
-		out, summaries = append(chunk, out...), append(sums, summaries...)
-		if start == 1 || tokens >= budget {
+		tokens += tail.Tokens()
+		out, summaries = append(tail.Passages(), out...), append(sums, summaries...)
+		if start == 1 || tokens >= budget || tail.Dropped() > 0 {
 			return out, summaries, nil
 		}
 		from, span = start-1, span*4

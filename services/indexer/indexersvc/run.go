@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -21,10 +22,11 @@ import (
 	"github.com/recallhq/recall/internal/eventpub"
 	"github.com/recallhq/recall/internal/lifecycle"
 	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/microapi"
+	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/store"
 	"github.com/recallhq/recall/internal/tenantcfg"
-	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -43,11 +45,18 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer life.Stop()
-	x, err := open(ctx, life.NC, life.JS, cfg, prices, log)
+	// Transcript reads get their own connection (reads); it closes before
+	// the service's connection drains, once ctx has ended every request.
+	rnc, err := natsconn.ConnectLogged(cfg.NATS, ServiceName+"-reads", log)
+	if err != nil {
+		return fmt.Errorf("connecting the transcript reads: %w", err)
+	}
+	defer rnc.Close()
+	x, err := open(ctx, life.NC, life.JS, newReads(rnc, cfg.ReadBatch), cfg, prices, log)
 	if err != nil {
 		return nil // ctx is done: stopped while starting
 	}
-	svc, err := x.serve(log)
+	svc, err := x.serve(ctx, log)
 	if err != nil {
 		return fmt.Errorf("adding the micro service: %w", err)
 	}
@@ -64,7 +73,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 // open builds the indexer over the provisioned buckets. A provider that
 // cannot be built disables indexing with a warning; the rest serves.
-func open(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg Config, prices map[string]price, log *slog.Logger) (*Indexer, error) {
+func open(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, rd *reads, cfg Config, prices map[string]price, log *slog.Logger) (*Indexer, error) {
 	var kv, mkv jetstream.KeyValue
 	err := provision.Retry(ctx, log, "opening "+events.BucketIndex, func(ctx context.Context) (err error) {
 		if kv, err = js.KeyValue(ctx, events.BucketIndex); err != nil {
@@ -81,9 +90,10 @@ func open(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg Config
 		return nil, err
 	}
 	x := &Indexer{
-		nc: nc, entries: &entries{kv: kv, log: log}, mem: store.NewMemory(mkv), reader: transcript.NewReader(nc),
+		nc: nc, entries: &entries{kv: kv, log: log}, mem: store.NewMemory(mkv), reader: rd,
 		tenants: tenants, pub: eventpub.New(js, "indexer"), cfg: cfg, log: log, m: newMetrics(), prices: prices,
 		slots: make(chan struct{}, cfg.Concurrency), sessions: map[string]*counter{}, holder: holderName(),
+		admit: microapi.NewAdmission(cfg.TenantRequests, cfg.Requests, time.Second),
 	}
 	x.provider, x.disabled = indexProvider(cfg, log)
 	return x, nil

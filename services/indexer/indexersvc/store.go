@@ -13,6 +13,7 @@ import (
 	"github.com/recallhq/recall/internal/keylock"
 
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/memory"
 )
 
 // entries is the session index bucket. A session's entry is under
@@ -93,17 +94,16 @@ func (s *entries) update(ctx context.Context, tenant, session string, fn func(*e
 
 func isConflict(err error) bool { return keylock.IsConflict(err) }
 
-// claimName claims slug (or slug-2, slug-3, ...) for session and returns
-// the name it got; a name the session already holds is kept.
-func (s *entries) claimName(ctx context.Context, tenant, session, slug string, taken func(string) bool) (string, error) {
-	for i := 1; i <= 1000; i++ {
-		name := slug
-		if i > 1 {
-			name = fmt.Sprintf("%s-%d", trimTo(slug, 60), i)
-		}
-		if taken != nil && taken(name) {
-			continue
-		}
+// claimName claims a name for session from memory.NameVariants(slug,
+// session) — the slug, then the slug with a short and a long digest of
+// the session id — and returns the one it got; a variant the session
+// already holds is kept. It costs at most two KV operations per variant
+// (a create, and a read of the holder when taken), so at most six however
+// many sessions share the slug. A variant taken by another session is
+// skipped; all taken is an error (a long digest collision: practically
+// never).
+func (s *entries) claimName(ctx context.Context, tenant, session, slug string) (string, error) {
+	for _, name := range memory.NameVariants(slug, session) {
 		_, err := s.kv.Create(ctx, nameKey(tenant, name), []byte(session))
 		if err == nil {
 			return name, nil
@@ -116,7 +116,7 @@ func (s *entries) claimName(ctx context.Context, tenant, session, slug string, t
 			return name, nil
 		}
 	}
-	return "", fmt.Errorf("claiming a name for %s: 1000 variants of %q are taken", session, slug)
+	return "", fmt.Errorf("claiming a name for %s: every variant of %q is taken", session, slug)
 }
 
 // releaseName drops session's claim of name (if it still holds it).
@@ -181,11 +181,4 @@ func cutKey(k string) (tenant, session string, ok bool) {
 		}
 	}
 	return "", "", false
-}
-
-func trimTo(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }
