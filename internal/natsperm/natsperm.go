@@ -169,7 +169,9 @@ func Service(name string) (User, error) {
 		// answers in the tenant's reply space.
 		// Serves the operator console: reads the buckets and streams,
 		// follows the notifications, and replays parked extractions.
-		pub = append([]string{transcript, events.SubjectAPIRoot + ".>", extract}, kv(events.BucketParked)...)
+		// Stores the bodies of events too large for one message in the
+		// claim-check object store.
+		pub = append([]string{transcript, events.SubjectAPIRoot + ".>", extract, "$O." + events.BucketBlobs + ".>"}, kv(events.BucketParked)...)
 		sub = []string{apiAll(events.VerbIngest), TenantReplies, notify}
 	case "trigger":
 		// Consumes the transcript, queues extraction requests, announces

@@ -37,6 +37,9 @@ func TestPipelineWithGeneratedNATSUsers(t *testing.T) {
 	for i := 0; i < 24; i++ {
 		evs = append(evs, transcriptEvent(tenantA, "perm", i, 400))
 	}
+	// One request over the inline limit: ingest stores its body in the
+	// claim-check object store and every reader fetches it, as its user.
+	evs = append(evs, transcriptEvent(tenantA, "perm", 24, 600<<10))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	// Tenants publish through the ingest endpoint (no transcript permission).
@@ -64,6 +67,10 @@ func TestPipelineWithGeneratedNATSUsers(t *testing.T) {
 		if _, err := sub.NextMsg(10 * time.Second); err != nil {
 			t.Fatalf("tenant did not receive its completion event: %v", err)
 		}
+	}
+	// The notes cover the whole session, the large request too.
+	if res, err := manualExtract(h, tenantA, "perm", 30*time.Second); err != nil || !res.Success {
+		t.Fatalf("manual extraction: %+v %v", res, err)
 	}
 	// The tenant compacts its session over NATS (chunked reply to its
 	// private inbox) and reads its memory through the extractor's API.
