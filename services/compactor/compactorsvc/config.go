@@ -38,7 +38,8 @@ type Config struct {
 	KeepMaxTokens       int64 `envconfig:"COMPACTOR_KEEP_MAX_TOKENS" default:"40000" desc:"keep window: stop growing at this many tokens"`
 	SectionMaxChars     int   `envconfig:"COMPACTOR_SECTION_MAX_CHARS" default:"8000" desc:"note sections longer than this are cut (whole lines) in the summary"`
 
-	Concurrency    int   `envconfig:"COMPACTOR_CONCURRENCY" default:"256" desc:"compactions handled at once; more get a 503 busy error"`
+	Concurrency       int `envconfig:"COMPACTOR_CONCURRENCY" default:"256" desc:"compactions and edits handled at once; more get a 503 busy error"`
+	TenantConcurrency int `envconfig:"COMPACTOR_TENANT_CONCURRENCY" default:"64" desc:"compactions and edits of one tenant handled at once; more get a 429 error with Retry-After, other tenants are still served"`
 	MaxReadRecords int   `envconfig:"COMPACTOR_MAX_READ_RECORDS" default:"50000" desc:"most transcript records read before the last summarized one (backwards growth, full compaction)"`
 	TailCacheBytes int64 `envconfig:"COMPACTOR_TAIL_CACHE_BYTES" default:"67108864" desc:"decoded transcript records kept between compactions of a session, so the next one reads only what is new (negative = off)"`
 
@@ -66,6 +67,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("keep_min_text_messages", c.KeepMinTextMessages),
 		slog.Int64("keep_max_tokens", c.KeepMaxTokens),
 		slog.Int("concurrency", c.Concurrency),
+		slog.Int("tenant_concurrency", c.TenantConcurrency),
 	)
 }
 
@@ -92,6 +94,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Concurrency <= 0 {
 		c.Concurrency = 256
+	}
+	if c.TenantConcurrency <= 0 {
+		c.TenantConcurrency = 64
+	}
+	if c.TenantConcurrency >= c.Concurrency {
+		c.TenantConcurrency = 0 // no bound below the replica's own
 	}
 	if c.TailCacheBytes == 0 {
 		c.TailCacheBytes = 64 << 20

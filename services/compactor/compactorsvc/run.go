@@ -3,8 +3,9 @@
 // named recall-compactor) from the session memory the extractors keep
 // current, without calling an LLM on that path.
 //
-// Each request is handled in its own goroutine (at most Config.Concurrency
-// at once; more are refused with a 503 error), so a request waiting for a
+// Each request is handled in its own goroutine (at most
+// Config.TenantConcurrency at once for one tenant — more are refused with a
+// 429 error — and Config.Concurrency in all — a 503), so a request waiting for a
 // running extraction never delays another session's compaction. Replies
 // larger than the server's max payload are sent with internal/chunked.
 //
@@ -79,7 +80,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	h := &handler{c: c, nc: life.NC, log: log, sem: make(chan struct{}, cfg.Concurrency), base: base, later: microapi.NewLater()}
+	h := &handler{c: c, nc: life.NC, log: log, adm: microapi.NewAdmission(cfg.TenantConcurrency, cfg.Concurrency, time.Second), base: base, later: microapi.NewLater()}
 	svc, err := h.service()
 	if err != nil {
 		return err
@@ -164,7 +165,8 @@ type handler struct {
 	c   *Compactor
 	nc  *nats.Conn
 	log *slog.Logger
-	sem chan struct{}
+	// adm bounds the requests in flight per tenant and in all.
+	adm *microapi.Admission
 	wg  sync.WaitGroup
 	// later counts the answers sent after the handler returned.
 	later *microapi.Later
@@ -191,18 +193,18 @@ func (h *handler) serve(req micro.Request) {
 	})
 }
 
-// answer runs work on its own goroutine under the concurrency bound (503
-// when it is reached) and sends its result as a (chunked when large) JSON
+// answer runs work on its own goroutine under the admission bounds (429
+// when the tenant has its share in flight, 503 when the replica is full,
+// both with Retry-After) and sends its result as a (chunked when large) JSON
 // reply; a work error or a panic answers 500. then, when work returns one,
 // runs after the reply is sent. The request's headers and reply subject are
 // read before answer returns: micro reuses the request once the handler
 // returns, so the goroutine answers on the connection directly, and the
 // outcome is counted in h.later under the endpoint verb.
 func (h *handler) answer(req micro.Request, verb, what, tenant, session string, work func(context.Context) (any, func(), error)) {
-	select {
-	case h.sem <- struct{}{}:
-	default:
-		_ = req.Error("503", "compactor busy: too many requests in flight; retry shortly", nil)
+	release, aerr := h.adm.Admit(tenant)
+	if aerr != nil {
+		microapi.Answer(h.nc, h.log, req.Reply(), nil, aerr, req)
 		return
 	}
 	h.wg.Add(1)
@@ -216,7 +218,7 @@ func (h *handler) answer(req micro.Request, verb, what, tenant, session string, 
 	}
 	go func() {
 		defer h.wg.Done()
-		defer func() { <-h.sem }()
+		defer release()
 		ctx := natsce.Extract(h.base, hdrs)
 		defer func() {
 			if v := recover(); v != nil {
