@@ -38,10 +38,10 @@ type Config struct {
 	KeepMaxTokens       int64 `envconfig:"COMPACTOR_KEEP_MAX_TOKENS" default:"40000" desc:"keep window: stop growing at this many tokens"`
 	SectionMaxChars     int   `envconfig:"COMPACTOR_SECTION_MAX_CHARS" default:"8000" desc:"note sections longer than this are cut (whole lines) in the summary"`
 
-	Concurrency       int `envconfig:"COMPACTOR_CONCURRENCY" default:"256" desc:"compactions and edits handled at once; more get a 503 busy error"`
-	TenantConcurrency int `envconfig:"COMPACTOR_TENANT_CONCURRENCY" default:"64" desc:"compactions and edits of one tenant handled at once; more get a 429 error with Retry-After, other tenants are still served"`
-	MaxReadRecords int   `envconfig:"COMPACTOR_MAX_READ_RECORDS" default:"50000" desc:"most transcript records read before the last summarized one (backwards growth, full compaction)"`
-	TailCacheBytes int64 `envconfig:"COMPACTOR_TAIL_CACHE_BYTES" default:"67108864" desc:"decoded transcript records kept between compactions of a session, so the next one reads only what is new (negative = off)"`
+	Concurrency       int   `envconfig:"COMPACTOR_CONCURRENCY" default:"256" desc:"compactions and edits handled at once; more get a 503 busy error"`
+	TenantConcurrency int   `envconfig:"COMPACTOR_TENANT_CONCURRENCY" default:"64" desc:"compactions and edits of one tenant handled at once; more get a 429 error with Retry-After, other tenants are still served"`
+	MaxReadRecords    int   `envconfig:"COMPACTOR_MAX_READ_RECORDS" default:"50000" desc:"most transcript records read before the last summarized one (backwards growth, full compaction)"`
+	TailCacheBytes    int64 `envconfig:"COMPACTOR_TAIL_CACHE_BYTES" default:"67108864" desc:"decoded transcript records kept between compactions of a session, so the next one reads only what is new (negative = off)"`
 
 	BreakerFailures     int           `envconfig:"COMPACTOR_BREAKER_FAILURES" default:"3" desc:"consecutive full-compaction failures of a session after which it is not tried again"`
 	FullCompactTimeout  time.Duration `envconfig:"COMPACTOR_FULL_COMPACT_TIMEOUT" default:"120s" desc:"time limit of one full compaction (LLM call)"`
