@@ -71,9 +71,12 @@ func Lease(ctx context.Context, kv jetstream.KeyValue, key, holder string, ttl t
 	}
 }
 
-// IsConflict reports a failed KV create or compare-and-set.
+// IsConflict reports a failed KV create or compare-and-set, on a single
+// server (code 10071) or a replicated bucket (10164, which
+// jetstream.ErrKeyExists does not match).
 func IsConflict(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.Is(err, jetstream.ErrKeyExists) ||
-		(errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence)
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) ||
+		(errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant))
 }
