@@ -41,36 +41,11 @@ var (
 
 // Tenant returns the tenant of an API request subject
 // (recall.api.<verb>.<tenant>.<session>), or false when subject is not one.
-func Tenant(subject string) (string, bool) {
-	if !strings.HasPrefix(subject, events.SubjectAPIRoot+".") {
-		return "", false
-	}
-	tenant, _, ok := events.SplitSessionSubject(subject)
-	if !ok || strings.Count(subject, ".") != 4 {
-		return "", false
-	}
-	return tenant, true
-}
+func Tenant(subject string) (string, bool) { return events.APITenant(subject) }
 
 // Allowed reports whether a reply to a request on subject may be published
-// on reply: reply lies under the inbox prefix of subject's tenant and names
-// one subject (no wildcard, no empty token, no whitespace).
-func Allowed(subject, reply string) bool {
-	tenant, ok := Tenant(subject)
-	if !ok {
-		return false
-	}
-	rest, ok := strings.CutPrefix(reply, events.InboxPrefix(tenant)+".")
-	if !ok || rest == "" {
-		return false
-	}
-	for _, tok := range strings.Split(rest, ".") {
-		if tok == "" || tok == "*" || tok == ">" || strings.ContainsFunc(tok, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
-			return false
-		}
-	}
-	return true
-}
+// on reply (events.ReplyAllowed: the rule is part of the wire contract).
+func Allowed(subject, reply string) bool { return events.ReplyAllowed(subject, reply) }
 
 // Inbox returns a fresh reply subject in the reply space of the tenant of
 // the API subject, or "" when subject is not an API request subject.

@@ -23,8 +23,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 
-	"github.com/recallhq/recall/internal/replyspace"
+	"github.com/recallhq/recall/pkg/events"
 )
 
 // Header names.
@@ -86,7 +87,7 @@ func RespondSize(nc *nats.Conn, reply string, hdr nats.Header, data []byte, size
 // Request sends data with hdr to subject and returns the reassembled reply:
 // the first message's headers (chunk headers removed) with the whole body.
 // For an API subject (recall.api.<verb>.<tenant>.<session>) the reply
-// subject lies in the tenant's reply space (replyspace.Inbox), the only
+// subject lies in the tenant's reply space (events.InboxPrefix of its tenant), the only
 // place Recall's services answer; nc must be allowed to subscribe there.
 // It waits until ctx is done (a deadline of 30 s applies when ctx has none).
 func Request(ctx context.Context, nc *nats.Conn, subject string, hdr nats.Header, data []byte) (*nats.Msg, error) {
@@ -95,9 +96,9 @@ func Request(ctx context.Context, nc *nats.Conn, subject string, hdr nats.Header
 		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 	}
-	inbox := replyspace.Inbox(subject)
-	if inbox == "" {
-		inbox = nc.NewInbox()
+	inbox := nc.NewInbox()
+	if tenant, ok := events.APITenant(subject); ok {
+		inbox = events.InboxPrefix(tenant) + "." + nuid.Next()
 	}
 	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
