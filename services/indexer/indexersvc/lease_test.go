@@ -52,7 +52,7 @@ func (m *slowModel) Complete(ctx context.Context, _ llm.Request) (*llm.Response,
 
 // TestOneIndexingAtATimeAcrossReplicas: forced indexings of one session sent
 // to two replicas at once run one after the other (the lease), and each
-// succeeds.
+// succeeds (a tenant may have all six in flight on one replica here).
 func TestOneIndexingAtATimeAcrossReplicas(t *testing.T) {
 	srv, nc, js, prov := provisioned(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -75,7 +75,8 @@ func TestOneIndexingAtATimeAcrossReplicas(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = Run(runCtx, Config{NATS: natsconn.Config{URL: srv.ClientURL()}, Config: prov, Provider: model, Timeout: 10 * time.Second}, log)
+			_ = Run(runCtx, Config{NATS: natsconn.Config{URL: srv.ClientURL()}, Config: prov, Provider: model, Timeout: 10 * time.Second,
+				TenantRequests: 6}, log)
 		}()
 	}
 	defer func() { stop(); wg.Wait() }()

@@ -197,12 +197,12 @@ func (x *Indexer) query(ctx context.Context, tenant, session string, req events.
 	if rec, _, err := x.mem.Get(ctx, tenant, session); err == nil {
 		notes = rec.Notes
 	}
-	passages, summaries, err := x.passages(ctx, tenant, session, budget)
+	passages, summaries, dropped, err := x.passages(ctx, tenant, session, budget)
 	if err != nil {
 		return nil, fail(503, "reading the transcript of %s: %v", session, err)
 	}
 	qc := memory.BuildQueryContext(notes, summaries, passages, budget)
-	reply := &events.QueryReply{Session: session, InputTokens: qc.Tokens, Records: len(passages), Truncated: qc.Truncated, Sources: []events.QuerySource{}}
+	reply := &events.QueryReply{Session: session, InputTokens: qc.Tokens, Records: len(passages), Truncated: qc.Truncated + dropped, Sources: []events.QuerySource{}}
 	overhead := time.Since(began)
 	var cites []int
 	if x.provider == nil {
@@ -239,16 +239,17 @@ func (x *Indexer) query(ctx context.Context, tenant, session string, req events.
 
 // passages reads the session's most recent messages as passages, the
 // newest that fit budget, and the compaction summaries among them apart
-// (the newest, about the budget's worth). It reads backwards in growing
+// (the newest, about the budget's worth), and how many records the
+// budget left out of the window read last. It reads backwards in growing
 // windows of stream sequences (sessions interleave in the stream), each
 // window forwards through a PassageTail of what the budget has left, so a
 // long session costs what its tail costs and memory holds about the
 // budget, however large the session or its records: claim-checked records
 // are seen by their stub's preview, never fetched.
-func (x *Indexer) passages(ctx context.Context, tenant, session string, budget int64) ([]memory.Passage, []string, error) {
+func (x *Indexer) passages(ctx context.Context, tenant, session string, budget int64) (_ []memory.Passage, _ []string, dropped int, _ error) {
 	last, err := x.reader.LastSeq(ctx, tenant, session)
 	if err != nil || last == 0 {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	var out []memory.Passage
 	var summaries []string
@@ -277,12 +278,12 @@ func (x *Indexer) passages(ctx context.Context, tenant, session string, budget i
 			return true
 		})
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 		tokens += tail.Tokens()
 		out, summaries = append(tail.Passages(), out...), append(sums, summaries...)
 		if start == 1 || tokens >= budget || tail.Dropped() > 0 {
-			return out, summaries, nil
+			return out, summaries, tail.Dropped(), nil
 		}
 		from, span = start-1, span*4
 	}
