@@ -171,7 +171,10 @@ func Service(name string) (User, error) {
 		// follows the notifications, and replays parked extractions.
 		// Stores the bodies of events too large for one message in the
 		// claim-check object store.
-		pub = append([]string{transcript, events.SubjectAPIRoot + ".>", extract, "$O." + events.BucketBlobs + ".>"}, kv(events.BucketParked)...)
+		// Replays parked long-term commits from the console: re-queues the
+		// commit and clears its parked record.
+		pub = append([]string{transcript, events.SubjectAPIRoot + ".>", extract, "$O." + events.BucketBlobs + ".>", events.CommitSubject("*", "*")},
+			kv(events.BucketParked, events.BucketLTMState)...)
 		sub = []string{apiAll(events.VerbIngest), TenantReplies, notify}
 	case "trigger":
 		// Consumes the transcript, queues extraction requests, announces
