@@ -89,6 +89,7 @@ type Work func(ctx context.Context) (any, *Error)
 func (l *Later) Go(ctx context.Context, nc *nats.Conn, log *slog.Logger, req micro.Request, endpoint string, adm *Admission, key string, wg *sync.WaitGroup, work Work) {
 	release, aerr := adm.Admit(key)
 	if aerr != nil {
+		CountRejected(ctx, endpoint, key, aerr)
 		Answer(nc, log, req.Reply(), nil, aerr, req)
 		return
 	}
@@ -124,6 +125,6 @@ const retryAfterHeader = "Retry-After"
 
 func setRetryAfter(hdr nats.Header, d time.Duration) {
 	if d > 0 {
-		hdr.Set(retryAfterHeader, fmt.Sprint(int64((d+time.Second-1)/time.Second)))
+		hdr.Set(retryAfterHeader, RetryAfter(d))
 	}
 }

@@ -23,6 +23,11 @@ func (c *Console) preview(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	release, ok := c.admit(w, r, tenant, "POST /console/api/tenants/{tenant}/sessions/{session}/preview")
+	if !ok {
+		return
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(r.Context(), c.cfg.Timeout)
 	defer cancel()
 	body, _ := json.Marshal(events.CompactRequest{Preview: true, Trigger: events.TriggerManual})
@@ -53,6 +58,11 @@ func (c *Console) parked(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	release, ok := c.admit(w, r, want, "GET /console/api/parked")
+	if !ok {
+		return
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	list, err := parked.List(ctx, c.js)

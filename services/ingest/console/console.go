@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
 )
@@ -55,7 +56,15 @@ type Config struct {
 	// preview).
 	Timeout time.Duration
 	Log     *slog.Logger
+	// Admit, when set, admits a read of tenant's data at endpoint (the
+	// session list and page, the preview, parked lists) before any work:
+	// the edge's per-tenant and global bound. When it refuses it has
+	// answered (429 or 503 with Retry-After) and ok is false.
+	Admit Admitter
 }
+
+// Admitter admits a request reading tenant's data; see Config.Admit.
+type Admitter func(w http.ResponseWriter, r *http.Request, tenant, endpoint string) (release func(), ok bool)
 
 // Console serves the console.
 type Console struct {
@@ -70,13 +79,16 @@ type Console struct {
 	// graceful HTTP shutdown until its deadline.
 	closing   chan struct{}
 	closeOnce sync.Once
-	streams   streamLimit
+	// streams bounds the open live streams (per tenant, operators as one).
+	streams *microapi.Admission
 }
 
 // Close ends the live streams; register it with http.Server.RegisterOnShutdown.
 func (c *Console) Close() { c.closeOnce.Do(func() { close(c.closing) }) }
 
-// New returns the console reading through nc.
+// New returns the console reading through nc. Its reads can be large
+// (transcripts, listings): give it a connection of its own, not one that
+// carries control traffic.
 func New(nc *nats.Conn, auth Authenticator, cfg Config) (*Console, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -88,8 +100,21 @@ func New(nc *nats.Conn, auth Authenticator, cfg Config) (*Console, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Admit == nil {
+		cfg.Admit = func(http.ResponseWriter, *http.Request, string, string) (func(), bool) { return func() {}, true }
+	}
 	cfg.Tenants = slices.Compact(slices.Sorted(slices.Values(cfg.Tenants)))
-	return &Console{nc: nc, js: js, auth: auth, reader: transcript.NewReader(nc), series: lru[series]{max: 32}, timelines: lru[timeline]{max: 32}, cfg: cfg, closing: make(chan struct{})}, nil
+	return &Console{nc: nc, js: js, auth: auth, reader: transcript.NewReader(nc), series: lru[series]{max: 32}, timelines: lru[timeline]{max: 32}, cfg: cfg, closing: make(chan struct{}),
+		streams: microapi.NewAdmission(maxStreamsPer, maxStreams, 10*time.Second)}, nil
+}
+
+// admit admits a read of tenant's data ("" for every tenant's) at
+// endpoint; see Config.Admit.
+func (c *Console) admit(w http.ResponseWriter, r *http.Request, tenant, endpoint string) (release func(), ok bool) {
+	if tenant == "" {
+		tenant = "*"
+	}
+	return c.cfg.Admit(w, r, tenant, endpoint)
 }
 
 // Register adds the console's routes to mux.
@@ -112,7 +137,7 @@ func noStore(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-cache")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; img-src 'self' data:")
+		w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
 		h.ServeHTTP(w, r)
 	})
 }

@@ -24,6 +24,14 @@ import (
 const (
 	maxPoints   = 600 // points of the token chart
 	maxTimeline = 300 // newest lifecycle events
+	// readBatch is the messages asked for per round trip of a bulk read
+	// (a transcript, a listing): at most readBatch × the largest inline
+	// record (512 KiB) in flight, so a read cannot flood the connection.
+	readBatch = 32
+	// maxPageBytes bounds the transcript bytes one page request reads: a
+	// longer session is read over several requests (Partial; what was
+	// read is kept, so the next request goes on from there).
+	maxPageBytes = 64 << 20
 )
 
 // sessionPage is everything the session page shows.
@@ -41,6 +49,9 @@ type sessionPage struct {
 	Compactions []mark     `json:"compactions"`
 	Timeline    []happened `json:"timeline"`
 	Extracting  bool       `json:"extracting"`
+	// Partial: the transcript was read up to maxPageBytes by this request;
+	// reload to read on (Records counts what was read).
+	Partial bool `json:"partial,omitempty"`
 }
 
 type memoryView struct {
@@ -79,6 +90,11 @@ func (c *Console) session(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	release, ok := c.admit(w, r, tenant, "GET /console/api/tenants/{tenant}/sessions/{session}")
+	if !ok {
+		return
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	var timing serverTiming
@@ -126,16 +142,20 @@ func (c *Console) sessionPage(ctx context.Context, tenant, session string, timin
 
 // readSeries reads the transcript: the estimated context after each
 // record (reset to the reported size at each compaction boundary). Only
-// the records after the cached series of the session are read.
+// the records after the cached series of the session are read, in batches
+// of readBatch, at most maxPageBytes of them per request (p.Partial).
 func (c *Console) readSeries(ctx context.Context, p *sessionPage) error {
 	key := p.Tenant + "." + p.Session
 	s := c.series.get(key)
 	next := &series{records: s.records, lastSeq: s.lastSeq, tokens: s.tokens,
 		points: slices.Clip(s.points), compactions: slices.Clip(s.compactions)}
-	err := transcript.ScanRaw(ctx, c.nc, events.StreamTranscript, events.TranscriptSubject(p.Tenant, p.Session), s.lastSeq+1, 0, 1024,
+	read := 0
+	err := transcript.ScanRaw(ctx, c.nc, events.StreamTranscript, events.TranscriptSubject(p.Tenant, p.Session), s.lastSeq+1, 0, readBatch,
 		func(m transcript.Raw) bool {
 			next.add(m)
-			return true
+			read += len(m.Data)
+			p.Partial = read >= maxPageBytes
+			return !p.Partial
 		})
 	if next.lastSeq > s.lastSeq {
 		c.series.put(key, next) // what was read counts, even when the read ended early
@@ -326,7 +346,7 @@ func (c *Console) readTimeline(ctx context.Context, p *sessionPage) error {
 	had := c.timelines.get(key)
 	tl := &timeline{lastSeq: had.lastSeq, items: slices.Clip(had.items)}
 	subject := events.SubjectEventsRoot + ".*." + p.Tenant + "." + p.Session
-	err := transcript.ScanRaw(ctx, c.nc, events.StreamEvents, subject, had.lastSeq+1, 0, 1024, func(m transcript.Raw) bool {
+	err := transcript.ScanRaw(ctx, c.nc, events.StreamEvents, subject, had.lastSeq+1, 0, readBatch, func(m transcript.Raw) bool {
 		tl.items = append(tl.items, notification(m))
 		tl.lastSeq = m.Seq
 		if len(tl.items) > 2*maxTimeline {

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -31,10 +31,11 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request) {
 	if id.Operator {
 		who = "operator"
 	}
-	release, ok := c.streams.take(who)
-	if !ok {
-		w.Header().Set("Retry-After", "10")
-		fail(w, http.StatusTooManyRequests, fmt.Sprintf("too many live streams open (at most %d per tenant, %d in all)", maxStreamsPer, maxStreams))
+	release, aerr := c.streams.Admit(who)
+	if aerr != nil {
+		microapi.CountRejected(r.Context(), "GET /console/api/live", who, aerr)
+		w.Header().Set("Retry-After", microapi.RetryAfter(aerr.RetryAfter))
+		fail(w, aerr.Code, fmt.Sprintf("too many live streams open (at most %d per tenant, %d in all)", maxStreamsPer, maxStreams))
 		return
 	}
 	defer release()
@@ -99,30 +100,3 @@ const (
 	maxStreamsPer = 16
 	maxStreams    = 512
 )
-
-// streamLimit counts the open live streams, per tenant (operators count as
-// one) and in all.
-type streamLimit struct {
-	mu    sync.Mutex
-	by    map[string]int
-	total int
-}
-
-func (l *streamLimit) take(who string) (release func(), ok bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.by == nil {
-		l.by = map[string]int{}
-	}
-	if l.by[who] >= maxStreamsPer || l.total >= maxStreams {
-		return nil, false
-	}
-	l.by[who]++
-	l.total++
-	return func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.by[who]--
-		l.total--
-	}, true
-}

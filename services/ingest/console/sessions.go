@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,8 +18,15 @@ import (
 	"github.com/recallhq/recall/pkg/events"
 )
 
-// maxSessions bounds the sessions page (the most recently active first).
-const maxSessions = 500
+// Bounds of the sessions list: a page holds at most maxSessions rows
+// (defaultSessions unless ?limit= asks otherwise), and one request looks
+// at most maxScan sessions for a ?q= search (then it answers what it found
+// with a cursor to go on).
+const (
+	maxSessions     = 500
+	defaultSessions = 200
+	maxScan         = 5000
+)
 
 // sessionRow is one line of the sessions page.
 type sessionRow struct {
@@ -40,58 +49,131 @@ type sessionRow struct {
 	Summary string   `json:"summary,omitempty"`
 }
 
-// sessions lists the tenant's sessions, most recently active first; q
-// filters by id, name, tag and summary.
+// sessionsPage is one page of the sessions list.
+type sessionsPage struct {
+	Tenant   string        `json:"tenant"`
+	Sessions []*sessionRow `json:"sessions"`
+	// Total is the tenant's number of sessions.
+	Total int `json:"total"`
+	// NextCursor, when set, asks for the next page (?cursor=).
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// sessions lists a page of the tenant's sessions: pages follow the
+// session ids (?cursor= the previous page's next_cursor, ?limit= rows,
+// at most maxSessions); within a page the most recently active come
+// first. ?q= filters by id, name, tag and summary.
 func (c *Console) sessions(w http.ResponseWriter, r *http.Request) {
 	_, tenant, ok := c.tenantOf(w, r)
 	if !ok {
 		return
 	}
+	q := r.URL.Query()
+	limit := defaultSessions
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 {
+			fail(w, http.StatusBadRequest, "limit must be a positive integer")
+			return
+		}
+		limit = min(n, maxSessions)
+	}
+	release, ok := c.admit(w, r, tenant, "GET /console/api/tenants/{tenant}/sessions")
+	if !ok {
+		return
+	}
+	defer release()
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	rows, err := c.listSessions(ctx, tenant)
+	page, err := c.listSessions(ctx, tenant, strings.ToLower(strings.TrimSpace(q.Get("q"))), q.Get("cursor"), limit)
 	if err != nil {
 		unavailable(w, err)
 		return
 	}
-	if q := strings.ToLower(strings.TrimSpace(r.URL.Query().Get("q"))); q != "" {
-		kept := rows[:0]
-		for _, row := range rows {
-			if strings.Contains(strings.ToLower(row.Session+" "+row.Name+" "+strings.Join(row.Tags, " ")+" "+row.Summary), q) {
-				kept = append(kept, row)
-			}
-		}
-		rows = kept
-	}
-	writeJSON(w, map[string]any{"tenant": tenant, "sessions": rows})
+	writeJSON(w, page)
 }
 
-func (c *Console) listSessions(ctx context.Context, tenant string) ([]*sessionRow, error) {
-	heads, err := c.heads(ctx, tenant)
+// listSessions reads one page: the tenant's session ids after cursor from
+// the stream's per-subject state (no message is read), then the page's
+// heads, memory, index and context in batches of readBatch.
+func (c *Console) listSessions(ctx context.Context, tenant, q, cursor string, limit int) (*sessionsPage, error) {
+	counts, err := c.recordCounts(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}
-	bySession := map[string]*sessionRow{}
-	rows := make([]*sessionRow, 0, len(heads))
-	for _, h := range heads {
-		_, session, ok := events.SplitSessionSubject(h.Subject)
-		if !ok {
-			continue
+	ids := make([]string, 0, len(counts))
+	for id := range counts {
+		if id > cursor {
+			ids = append(ids, id)
 		}
-		row := &sessionRow{Session: session, LastSeq: h.Seq, LastActivity: h.Time}
-		bySession[session] = row
-		rows = append(rows, row)
 	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].LastActivity.After(rows[j].LastActivity) })
-	if len(rows) > maxSessions {
-		rows = rows[:maxSessions]
+	slices.Sort(ids)
+	page := &sessionsPage{Tenant: tenant, Sessions: []*sessionRow{}, Total: len(counts)}
+	scanned := 0
+	for len(ids) > 0 && len(page.Sessions) < limit && scanned < maxScan {
+		chunk := ids[:min(len(ids), limit-len(page.Sessions), maxScan-scanned)]
+		ids = ids[len(chunk):]
+		scanned += len(chunk)
+		rows := make(map[string]*sessionRow, len(chunk))
+		for _, id := range chunk {
+			rows[id] = &sessionRow{Session: id, Records: counts[id]}
+		}
+		c.joinBuckets(ctx, tenant, rows)
+		for _, id := range chunk {
+			if row := rows[id]; q == "" || strings.Contains(strings.ToLower(row.Session+" "+row.Name+" "+strings.Join(row.Tags, " ")+" "+row.Summary), q) {
+				page.Sessions = append(page.Sessions, row)
+			}
+		}
+		if len(ids) > 0 {
+			page.NextCursor = chunk[len(chunk)-1]
+		} else {
+			page.NextCursor = ""
+		}
 	}
-	if err := c.countRecords(ctx, tenant, bySession); err != nil {
+	if err := c.joinHeads(ctx, tenant, page.Sessions); err != nil {
 		return nil, err
 	}
-	c.joinBuckets(ctx, tenant, bySession)
-	c.joinContext(ctx, tenant, bySession)
-	return rows, nil
+	sort.SliceStable(page.Sessions, func(i, j int) bool { return page.Sessions[i].LastActivity.After(page.Sessions[j].LastActivity) })
+	return page, nil
+}
+
+// joinHeads adds each row's newest record (sequence, time) and the
+// context size at its last extraction request.
+func (c *Console) joinHeads(ctx context.Context, tenant string, list []*sessionRow) error {
+	rows := make(map[string]*sessionRow, len(list))
+	subjects := make([]string, 0, len(list))
+	for _, row := range list {
+		rows[row.Session] = row
+		subjects = append(subjects, events.TranscriptSubject(tenant, row.Session))
+	}
+	err := c.lastOfEach(ctx, events.StreamTranscript, subjects, func(m transcript.Raw) {
+		if _, session, ok := events.SplitSessionSubject(m.Subject); ok && rows[session] != nil {
+			rows[session].LastSeq, rows[session].LastActivity = m.Seq, m.Time
+		}
+	})
+	if err != nil {
+		return err
+	}
+	c.joinContext(ctx, tenant, rows)
+	return nil
+}
+
+// lastOfEach calls fn with the newest message of each of subjects in
+// stream, asking for readBatch subjects per round trip (a head may be a
+// large record). fn must not keep m.Data.
+func (c *Console) lastOfEach(ctx context.Context, stream string, subjects []string, fn func(m transcript.Raw)) error {
+	for len(subjects) > 0 {
+		chunk := subjects[:min(len(subjects), readBatch)]
+		subjects = subjects[len(chunk):]
+		last, err := transcript.LastOfEach(ctx, c.nc, stream, chunk, 0, len(chunk))
+		if err != nil {
+			return err
+		}
+		for _, m := range last {
+			fn(m)
+		}
+	}
+	return nil
 }
 
 // joinContext adds each session's context size at its last extraction
@@ -102,81 +184,35 @@ func (c *Console) joinContext(ctx context.Context, tenant string, rows map[strin
 	for session := range rows {
 		subjects = append(subjects, events.EventsSubject(events.KindExtractionRequested, tenant, session))
 	}
-	last, err := transcript.LastOfEach(ctx, c.nc, events.StreamEvents, subjects, 0, len(subjects))
-	if err != nil {
-		return // the column stays empty
-	}
-	for _, m := range last {
+	// A failed read leaves the column empty.
+	_ = c.lastOfEach(ctx, events.StreamEvents, subjects, func(m transcript.Raw) {
 		var req events.ExtractionRequested
 		if row := rows[lastToken(m.Subject)]; row != nil && json.Unmarshal(m.Data, &req) == nil {
 			row.ContextTokens = req.Counters.Tokens
 		}
-	}
+	})
 }
 
 func lastToken(subject string) string { return subject[strings.LastIndexByte(subject, '.')+1:] }
 
-// heads is the newest record of each of the tenant's sessions: one
-// multi_last read, or — for a tenant with more sessions than the server
-// answers at once — the sessions met in a window at the end of the
-// transcript, widened until it holds maxSessions of them or the whole
-// stream.
-func (c *Console) heads(ctx context.Context, tenant string) ([]transcript.Raw, error) {
-	filter := events.TranscriptSubject(tenant, "*")
-	heads, err := transcript.LastOfEach(ctx, c.nc, events.StreamTranscript, []string{filter}, 0, 1024)
-	if !errors.Is(err, transcript.ErrTooManyResults) {
-		return heads, err
-	}
+// recordCounts returns the record count of each of the tenant's sessions,
+// from the stream's per-subject state (the client pages through it).
+func (c *Console) recordCounts(ctx context.Context, tenant string) (map[string]uint64, error) {
 	st, err := c.js.Stream(ctx, events.StreamTranscript)
 	if err != nil {
 		return nil, err
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		return nil, err
-	}
-	last := info.State.LastSeq
-	for window := uint64(20000); ; window *= 4 {
-		from := uint64(1)
-		if last > window {
-			from = last - window
-		}
-		latest := map[string]transcript.Raw{}
-		err := transcript.ScanRaw(ctx, c.nc, events.StreamTranscript, filter, from, last, 1024, func(m transcript.Raw) bool {
-			m.Data = nil
-			latest[m.Subject] = m
-			return true
-		})
-		if err != nil {
-			return nil, err
-		}
-		if len(latest) >= maxSessions || from == 1 {
-			out := make([]transcript.Raw, 0, len(latest))
-			for _, m := range latest {
-				out = append(out, m)
-			}
-			return out, nil
-		}
-	}
-}
-
-// countRecords fills each session's record count from the stream's
-// per-subject state.
-func (c *Console) countRecords(ctx context.Context, tenant string, rows map[string]*sessionRow) error {
-	st, err := c.js.Stream(ctx, events.StreamTranscript)
-	if err != nil {
-		return err
 	}
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(events.TranscriptSubject(tenant, "*")))
 	if err != nil {
-		return err
+		return nil, err
 	}
+	counts := make(map[string]uint64, len(info.State.Subjects))
 	for subj, n := range info.State.Subjects {
-		if _, session, ok := events.SplitSessionSubject(subj); ok && rows[session] != nil {
-			rows[session].Records = n
+		if _, session, ok := events.SplitSessionSubject(subj); ok {
+			counts[session] = n
 		}
 	}
-	return nil
+	return counts, nil
 }
 
 // joinBuckets adds memory, index and extraction state: for each bucket one
@@ -201,26 +237,23 @@ func (c *Console) joinBuckets(ctx context.Context, tenant string, rows map[strin
 
 // eachValue calls fn with the current value of each listed session's key
 // (<tenant>.<session>) in bucket, read in one batch Direct Get of the
-// bucket's stream; deleted, purged and expired keys are skipped.
+// bucket's stream (readBatch keys per round trip); deleted, purged and expired keys are skipped.
 func (c *Console) eachValue(ctx context.Context, bucket, tenant string, rows map[string]*sessionRow, fn func(row *sessionRow, key string, m transcript.Raw)) {
 	prefix := "$KV." + bucket + "."
 	subjects := make([]string, 0, len(rows))
 	for session := range rows {
 		subjects = append(subjects, prefix+events.MemoryKey(tenant, session))
 	}
-	last, err := transcript.LastOfEach(ctx, c.nc, "KV_"+bucket, subjects, 0, len(subjects))
-	if err != nil {
-		return
-	}
-	for _, m := range last {
+	// A failed read leaves the bucket's columns empty.
+	_ = c.lastOfEach(ctx, "KV_"+bucket, subjects, func(m transcript.Raw) {
 		if m.Header.Get("KV-Operation") != "" || m.Header.Get("Nats-Marker-Reason") != "" {
-			continue
+			return
 		}
 		key := strings.TrimPrefix(m.Subject, prefix)
 		if _, session, ok := strings.Cut(key, "."); ok && rows[session] != nil {
 			fn(rows[session], key, m)
 		}
-	}
+	})
 }
 
 // errNoSession answers 404.

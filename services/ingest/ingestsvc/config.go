@@ -31,7 +31,20 @@ type Config struct {
 	MaxBatchEvents int           `envconfig:"INGEST_MAX_BATCH_EVENTS" default:"1000" desc:"most events in one batch"`
 	MaxBodyBytes   int64         `envconfig:"INGEST_MAX_BODY_BYTES" default:"17825792" desc:"largest accepted HTTP request body, bytes (raised to INGEST_MAX_EVENT_BYTES + 1 KiB when lower, so one event of the largest size fits)"`
 	BodyTimeout    time.Duration `envconfig:"INGEST_BODY_TIMEOUT" default:"30s" desc:"longest time to receive one HTTP request body (408 after)"`
-	MaxBodies      int           `envconfig:"INGEST_MAX_BODIES" default:"16" desc:"most HTTP request bodies read at once (503 with Retry-After beyond); bounds the edge's memory with INGEST_MAX_BODY_BYTES"`
+	MaxBodies      int           `envconfig:"INGEST_MAX_BODIES" default:"16" desc:"most small HTTP request bodies (at most INGEST_LARGE_BODY_BYTES) read at once (503 with Retry-After beyond)"`
+	TenantBodies   int           `envconfig:"INGEST_TENANT_BODIES" default:"8" desc:"most small HTTP request bodies one tenant has read at once (429 with Retry-After beyond)"`
+	LargeBodyBytes int64         `envconfig:"INGEST_LARGE_BODY_BYTES" default:"1048576" desc:"bodies announced larger than this, or of unknown length, take a large-body slot"`
+	MaxLargeBodies int           `envconfig:"INGEST_MAX_LARGE_BODIES" default:"4" desc:"most large HTTP request bodies read at once (503 beyond); with INGEST_MAX_BODY_BYTES it bounds the edge's body memory"`
+	TenantLarge    int           `envconfig:"INGEST_TENANT_LARGE_BODIES" default:"2" desc:"most large HTTP request bodies one tenant has read at once (429 beyond)"`
+	MaxCalls       int           `envconfig:"INGEST_MAX_CALLS" default:"16" desc:"most expensive calls (extract, compact, edit, query, resolve, reindex, commit, listings, console reads) the edge works on at once (503 beyond)"`
+	TenantCalls    int           `envconfig:"INGEST_TENANT_CALLS" default:"4" desc:"most expensive calls of one tenant at once (429 with Retry-After beyond)"`
+	MaxReads       int           `envconfig:"INGEST_MAX_READS" default:"256" desc:"most small reads (GET memory, GET index) at once (503 beyond)"`
+	TenantReads    int           `envconfig:"INGEST_TENANT_READS" default:"64" desc:"most small reads of one tenant at once (429 beyond)"`
+	TenantInFlight int           `envconfig:"INGEST_TENANT_IN_FLIGHT" default:"256" desc:"most NATS ingest requests of one tenant awaiting acknowledgements (429 beyond; 1,024 in all)"`
+	MaxConns       int           `envconfig:"INGEST_MAX_CONNS" default:"2048" desc:"most open HTTP connections; further ones wait in the listen backlog"`
+	MaxConnsPerIP  int           `envconfig:"INGEST_MAX_CONNS_PER_IP" default:"256" desc:"most open HTTP connections from one client IP; more are closed at once"`
+	HeaderTimeout  time.Duration `envconfig:"INGEST_HEADER_TIMEOUT" default:"10s" desc:"longest time to receive a request's headers"`
+	IdleTimeout    time.Duration `envconfig:"INGEST_IDLE_TIMEOUT" default:"60s" desc:"how long an idle keep-alive HTTP connection is kept"`
 	PublishTimeout time.Duration `envconfig:"INGEST_PUBLISH_TIMEOUT" default:"10s" desc:"how long to wait for JetStream to acknowledge an event"`
 	MaxPending     int           `envconfig:"INGEST_MAX_PENDING" default:"8192" desc:"most unacknowledged async publishes before publishing stalls"`
 	APITimeout     time.Duration `envconfig:"INGEST_API_TIMEOUT" default:"120s" desc:"how long the HTTP session API waits for a NATS reply"`
@@ -50,6 +63,19 @@ func (c Config) LogValue() slog.Value {
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
 		slog.Duration("body_timeout", c.BodyTimeout),
 		slog.Int("max_bodies", c.MaxBodies),
+		slog.Int("tenant_bodies", c.TenantBodies),
+		slog.Int64("large_body_bytes", c.LargeBodyBytes),
+		slog.Int("max_large_bodies", c.MaxLargeBodies),
+		slog.Int("tenant_large_bodies", c.TenantLarge),
+		slog.Int("max_calls", c.MaxCalls),
+		slog.Int("tenant_calls", c.TenantCalls),
+		slog.Int("max_reads", c.MaxReads),
+		slog.Int("tenant_reads", c.TenantReads),
+		slog.Int("tenant_in_flight", c.TenantInFlight),
+		slog.Int("max_conns", c.MaxConns),
+		slog.Int("max_conns_per_ip", c.MaxConnsPerIP),
+		slog.Duration("header_timeout", c.HeaderTimeout),
+		slog.Duration("idle_timeout", c.IdleTimeout),
 		slog.Duration("publish_timeout", c.PublishTimeout),
 		slog.Int("partitions", c.Partitions),
 		slog.Int("replicas", c.Replicas),
@@ -74,9 +100,7 @@ func (c Config) withDefaults() Config {
 	if c.BodyTimeout <= 0 {
 		c.BodyTimeout = 30 * time.Second
 	}
-	if c.MaxBodies <= 0 {
-		c.MaxBodies = 16
-	}
+	c = c.admissionDefaults()
 	if c.PublishTimeout <= 0 {
 		c.PublishTimeout = 10 * time.Second
 	}
@@ -88,6 +112,36 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 30 * time.Second
+	}
+	return c
+}
+
+// admissionDefaults fills the zero bounds of admission and connections.
+func (c Config) admissionDefaults() Config {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.MaxBodies, 16)
+	def(&c.TenantBodies, 8)
+	def(&c.MaxLargeBodies, 4)
+	def(&c.TenantLarge, 2)
+	def(&c.MaxCalls, 16)
+	def(&c.TenantCalls, 4)
+	def(&c.MaxReads, 256)
+	def(&c.TenantReads, 64)
+	def(&c.TenantInFlight, 256)
+	def(&c.MaxConns, 2048)
+	def(&c.MaxConnsPerIP, 256)
+	if c.LargeBodyBytes <= 0 {
+		c.LargeBodyBytes = 1 << 20
+	}
+	if c.HeaderTimeout <= 0 {
+		c.HeaderTimeout = 10 * time.Second
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 60 * time.Second
 	}
 	return c
 }

@@ -113,13 +113,13 @@ func hostileBatch(size int) []byte {
 const heapBound = 64 << 20
 
 // TestHostileBatchMemory: 20 concurrent 8 MiB batches of millions of tiny
-// elements are each rejected (413) at element 1,001 while they arrive; the
-// live heap stays under heapBound (the old edge copied every element first:
-// ≈ 384 MB per request).
+// elements under the default limits (17 MiB bodies): the tenant's two
+// large-body slots read two of them, each rejected (413) at element 1,001,
+// the others get 429 before a byte is read; the live heap stays under
+// heapBound (the old edge copied every element first: ≈ 384 MB per
+// request).
 func TestHostileBatchMemory(t *testing.T) {
-	// The bound is stated for 8 MiB bodies; the default body limit follows
-	// INGEST_MAX_EVENT_BYTES (16 MiB events by claim check) and doubles it.
-	e := startEnv(t, func(c *Config) { c.MaxEventBytes, c.MaxBodyBytes = 512<<10, 8<<20 })
+	e := startEnv(t, nil)
 	body := hostileBatch(8 << 20)
 	base := sampleHeap()
 	baseline := base.Stop()
@@ -148,8 +148,8 @@ func TestHostileBatchMemory(t *testing.T) {
 	wg.Wait()
 	peak := s.Stop()
 	for i, st := range statuses {
-		if st != http.StatusRequestEntityTooLarge && st != http.StatusServiceUnavailable && st != -1 {
-			t.Errorf("request %d: status %d, want 413 (or 503 when the bodies in flight are capped)", i, st)
+		if st != http.StatusRequestEntityTooLarge && st != http.StatusTooManyRequests && st != -1 {
+			t.Errorf("request %d: status %d, want 413 (or 429 over the tenant's large-body slots)", i, st)
 		}
 	}
 	grew := int64(peak) - int64(baseline)
@@ -163,12 +163,13 @@ func TestHostileBatchMemory(t *testing.T) {
 	}
 }
 
-// TestSlowBodyMemory: 20 authenticated connections announce 8 MiB bodies
-// and send nothing. No buffer is sized from Content-Length, at most
-// MaxBodies of them are read at once (the rest get 503 with Retry-After at
-// once), and the read deadline ends the others with 408.
+// TestSlowBodyMemory: 20 authenticated connections of one tenant announce
+// 8 MiB bodies and send nothing. No buffer is sized from Content-Length,
+// at most the tenant's large-body share (2) is read at once (the rest get
+// 429 with Retry-After at once), and the read deadline ends the others
+// with 408.
 func TestSlowBodyMemory(t *testing.T) {
-	e := startEnv(t, func(c *Config) { c.BodyTimeout = time.Second; c.MaxBodies = 8 })
+	e := startEnv(t, func(c *Config) { c.BodyTimeout = time.Second })
 	base := sampleHeap()
 	baseline := base.Stop()
 	s := sampleHeap()
@@ -206,8 +207,8 @@ func TestSlowBodyMemory(t *testing.T) {
 	}
 	t.Logf("RELIABILITY slow bodies: 20 connections announcing 8 MiB, sending nothing: %v after %v; live heap peak %.1f MiB (baseline %.1f MiB)",
 		counts, took.Round(10*time.Millisecond), mib(peak), mib(baseline))
-	if counts["408 "] != 8 || counts["503 1"] != 12 {
-		t.Errorf("statuses %v, want 8 × 408 (read deadline) and 12 × 503 with Retry-After 1 (bodies in flight)", counts)
+	if counts["408 "] != 2 || counts["429 1"] != 18 {
+		t.Errorf("statuses %v, want 2 × 408 (read deadline) and 18 × 429 with Retry-After 1 (over the tenant's share)", counts)
 	}
 	if grew := int64(peak) - int64(baseline); grew > heapBound {
 		t.Fatalf("live heap grew by %.1f MiB, bound %d MiB", float64(grew)/(1<<20), heapBound>>20)

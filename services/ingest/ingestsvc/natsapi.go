@@ -39,8 +39,11 @@ type NATSHandler struct {
 	nc     *nats.Conn // replies are sent on it
 	in     *Ingester
 	limits Limits
-	sem    chan struct{}
-	wg     sync.WaitGroup
+	// adm bounds the requests awaiting acknowledgements, in all and (see
+	// tenantShare) per tenant.
+	adm         *microapi.Admission
+	maxInFlight int
+	wg          sync.WaitGroup
 	// later counts the replies sent once the acknowledgements came back
 	// (micro counts only the decode and the submission).
 	later *microapi.Later
@@ -54,7 +57,14 @@ func NewNATSHandler(nc *nats.Conn, in *Ingester, limits Limits, maxInFlight int)
 	if maxInFlight <= 0 {
 		maxInFlight = 1024
 	}
-	return &NATSHandler{nc: nc, in: in, limits: limits, sem: make(chan struct{}, maxInFlight), later: microapi.NewLater()}
+	return &NATSHandler{nc: nc, in: in, limits: limits, adm: microapi.NewAdmission(0, maxInFlight, time.Second),
+		maxInFlight: maxInFlight, later: microapi.NewLater()}
+}
+
+// tenantShare bounds one tenant's requests awaiting acknowledgements to n
+// (429 with Retry-After beyond); call it before the endpoint serves.
+func (h *NATSHandler) tenantShare(n int) {
+	h.adm = microapi.NewAdmission(n, h.maxInFlight, time.Second)
 }
 
 // Handle implements micro.Handler. The body is one structured CloudEvent
@@ -88,12 +98,8 @@ func (h *NATSHandler) Handle(req micro.Request) {
 	// at once with a 503 and nothing of it is stored, rather than queued in
 	// the subscription's buffer, where it would wait unseen and finally be
 	// dropped as a slow consumer's message.
-	select {
-	case h.sem <- struct{}{}:
-	default:
-		h.in.reject(ctx, "busy", len(items))
-		respondProblem(req, newProblem(ProblemUnavailable, http.StatusServiceUnavailable,
-			fmt.Sprintf("ingest busy: %d requests are awaiting their acknowledgements; nothing of this request was stored, retry shortly", cap(h.sem))))
+	release, ok := h.admit(ctx, req, tenant, len(items))
+	if !ok {
 		span.End()
 		return
 	}
@@ -108,7 +114,7 @@ func (h *NATSHandler) Handle(req micro.Request) {
 		status, body := summarize(pend.wait(ctx))
 		// The slot is free before the client hears back: a request sent
 		// right after the answer must not find it still taken.
-		<-h.sem
+		release()
 		m := &nats.Msg{Subject: reply, Data: mustJSON(body)}
 		if status != http.StatusAccepted {
 			p := body.(*Problem)
@@ -126,6 +132,26 @@ func (h *NATSHandler) Handle(req micro.Request) {
 		}
 		h.in.observe(ctx, "nats", start)
 	}()
+}
+
+// admit takes a slot for tenant's request of n events, or refuses it at
+// once: 429 when the tenant is over its share, 503 when every slot awaits
+// acknowledgements, both with Retry-After and nothing of it stored.
+func (h *NATSHandler) admit(ctx context.Context, req micro.Request, tenant string, n int) (release func(), ok bool) {
+	release, aerr := h.adm.Admit(tenant)
+	if aerr == nil {
+		return release, true
+	}
+	microapi.CountRejected(ctx, events.VerbIngest, tenant, aerr)
+	h.in.reject(ctx, "busy", n)
+	p := newProblem(ProblemTooManyRequests, aerr.Code, aerr.Msg)
+	if aerr.Code == http.StatusServiceUnavailable {
+		p = newProblem(ProblemUnavailable, aerr.Code,
+			fmt.Sprintf("ingest busy: %d requests are awaiting their acknowledgements; nothing of this request was stored, retry shortly", h.maxInFlight))
+	}
+	_ = req.Error(strconv.Itoa(p.Status), p.Detail, mustJSON(p), micro.WithHeaders(micro.Headers{
+		"Content-Type": []string{MediaProblem}, "Retry-After": []string{microapi.RetryAfter(aerr.RetryAfter)}}))
+	return nil, false
 }
 
 // Stats is the micro StatsHandler of the ingest service: the outcomes of

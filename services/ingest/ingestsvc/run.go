@@ -46,6 +46,7 @@ type Service struct {
 	log     *slog.Logger
 	nc      *nats.Conn // JetStream publishing, session API requests
 	apiNC   *nats.Conn // the micro service: its subscriptions and replies
+	conNC   *nats.Conn // the console's bulk reads (transcripts, listings, live streams)
 	js      jetstream.JetStream
 	svc     micro.Service
 	nh      *NATSHandler
@@ -78,7 +79,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 		return nil, err
 	}
 	limits := Limits{MaxEventBytes: cfg.MaxEventBytes, MaxBatchEvents: cfg.MaxBatchEvents, MaxBodyBytes: cfg.MaxBodyBytes,
-		BodyTimeout: cfg.BodyTimeout, gate: newBodyGate(cfg.MaxBodies)}
+		BodyTimeout: cfg.BodyTimeout, adm: newAdmission(cfg)}
 	in := NewIngester(s.js, cfg.MaxEventBytes, cfg.PublishTimeout)
 	blobs, err := s.js.ObjectStore(ctx, events.BucketBlobs)
 	if err != nil {
@@ -89,12 +90,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 	in.UseClaimCheck(blobs, min(cfg.InlineBytes, int(s.nc.MaxPayload())-64<<10))
 	s.in = in
 
-	s.apiNC, err = natsconn.Connect(cfg.NATS, "recall-ingest-api")
+	s.apiNC, err = natsconn.ConnectLogged(cfg.NATS, "recall-ingest-api", log)
 	if err != nil {
 		s.nc.Close()
 		return nil, err
 	}
 	s.nh = NewNATSHandler(s.apiNC, in, limits, 1024)
+	s.nh.tenantShare(cfg.TenantInFlight)
 	s.svc, err = micro.AddService(s.apiNC, micro.Config{
 		Name:         ServiceName,
 		Version:      "1.0.0",
@@ -135,8 +137,18 @@ func (s *Service) serveHTTP(ctx context.Context, in *Ingester, auth *Auth, limit
 	mux := ops.Handler(s.readyErr)
 	mux.Handle("POST /v1/events", NewEventsHandler(in, auth, limits))
 	NewSessionAPI(s.nc, auth, cfg.APITimeout, limits).Register(mux)
-	con, err := console.New(s.nc, auth.Identify, console.Config{Tenants: auth.ConsoleTenants(), Timeout: cfg.APITimeout, Log: s.log})
+	var err error
+	// The console's reads can be large: they get their own connection, so
+	// they cannot get the connection that publishes events disconnected.
+	if s.conNC, err = natsconn.ConnectLogged(cfg.NATS, "recall-ingest-console", s.log); err != nil {
+		return err
+	}
+	con, err := console.New(s.conNC, auth.Identify, console.Config{Tenants: auth.ConsoleTenants(), Timeout: cfg.APITimeout, Log: s.log,
+		Admit: func(w http.ResponseWriter, r *http.Request, tenant, endpoint string) (func(), bool) {
+			return admit(r.Context(), w, limits.adm.lane(calls), tenant, endpoint)
+		}})
 	if err != nil {
+		s.conNC.Close()
 		return fmt.Errorf("starting the console: %w", err)
 	}
 	con.Register(mux)
@@ -144,11 +156,24 @@ func (s *Service) serveHTTP(ctx context.Context, in *Ingester, auth *Auth, limit
 	if cfg.HTTPAddr == "" {
 		return nil
 	}
-	if s.ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+	if err := s.listen(ctx, mux, con.Close); err != nil {
+		s.conNC.Close()
+		return err
+	}
+	return nil
+}
+
+// listen serves mux on the configured address within the connection
+// bounds (total, per client IP) and timeouts (headers, idle keep-alive).
+func (s *Service) listen(ctx context.Context, mux http.Handler, onShutdown func()) error {
+	cfg := s.cfg
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
 		return fmt.Errorf("listening on %s: %w", cfg.HTTPAddr, err)
 	}
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	s.http.RegisterOnShutdown(con.Close)
+	s.ln = newLimitListener(ln, cfg.MaxConns, cfg.MaxConnsPerIP)
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: cfg.HeaderTimeout, IdleTimeout: cfg.IdleTimeout}
+	s.http.RegisterOnShutdown(onShutdown)
 	go func() {
 		if err := s.http.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.httpErr <- err
@@ -211,7 +236,10 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("waiting for NATS requests: %w", ctx.Err()))
 	}
-	for _, nc := range []*nats.Conn{s.apiNC, s.nc} {
+	for _, nc := range []*nats.Conn{s.apiNC, s.conNC, s.nc} {
+		if nc == nil {
+			continue
+		}
 		if err := nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 			errs = append(errs, fmt.Errorf("draining NATS: %w", err))
 		}

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/pkg/chunked"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
@@ -67,11 +68,17 @@ func (a *SessionAPI) Register(mux *http.ServeMux) {
 // user id); GET's types= (comma-separated) becomes the body.
 func (a *SessionAPI) userHandler(verb string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, span, tenant, ok := a.begin(w, r, r.Method+" /v1/users/{user}/memory")
+		route := r.Method + " /v1/users/{user}/memory"
+		ctx, span, tenant, ok := a.begin(w, r, route)
 		defer span.End()
 		if !ok {
 			return
 		}
+		release, ok := admit(ctx, w, a.limits.adm.lane(reads), tenant, route)
+		if !ok {
+			return
+		}
+		defer release()
 		user := r.PathValue("user")
 		if err := events.ValidateID(user); err != nil {
 			writeProblem(w, newProblem(ProblemInvalidBody, http.StatusBadRequest, "user: "+err.Error()))
@@ -129,6 +136,11 @@ func (a *SessionAPI) tenantHandler(verb, route string, fromQuery func(*http.Requ
 		if !ok {
 			return
 		}
+		release, ok := admit(ctx, w, a.limits.adm.lane(calls), tenant, r.Method+" "+route)
+		if !ok {
+			return
+		}
+		defer release()
 		var body []byte
 		if fromQuery != nil {
 			var p *Problem
@@ -136,7 +148,7 @@ func (a *SessionAPI) tenantHandler(verb, route string, fromQuery func(*http.Requ
 				writeProblem(w, p)
 				return
 			}
-		} else if body, ok = a.readBody(w, r); !ok {
+		} else if body, ok = a.readBody(ctx, w, r, tenant, r.Method+" "+route); !ok {
 			return
 		}
 		reply, p := a.forward(ctx, verb, tenant, events.TenantScope, body)
@@ -165,18 +177,24 @@ func (a *SessionAPI) begin(w http.ResponseWriter, r *http.Request, name string) 
 
 func (a *SessionAPI) handler(verb string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, span, tenant, ok := a.begin(w, r, r.Method+" /v1/sessions/{session}/"+verb)
+		route := r.Method + " /v1/sessions/{session}/" + verb
+		ctx, span, tenant, ok := a.begin(w, r, route)
 		defer span.End()
 		if !ok {
 			return
 		}
+		release, ok := admit(ctx, w, a.limits.adm.lane(laneOf(verb)), tenant, route)
+		if !ok {
+			return
+		}
+		defer release()
 		session := r.PathValue("session")
 		if err := events.ValidateID(session); err != nil {
 			writeProblem(w, newProblem(ProblemInvalidBody, http.StatusBadRequest, "session: "+err.Error()))
 			return
 		}
 		span.SetAttributes(attribute.String("recall.session", session))
-		body, ok := a.readBody(w, r)
+		body, ok := a.readBody(ctx, w, r, tenant, route)
 		if !ok {
 			return
 		}
@@ -192,8 +210,8 @@ func (a *SessionAPI) handler(verb string) http.Handler {
 // readBody reads the request body within the limits; it must fit in one
 // NATS message and be JSON without duplicate member names (or be empty).
 // When it cannot, readBody has answered the request and returns false.
-func (a *SessionAPI) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	body, p := a.readBodyProblem(w, r)
+func (a *SessionAPI) readBody(ctx context.Context, w http.ResponseWriter, r *http.Request, tenant, route string) ([]byte, bool) {
+	body, p := a.readBodyProblem(ctx, w, r, tenant, route)
 	if p != nil {
 		writeProblem(w, p)
 	}
@@ -201,8 +219,8 @@ func (a *SessionAPI) readBody(w http.ResponseWriter, r *http.Request) ([]byte, b
 }
 
 // readBodyProblem returns the body, or the problem to answer, or (nil, nil)
-// when the bodies-in-flight gate has answered 503 already.
-func (a *SessionAPI) readBodyProblem(w http.ResponseWriter, r *http.Request) ([]byte, *Problem) {
+// when admission to a body lane has answered (429 or 503) already.
+func (a *SessionAPI) readBodyProblem(ctx context.Context, w http.ResponseWriter, r *http.Request, tenant, route string) ([]byte, *Problem) {
 	limit := a.limits.MaxBodyBytes
 	if natsMax := int64(chunked.ChunkSize(a.nc)); natsMax < limit {
 		limit = natsMax
@@ -210,9 +228,9 @@ func (a *SessionAPI) readBodyProblem(w http.ResponseWriter, r *http.Request) ([]
 	if r.ContentLength > limit {
 		return nil, newProblem(ProblemTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is %d bytes, at most %d allowed", r.ContentLength, limit))
 	}
-	release, ok := a.limits.gate.acquire(w)
+	release, ok := a.limits.adm.admitBody(ctx, w, r, tenant, route)
 	if !ok {
-		return nil, nil // answered 503
+		return nil, nil // answered 429 or 503
 	}
 	defer release()
 	a.limits.setBodyDeadline(w)
@@ -237,6 +255,21 @@ func (a *SessionAPI) readBodyProblem(w http.ResponseWriter, r *http.Request) ([]
 	return body, nil
 }
 
+// Lanes of the session API (see Admission).
+var (
+	calls = func(a *Admission) *microapi.Admission { return a.Calls }
+	reads = func(a *Admission) *microapi.Admission { return a.Reads }
+)
+
+// laneOf is the admission lane of a session verb: small reads (GET memory,
+// GET index) in the reads lane, everything else is a call.
+func laneOf(verb string) func(*Admission) *microapi.Admission {
+	if verb == events.VerbMemory || verb == events.VerbIndex {
+		return reads
+	}
+	return calls
+}
+
 // forward sends the request to the service serving verb and returns its
 // reassembled reply, or the problem to answer.
 func (a *SessionAPI) forward(ctx context.Context, verb, tenant, session string, body []byte) (*nats.Msg, *Problem) {
@@ -259,12 +292,16 @@ func (a *SessionAPI) forward(ctx context.Context, verb, tenant, session string, 
 }
 
 // writeReply answers with a service's reply: a micro error's code becomes
-// the HTTP status (its problem body passed through when it is one).
+// the HTTP status (its problem body passed through when it is one), and a
+// 429 or 503 keeps the service's Retry-After.
 func writeReply(w http.ResponseWriter, reply *nats.Msg) {
 	if code := reply.Header.Get(micro.ErrorCodeHeader); code != "" {
 		status, err := strconv.Atoi(code)
 		if err != nil || status < 400 || status > 599 {
 			status = http.StatusBadGateway
+		}
+		if ra := reply.Header.Get("Retry-After"); ra != "" && (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) {
+			w.Header().Set("Retry-After", ra)
 		}
 		if ct := reply.Header.Get("Content-Type"); ct == MediaProblem && json.Valid(reply.Data) {
 			w.Header().Set("Content-Type", MediaProblem)
@@ -297,6 +334,8 @@ func kindForStatus(status int) string {
 		return "unprocessable"
 	case http.StatusRequestEntityTooLarge:
 		return ProblemTooLarge
+	case http.StatusTooManyRequests:
+		return ProblemTooManyRequests
 	case http.StatusServiceUnavailable:
 		return ProblemUnavailable
 	case http.StatusGatewayTimeout:
