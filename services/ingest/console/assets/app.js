@@ -203,9 +203,18 @@ async function sessionsPage() {
   const q = new URLSearchParams(location.hash.split("?")[1] || "").get("q") || "";
   const search = el("input", { type: "search", id: "search", placeholder: "Search id, name, tag, summary  ( / )", value: q, "aria-label": "Search sessions" });
   const table = el("div", { id: "sessions" }, el("p", { class: "muted", text: "Loading…" }));
+  // Pages follow the session ids (a cursor); "More" appends the next one.
+  let rows = [];
+  const list = (cursor) => api(`/console/api/tenants/${encodeURIComponent(state.tenant)}/sessions?q=${encodeURIComponent(search.value)}&cursor=${encodeURIComponent(cursor)}`);
+  const show = (data) => {
+    const more = data.next_cursor ? el("button", { type: "button", id: "more-sessions", text: `More (${num(rows.length)} of ${num(data.total)} shown)` }) : null;
+    if (more) more.addEventListener("click", () => list(data.next_cursor).then(next => { rows = rows.concat(next.sessions); show(next); }).catch(showError));
+    table.replaceChildren(sessionsTable(rows), more || "");
+  };
   const load = async () => {
-    const data = await api(`/console/api/tenants/${encodeURIComponent(state.tenant)}/sessions?q=${encodeURIComponent(search.value)}`);
-    table.replaceChildren(sessionsTable(data.sessions));
+    const data = await list("");
+    rows = data.sessions;
+    show(data);
   };
   let timer = null;
   search.addEventListener("input", () => { clearTimeout(timer); timer = setTimeout(() => load().catch(showError), 200); });
@@ -246,7 +255,7 @@ async function sessionPage(tenant, session) {
     el("p", {}, ((page.index && page.index.tags) || []).map(t => el("span", { class: "tag", text: t }))),
     el("dl", { class: "facts" },
       el("dt", { text: "Session" }), el("dd", { text: session }),
-      el("dt", { text: "Records" }), el("dd", { id: "records", text: num(page.records) }),
+      el("dt", { text: "Records" }), el("dd", { id: "records", text: num(page.records) + (page.partial ? " read so far (a long transcript is read 64 MiB per request: reload to read on)" : "") }),
       el("dt", { text: "Memory" }), el("dd", { id: "memory-revision", text: page.memory ? `revision ${page.memory.revision}, covers seq ${page.memory.last_summarized_seq}, ${page.memory.extractions} extractions` : "none yet" }),
       el("dt", { text: "Extraction" }), el("dd", {}, page.extracting ? el("span", { class: "badge running", text: "running" }) : "idle")));
   const preview = el("div", { id: "preview" }, el("p", { class: "muted", text: "What a compaction would keep if the agent asked now (no LLM call, nothing is changed)." }));
