@@ -78,10 +78,10 @@ func (e *emitter) pending() int { return len(e.futures) }
 // decide publishes a threshold decision of session s to RECALL_EXTRACT and
 // RECALL_EVENTS (or counts it as gated).
 func (l *lane) decide(ctx context.Context, s *session, d memory.TriggerDecision, traceparent string, gated bool) error {
-	t := l.t
+	deps := l.deps
 	if gated {
-		t.stats.gated.Add(1)
-		t.m.decisions.Add(ctx, 1, reasonAttr("gated"))
+		deps.stats.gated.Add(1)
+		deps.m.decisions.Add(ctx, 1, reasonAttr("gated"))
 		return nil
 	}
 	req := events.ExtractionRequested{
@@ -92,7 +92,7 @@ func (l *lane) decide(ctx context.Context, s *session, d memory.TriggerDecision,
 	if traceparent != "" {
 		sctx = natsce.Extract(sctx, nats.Header{"traceparent": []string{traceparent}})
 	}
-	sctx, span := t.tracer.Start(sctx, "trigger.decision", trace.WithSpanKind(trace.SpanKindProducer),
+	sctx, span := deps.tracer.Start(sctx, "trigger.decision", trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(attribute.String("recall.tenant", req.Tenant), attribute.String("recall.session", req.Session),
 			attribute.Int64("recall.up_to_seq", int64(req.UpToSeq)), attribute.Int64("recall.tokens", d.Counters.Tokens),
 			attribute.Int("recall.tool_calls_since", d.Counters.ToolCallsSince), attribute.Bool("recall.natural_break", d.Counters.NaturalBreak)))
@@ -116,8 +116,8 @@ func (l *lane) decide(ctx context.Context, s *session, d memory.TriggerDecision,
 			return err
 		}
 	}
-	t.stats.decisions.Add(1)
-	t.m.decisions.Add(ctx, 1, reasonAttr(events.ReasonThreshold))
+	deps.stats.decisions.Add(1)
+	deps.m.decisions.Add(ctx, 1, reasonAttr(events.ReasonThreshold))
 	return nil
 }
 

@@ -10,8 +10,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/recallhq/recall/internal/tenantcfg"
+	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/memory"
 )
 
@@ -26,7 +28,7 @@ const shutdownFlush = 5 * time.Second
 // context and takes no new record meanwhile (the consumer stops
 // delivering once its buffer is full).
 type lane struct {
-	t       *Trigger
+	deps    *laneDeps
 	log     *slog.Logger
 	cons    jetstream.Consumer
 	stream  string // the stream cons reads (gaps are read from it by Direct Get)
@@ -51,6 +53,28 @@ type lane struct {
 	failed bool
 }
 
+// laneDeps is what a lane uses of its trigger: the configuration, the
+// connection and the readers, the tenant settings, the snapshot store and
+// the counters and instruments every lane adds to. The trigger builds it
+// once (New) and its lanes share it: its fields are not changed after New,
+// and what lanes change through it (counters, the snapshot store,
+// consuming) is safe for concurrent use.
+type laneDeps struct {
+	id      int64 // the trigger's instance number (logs)
+	cfg     Config
+	base    memory.Thresholds // cfg's thresholds, before tenant overrides
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	reader  *transcript.Reader // stubs unresolved: the trigger reads record metadata only
+	tenants *tenantcfg.Store   // nil: every tenant has the base thresholds
+	tracer  trace.Tracer
+	m       *metrics
+	stats   counters
+	snaps   *snapshotStore
+	// consuming is set once a lane positioned itself on its consumer.
+	consuming atomic.Bool
+}
+
 type tenantSettings struct {
 	th    memory.Thresholds
 	gated bool // session_memory off
@@ -58,7 +82,7 @@ type tenantSettings struct {
 
 func (t *Trigger) newLane(cons jetstream.Consumer, stream, filter, durable string, maxSessions int) *lane {
 	return &lane{
-		t: t, log: t.log.With("durable", durable), cons: cons, stream: stream, filter: filter, durable: durable,
+		deps: &t.laneDeps, log: t.log.With("durable", durable), cons: cons, stream: stream, filter: filter, durable: durable,
 		cache: newSessionCache(maxSessions, &t.stats), em: emitter{js: t.js, log: t.log, epoch: 1},
 		thCache: map[string]*tenantSettings{},
 	}
@@ -71,8 +95,8 @@ func (l *lane) run(ctx context.Context) error {
 	if err := l.start(ctx); err != nil {
 		return err
 	}
-	l.t.consuming.Store(true)
-	it, err := l.cons.Messages(jetstream.PullMaxMessages(l.t.cfg.PullBatch), jetstream.PullPriorityGroup(PriorityGroup))
+	l.deps.consuming.Store(true)
+	it, err := l.cons.Messages(jetstream.PullMaxMessages(l.deps.cfg.PullBatch), jetstream.PullPriorityGroup(PriorityGroup))
 	if err != nil {
 		return fmt.Errorf("consuming %s: %w", l.durable, err)
 	}
@@ -84,7 +108,7 @@ func (l *lane) run(ctx context.Context) error {
 		it.Stop()
 		<-readerDone
 	}()
-	tick := min(max(l.t.cfg.ResponseQuietPeriod/4, 20*time.Millisecond), 250*time.Millisecond)
+	tick := min(max(l.deps.cfg.ResponseQuietPeriod/4, 20*time.Millisecond), 250*time.Millisecond)
 	ticker := time.NewTicker(tick)
 	defer ticker.Stop()
 	for {
@@ -144,7 +168,7 @@ func (l *lane) start(ctx context.Context) error {
 	var first uint64
 	var empty bool
 	err = retry(ctx, l.log, "reading stream "+l.stream, func(ctx context.Context) error {
-		s, err := l.t.js.Stream(ctx, l.stream)
+		s, err := l.deps.js.Stream(ctx, l.stream)
 		if err == nil {
 			first, empty = s.CachedInfo().State.FirstSeq, s.CachedInfo().State.Msgs == 0
 		}
@@ -156,7 +180,7 @@ func (l *lane) start(ctx context.Context) error {
 	l.next = info.AckFloor.Stream + 1
 	l.lastDseq = info.Delivered.Consumer
 	l.cache.fromStart = first >= l.next || empty
-	if w := l.t.cfg.WarmStartRecords; !l.cache.fromStart && w > 0 && l.next-first <= uint64(w) {
+	if w := l.deps.cfg.WarmStartRecords; !l.cache.fromStart && w > 0 && l.next-first <= uint64(w) {
 		if err := l.warm(ctx, first, l.next-1); err != nil {
 			return err
 		}
@@ -166,7 +190,7 @@ func (l *lane) start(ctx context.Context) error {
 			return err
 		}
 	}
-	l.log.Debug("consuming", "trigger", l.t.id, "next", l.next, "from_start", l.cache.fromStart)
+	l.log.Debug("consuming", "trigger", l.deps.id, "next", l.next, "from_start", l.cache.fromStart)
 	return nil
 }
 
@@ -234,11 +258,11 @@ func (l *lane) onMsg(ctx context.Context, m jetstream.Msg) error {
 	}
 	seq, dseq := md.Sequence.Stream, md.Sequence.Consumer
 	l.lag.Store(int64(md.NumPending))
-	l.t.stats.delivered.Add(1)
+	l.deps.stats.delivered.Add(1)
 	gap := dseq != l.lastDseq+1
 	l.lastDseq = max(l.lastDseq, dseq)
 	if seq < l.next {
-		l.t.stats.redelivered.Add(1)
+		l.deps.stats.redelivered.Add(1)
 		l.led.delivered(m, seq)
 		return nil
 	}
@@ -253,7 +277,7 @@ func (l *lane) onMsg(ctx context.Context, m jetstream.Msg) error {
 	l.next = seq + 1
 	l.led.delivered(m, seq)
 	l.led.unflushed++
-	if l.led.unflushed >= l.t.cfg.AckEvery {
+	if l.led.unflushed >= l.deps.cfg.AckEvery {
 		return l.flush(ctx)
 	}
 	return nil
@@ -273,8 +297,8 @@ func (l *lane) fillGap(ctx context.Context, upTo uint64) error {
 		return err
 	}
 	if info.AckFloor.Stream+1 > l.next {
-		l.t.stats.takeovers.Add(1)
-		l.log.Debug("takeover", "trigger", l.t.id, "next", l.next, "floor", info.AckFloor.Stream)
+		l.deps.stats.takeovers.Add(1)
+		l.log.Debug("takeover", "trigger", l.deps.id, "next", l.next, "floor", info.AckFloor.Stream)
 		l.cache.dropAll()
 		l.led.dropHolds()
 		l.next = info.AckFloor.Stream + 1
@@ -291,8 +315,8 @@ func (l *lane) readRange(ctx context.Context, upTo uint64) error {
 	}
 	var perr error
 	err := retry(ctx, l.log, "reading skipped transcript records", func(rctx context.Context) error {
-		return directRange(rctx, l.t.nc, l.stream, l.filter, l.next, upTo-1, func(seq uint64, ts int64, subject string, h nats.Header, data []byte) bool {
-			l.t.stats.gapFilled.Add(1)
+		return directRange(rctx, l.deps.nc, l.stream, l.filter, l.next, upTo-1, func(seq uint64, ts int64, subject string, h nats.Header, data []byte) bool {
+			l.deps.stats.gapFilled.Add(1)
 			if perr = l.process(ctx, seq, ts, subject, h, data); perr != nil {
 				return false
 			}
@@ -313,11 +337,11 @@ func (l *lane) readRange(ctx context.Context, upTo uint64) error {
 // settings resolves a tenant's thresholds and gate (cached until the
 // tenant configuration changes).
 func (l *lane) settings(tenant string) *tenantSettings {
-	t := l.t
+	d := l.deps
 	// A configuration change empties the cache before the next record is
 	// decided, so new thresholds and gates apply from that record on.
-	if t.tenants != nil {
-		if rev := t.tenants.Revision(); rev != l.thRev {
+	if d.tenants != nil {
+		if rev := d.tenants.Revision(); rev != l.thRev {
 			clear(l.thCache)
 			l.thRev = rev
 		}
@@ -325,11 +349,11 @@ func (l *lane) settings(tenant string) *tenantSettings {
 	if ts := l.thCache[tenant]; ts != nil {
 		return ts
 	}
-	ts := &tenantSettings{th: t.base, gated: t.cfg.SessionMemoryOff}
-	if t.tenants != nil {
-		c := t.tenants.Get(tenant)
-		ts.th = t.base.Override(c)
-		ts.gated = !tenantcfg.Bool(c.SessionMemory, !t.cfg.SessionMemoryOff)
+	ts := &tenantSettings{th: d.base, gated: d.cfg.SessionMemoryOff}
+	if d.tenants != nil {
+		c := d.tenants.Get(tenant)
+		ts.th = d.base.Override(c)
+		ts.gated = !tenantcfg.Bool(c.SessionMemory, !d.cfg.SessionMemoryOff)
 	}
 	l.thCache[string([]byte(tenant))] = ts
 	return ts

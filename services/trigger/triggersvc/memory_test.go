@@ -156,20 +156,20 @@ func TestSnapshotReplayEqualsFullReplay(t *testing.T) {
 	waitAcked(t, js, lastSeq(t, js), 20*time.Second)
 	stop()
 	ctx := context.Background()
-	tr.openSnapshots(ctx)
+	tr.snaps.open(ctx)
 	th := cfg.Thresholds()
 	last := lastSeq(t, js)
 	for _, s := range []struct{ tenant, session string }{{"acme", "s1"}, {"acme", "s2"}, {"beta", "s1"}} {
 		for seq := uint64(2); seq <= last+1; seq += 7 {
 			before := tr.stats.fromSnapshot.Load()
-			got, err := replay(ctx, tr, s.tenant, s.session, seq, &th)
+			got, err := replay(ctx, &tr.laneDeps, s.tenant, s.session, seq, &th)
 			if err != nil {
 				t.Fatal(err)
 			}
 			used := tr.stats.fromSnapshot.Load() > before
-			kv := tr.snaps.Swap(nil)
-			want, err := replay(ctx, tr, s.tenant, s.session, seq, &th)
-			tr.snaps.Store(kv)
+			kv := tr.snaps.kv.Swap(nil)
+			want, err := replay(ctx, &tr.laneDeps, s.tenant, s.session, seq, &th)
+			tr.snaps.kv.Store(kv)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -21,8 +21,8 @@ func (l *lane) process(ctx context.Context, seq uint64, ts int64, subject string
 	if !ok || !l.mine(key, dot) {
 		return nil
 	}
-	l.t.stats.records.Add(1)
-	l.t.m.records.Add(ctx, 1)
+	l.deps.stats.records.Add(1)
+	l.deps.m.records.Add(ctx, 1)
 	rec, err := decodeOrSkip(seq, ts, h, data)
 	if err != nil {
 		l.log.Warn("skipping undecodable transcript record", "seq", seq, "subject", subject, "err", err)
@@ -50,10 +50,10 @@ func (l *lane) process(ctx context.Context, seq uint64, ts int64, subject string
 	} else if !pending {
 		s.trace = ""
 	}
-	l.t.stats.bytes.Add(int64(s.st.Size() - before))
-	if s.sinceSnap++; l.t.cfg.SnapshotEvery > 0 && int(s.sinceSnap) >= l.t.cfg.SnapshotEvery {
+	l.deps.stats.bytes.Add(int64(s.st.Size() - before))
+	if s.sinceSnap++; l.deps.cfg.SnapshotEvery > 0 && int(s.sinceSnap) >= l.deps.cfg.SnapshotEvery {
 		s.sinceSnap = 0
-		l.t.saveSnapshot(ctx, s.key, seq, ts, &s.st) // s.key is the memory key
+		l.deps.snaps.save(ctx, s.key, seq, ts, &s.st) // s.key is the memory key
 	}
 	if s.st.Ended() && !pending {
 		l.cache.evict(s)
@@ -112,7 +112,7 @@ func (l *lane) tick(ctx context.Context) error {
 			return err
 		}
 	}
-	l.cache.evictIdle(now - int64(l.t.cfg.SessionIdle))
+	l.cache.evictIdle(now - int64(l.deps.cfg.SessionIdle))
 	return l.flush(ctx)
 }
 
@@ -121,7 +121,7 @@ func (l *lane) tick(ctx context.Context) error {
 func (l *lane) quietConfirmed(ctx context.Context, h hold) bool {
 	rctx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	defer cancel()
-	recs, err := l.t.reader.Read(rctx, h.s.tenant(), h.s.session(), h.seq+1, 0, 1)
+	recs, err := l.deps.reader.Read(rctx, h.s.tenant(), h.s.session(), h.seq+1, 0, 1)
 	return err == nil && (len(recs) == 0 || recs[0].Time.UnixNano() > h.deadline)
 }
 

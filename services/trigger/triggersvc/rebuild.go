@@ -31,10 +31,10 @@ func (l *lane) rebuild(ctx context.Context, s *session, seq uint64) error {
 // rebuildWith is rebuild with the thresholds resolved: it touches no lane
 // state but the counters, so prefetch runs it on many goroutines.
 func rebuildWith(ctx context.Context, l *lane, s *session, seq uint64, th *memory.Thresholds) error {
-	l.t.stats.rebuilds.Add(1)
-	l.t.m.rebuilds.Add(ctx, 1)
+	l.deps.stats.rebuilds.Add(1)
+	l.deps.m.rebuilds.Add(ctx, 1)
 	return retry(ctx, l.log, "rebuilding session "+s.key, func(ctx context.Context) error {
-		st, err := replay(ctx, l.t, s.tenant(), s.session(), seq, th)
+		st, err := replay(ctx, l.deps, s.tenant(), s.session(), seq, th)
 		s.st = st
 		return err
 	})
@@ -43,26 +43,26 @@ func rebuildWith(ctx context.Context, l *lane, s *session, seq uint64, th *memor
 // replay computes a session's state from its stored records before seq,
 // starting from its snapshot when there is one before seq (snapshot.go).
 // A replay of Config.SnapshotEvery records or more stores one at its end.
-func replay(ctx context.Context, t *Trigger, tenant, session string, seq uint64, th *memory.Thresholds) (memory.TriggerState, error) {
+func replay(ctx context.Context, d *laneDeps, tenant, session string, seq uint64, th *memory.Thresholds) (memory.TriggerState, error) {
 	key, subject := events.MemoryKey(tenant, session), events.TranscriptSubject(tenant, session)
 	var st memory.TriggerState
 	from := uint64(1)
-	if snap, ok := t.loadSnapshot(ctx, key, subject, seq); ok {
+	if snap, ok := d.snaps.load(ctx, key, subject, seq); ok {
 		st, from = snap.st, snap.seq+1
-		t.stats.fromSnapshot.Add(1)
+		d.stats.fromSnapshot.Add(1)
 	}
 	var discard []memory.TriggerDecision
 	var n int
 	var lastSeq uint64
 	var lastTS int64
-	err := directRange(ctx, t.nc, events.StreamTranscript, subject, from, seq-1, func(rseq uint64, ts int64, _ string, h nats.Header, data []byte) bool {
+	err := directRange(ctx, d.nc, events.StreamTranscript, subject, from, seq-1, func(rseq uint64, ts int64, _ string, h nats.Header, data []byte) bool {
 		rec, _ := decodeOrSkip(rseq, ts, h, data)
 		discard = st.Observe(rec, th, discard[:0])
 		n, lastSeq, lastTS = n+1, rseq, ts
 		return true
 	})
-	if err == nil && t.cfg.SnapshotEvery > 0 && n >= t.cfg.SnapshotEvery {
-		t.saveSnapshot(ctx, key, lastSeq, lastTS, &st)
+	if err == nil && d.cfg.SnapshotEvery > 0 && n >= d.cfg.SnapshotEvery {
+		d.snaps.save(ctx, key, lastSeq, lastTS, &st)
 	}
 	return st, err
 }

@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
@@ -51,17 +55,39 @@ func (s *snapshot) decode(b []byte) error {
 	return s.st.UnmarshalBinary(b[n+m:])
 }
 
-// openSnapshots opens the bucket once per Run; without it (a server
-// provisioned by an older version) sessions are replayed whole.
-func (t *Trigger) openSnapshots(ctx context.Context) {
-	if t.cfg.SnapshotEvery < 0 {
+// snapshotStore is RECALL_TRIGGER_STATE: the snapshots of long sessions'
+// state. Create it with newSnapshotStore and open it once per Run; until it
+// is open (or when it cannot be) it stores nothing and finds nothing, so
+// sessions are replayed whole. It is safe for concurrent use (every lane
+// and the rebuilds of prefetch share it); save and load are best effort and
+// never return an error.
+type snapshotStore struct {
+	js    jetstream.JetStream
+	nc    *nats.Conn // Direct Gets that check a snapshot's record
+	log   *slog.Logger
+	every int           // Config.SnapshotEvery: < 0 means no snapshots
+	saved *atomic.Int64 // counts the snapshots stored (Stats.Snapshots)
+
+	kv   atomic.Pointer[jetstream.KeyValue] // set by open
+	mu   sync.Mutex                         // guards keys
+	keys map[string]struct{}                // sessions with a snapshot
+}
+
+func newSnapshotStore(js jetstream.JetStream, nc *nats.Conn, log *slog.Logger, every int, saved *atomic.Int64) *snapshotStore {
+	return &snapshotStore{js: js, nc: nc, log: log, every: every, saved: saved}
+}
+
+// open opens the bucket once per Run; without it (a server provisioned by
+// an older version) sessions are replayed whole.
+func (s *snapshotStore) open(ctx context.Context) {
+	if s.every < 0 {
 		return
 	}
 	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
 	defer cancel()
-	kv, err := t.js.KeyValue(actx, events.BucketTriggerState)
+	kv, err := s.js.KeyValue(actx, events.BucketTriggerState)
 	if err != nil {
-		t.log.Warn("no trigger state snapshots: long sessions are replayed whole when rebuilt", "bucket", events.BucketTriggerState, "err", err)
+		s.log.Warn("no trigger state snapshots: long sessions are replayed whole when rebuilt", "bucket", events.BucketTriggerState, "err", err)
 		return
 	}
 	// Rebuilds look a snapshot up only for the sessions that have one, not
@@ -75,24 +101,24 @@ func (t *Trigger) openSnapshots(ctx context.Context) {
 		}
 		_ = lister.Stop()
 	}
-	t.snapMu.Lock()
-	t.snapKeys = keys
-	t.snapMu.Unlock()
-	t.snaps.Store(&kv)
+	s.mu.Lock()
+	s.keys = keys
+	s.mu.Unlock()
+	s.kv.Store(&kv)
 }
 
-// hasSnapshot reports whether a snapshot of key was listed or stored.
-func (t *Trigger) hasSnapshot(key string) bool {
-	t.snapMu.Lock()
-	defer t.snapMu.Unlock()
-	_, ok := t.snapKeys[key]
+// has reports whether a snapshot of key was listed or stored.
+func (s *snapshotStore) has(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.keys[key]
 	return ok
 }
 
-// saveSnapshot stores st as the state after record seq (stream time ts) of
-// the session key. Best effort: a failure only means a longer replay.
-func (t *Trigger) saveSnapshot(ctx context.Context, key string, seq uint64, ts int64, st *memory.TriggerState) {
-	kv := t.snaps.Load()
+// save stores st as the state after record seq (stream time ts) of the
+// session key. Best effort: a failure only means a longer replay.
+func (s *snapshotStore) save(ctx context.Context, key string, seq uint64, ts int64, st *memory.TriggerState) {
+	kv := s.kv.Load()
 	if kv == nil {
 		return
 	}
@@ -100,21 +126,20 @@ func (t *Trigger) saveSnapshot(ctx context.Context, key string, seq uint64, ts i
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptTimeout)
 	defer cancel()
 	if _, err := (*kv).Put(actx, key, snap.encode()); err != nil {
-		t.log.Debug("storing a trigger state snapshot", "session", key, "seq", seq, "err", err)
+		s.log.Debug("storing a trigger state snapshot", "session", key, "seq", seq, "err", err)
 		return
 	}
-	t.stats.snapshots.Add(1)
-	t.snapMu.Lock()
-	t.snapKeys[key] = struct{}{}
-	t.snapMu.Unlock()
+	s.saved.Add(1)
+	s.mu.Lock()
+	s.keys[key] = struct{}{}
+	s.mu.Unlock()
 }
 
-// loadSnapshot returns the session's stored state when it follows a record
-// before seq that the transcript still holds, under subject, with the same
-// time.
-func (t *Trigger) loadSnapshot(ctx context.Context, key, subject string, seq uint64) (snapshot, bool) {
-	kv := t.snaps.Load()
-	if kv == nil || !t.hasSnapshot(key) {
+// load returns the session's stored state when it follows a record before
+// seq that the transcript still holds, under subject, with the same time.
+func (s *snapshotStore) load(ctx context.Context, key, subject string, seq uint64) (snapshot, bool) {
+	kv := s.kv.Load()
+	if kv == nil || !s.has(key) {
 		return snapshot{}, false
 	}
 	actx, cancel := context.WithTimeout(ctx, attemptTimeout)
@@ -128,7 +153,7 @@ func (t *Trigger) loadSnapshot(ctx context.Context, key, subject string, seq uin
 		return snapshot{}, false
 	}
 	found := false
-	err = directRange(actx, t.nc, events.StreamTranscript, subject, snap.seq, snap.seq, func(rseq uint64, ts int64, _ string, _ nats.Header, _ []byte) bool {
+	err = directRange(actx, s.nc, events.StreamTranscript, subject, snap.seq, snap.seq, func(rseq uint64, ts int64, _ string, _ nats.Header, _ []byte) bool {
 		found = rseq == snap.seq && ts == snap.ts
 		return false
 	})

@@ -12,13 +12,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/recallhq/recall/internal/pcgroup"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
-	"github.com/recallhq/recall/pkg/memory"
 )
 
 var instances atomic.Int64
@@ -40,27 +38,12 @@ const skewMargin = time.Second
 // Create it with New, run it with Run. Its exported methods are safe for
 // concurrent use.
 type Trigger struct {
-	id      int64
-	cfg     Config
-	base    memory.Thresholds
-	log     *slog.Logger
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	reader  *transcript.Reader // stubs unresolved: the trigger reads record metadata only
-	tenants *tenantcfg.Store
-	tracer  trace.Tracer
-	m       *metrics
-	stats   counters
+	laneDeps // what its lanes use (lane.go)
+	log      *slog.Logger
 
 	mu    sync.Mutex // guards lanes
 	lanes map[*lane]struct{}
 	group atomic.Pointer[pcgroup.Group]
-	// snaps is RECALL_TRIGGER_STATE once Run opened it (snapshot.go).
-	snaps    atomic.Pointer[jetstream.KeyValue]
-	snapMu   sync.Mutex          // guards snapKeys
-	snapKeys map[string]struct{} // sessions with a snapshot
-	// consuming is set once a lane positioned itself on its consumer.
-	consuming atomic.Bool
 }
 
 // Ready reports whether the trigger consumes: a lane is running, or (when
@@ -112,13 +95,13 @@ func New(nc *nats.Conn, cfg Config, tenants *tenantcfg.Store, log *slog.Logger) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	t := &Trigger{
-		cfg: cfg, base: cfg.Thresholds(), log: log, nc: nc, js: js,
+	t := &Trigger{log: log, lanes: map[*lane]struct{}{}}
+	t.laneDeps = laneDeps{
+		id: instances.Add(1), cfg: cfg, base: cfg.Thresholds(), nc: nc, js: js,
 		reader: transcript.NewReader(nc).Stubs(), tenants: tenants, tracer: otel.Tracer("recall/trigger"),
-		lanes: map[*lane]struct{}{},
+		m: newMetrics(),
 	}
-	t.m = newMetrics()
-	t.id = instances.Add(1)
+	t.snaps = newSnapshotStore(js, nc, log, cfg.SnapshotEvery, &t.stats.snapshots)
 	return t, nil
 }
 
@@ -154,7 +137,7 @@ func (t *Trigger) Run(ctx context.Context) error {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	defer func() { _ = reg.Unregister() }()
-	t.openSnapshots(ctx)
+	t.snaps.open(ctx)
 	if t.cfg.TriggerPartitions > 0 {
 		return t.runGroup(ctx)
 	}

@@ -54,7 +54,7 @@ func (l *lane) warm(ctx context.Context, from, to uint64) error {
 			l.led.hold(hold{s: s, seq: pseq, deadline: pts + int64(th.QuietPeriod)})
 		}
 	}
-	l.t.stats.warmed.Add(int64(l.cache.len()))
+	l.deps.stats.warmed.Add(int64(l.cache.len()))
 	l.log.Info("warm start", "sessions", l.cache.len(), "records", n, "took", time.Since(began).Round(time.Millisecond))
 	return nil
 }
@@ -85,7 +85,7 @@ func (l *lane) readWarm(ctx context.Context, from, to uint64, batches chan<- []w
 	defer close(batches)
 	var it jetstream.MessagesContext
 	err := retry(ctx, l.log, "opening the transcript for a warm start", func(rctx context.Context) error {
-		cons, err := l.t.js.OrderedConsumer(rctx, l.stream, jetstream.OrderedConsumerConfig{
+		cons, err := l.deps.js.OrderedConsumer(rctx, l.stream, jetstream.OrderedConsumerConfig{
 			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from, InactiveThreshold: time.Minute})
 		if err == nil {
 			it, err = cons.Messages(jetstream.PullMaxMessages(warmPull))
@@ -158,7 +158,7 @@ func (l *lane) applyWarm(batches <-chan []warmRecord) (n int, abandoned bool) {
 			th := &l.settings(s.tenant()).th
 			before := s.st.Size()
 			discard = s.st.Observe(rec, th, discard[:0])
-			l.t.stats.bytes.Add(int64(s.st.Size() - before))
+			l.deps.stats.bytes.Add(int64(s.st.Size() - before))
 			if _, _, pending := s.st.Pending(); s.st.Ended() && !pending {
 				l.cache.evict(s)
 			}
