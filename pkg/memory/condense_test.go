@@ -122,3 +122,35 @@ func TestCondenseRecordsTruncatesNotes(t *testing.T) {
 		t.Fatalf("the truncated notes and the request are not in\n%.500s", got)
 	}
 }
+
+func ExampleCondenseRecords() {
+	notes := "# Current State\n_What is actively being worked on right now?_\nAdding retries to the webhook client.\n"
+	msgs := []*events.Message{
+		userMsg("Cap the retries at three attempts."),
+		callMsg("t1", "Edit", map[string]string{"file_path": "webhook/client.go", "old_string": "5", "new_string": "3"}),
+		resultMsg("t1", "ok", false),
+		callMsg("t2", "Bash", map[string]string{"command": "go test ./webhook/..."}),
+		resultMsg("t2", "--- FAIL: TestRetryCap\nwant 3 attempts, got 4", true),
+	}
+	summary, ok := CondenseRecords(notes, msgs, 2000)
+	fmt.Println(ok)
+	fmt.Println(summary)
+	// Output:
+	// true
+	// # Current State
+	// _What is actively being worked on right now?_
+	// Adding retries to the webhook client.
+	//
+	// Since these notes were last updated the conversation went on; Recall condensed it from the transcript below (no model was used).
+	//
+	// The user's messages, verbatim, oldest first:
+	//
+	// > Cap the retries at three attempts.
+	//
+	// Tool calls and their outcomes (2, oldest first):
+	// - Edit `webhook/client.go` → ok
+	// - Bash `go test ./webhook/...` → error: --- FAIL: TestRetryCap
+	//
+	// Files changed:
+	// - `webhook/client.go` (Edit)
+}

@@ -159,7 +159,7 @@ func structuralSummary(in fullInput, threshold int64) (string, error) {
 	}
 	summary, ok := memory.CondenseRecords(in.notes, msgs, budget)
 	if !ok && in.notes == "" {
-		return "", refusal{"there are no notes and no messages to summarize before the latest request"}
+		return "", refusal{fmt.Sprintf("there are no notes, and nothing before the latest request condenses into the %d tokens left for a summary below %d", budget, limit)}
 	}
 	if !ok {
 		return "", refusal{fmt.Sprintf("the notes alone (about %d tokens) do not fit in the %d tokens left for a summary below %d", memory.EstimateText(in.notes), budget, limit)}
