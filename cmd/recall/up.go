@@ -49,20 +49,21 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	return st.Close()
 }
 
-// printAuth prints the NATS users of an authenticated stack, or says that
-// NATS runs without authentication on loopback.
+// printAuth prints the NATS users of an authenticated stack — never their
+// passwords, which stay in the 0600 file it names — or says that NATS runs
+// without authentication on loopback.
 func printAuth(w io.Writer, a *upAuth) {
 	if a == nil {
 		fmt.Fprintln(w, "  NATS auth: none (no RECALL_TENANTS; loopback only)")
 		return
 	}
-	fmt.Fprintf(w, "  NATS auth: users and passwords in %s (mode 0600); the same permissions as `recall nats-permissions`\n", a.Path)
+	fmt.Fprintf(w, "  NATS auth: users and passwords in %s (mode 0600; passwords are not printed); the same permissions as `recall nats-permissions`\n", a.Path)
 	for _, u := range a.Users {
 		switch {
 		case u.Tenant != "":
-			fmt.Fprintf(w, "    tenant %-12s user %s password %s (connect with inbox prefix %s)\n", u.Tenant, u.Name, u.Password, u.InboxPrefix)
+			fmt.Fprintf(w, "    tenant %-12s user %s (connect with inbox prefix %s)\n", u.Tenant, u.Name, u.InboxPrefix)
 		case u.Service == "":
-			fmt.Fprintf(w, "    operator            user %s password %s (for the CLI: RECALL_NATS_USER / RECALL_NATS_PASSWORD)\n", u.Name, u.Password)
+			fmt.Fprintf(w, "    operator            user %s (for the CLI: RECALL_NATS_USER, and RECALL_NATS_PASSWORD from the file)\n", u.Name)
 		}
 	}
 }
