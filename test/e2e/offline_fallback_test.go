@@ -4,45 +4,27 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"strings"
 	"testing"
 
 	"github.com/recallhq/recall/internal/importer"
 	"github.com/recallhq/recall/internal/llm"
-	"github.com/recallhq/recall/internal/natsconn"
-	"github.com/recallhq/recall/internal/natstest"
-	"github.com/recallhq/recall/internal/provision"
-	"github.com/recallhq/recall/internal/telemetry"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
 	"github.com/recallhq/recall/services/compactor/compactorsvc"
 )
-
-// offlineCompactor is a compactor with full compaction on and the offline
-// provider (what RECALL_FULL_COMPACT=true with no API key gives), beside the
-// pipeline's own, which has full compaction off.
-func offlineCompactor(t *testing.T, srv *natstest.Server) *compactorsvc.Compactor {
-	t.Helper()
-	nc, js := srv.Connect(t)
-	cfg := compactorsvc.Config{NATS: natsconn.Config{URL: srv.ClientURL()}, Config: provision.Config{Partitions: 4}, FullCompact: true,
-		KeepMinTokens: 10, KeepMinTextMessages: 1, KeepMaxTokens: keepMax}
-	log := telemetry.NewLogger(io.Discard, telemetry.Config{LogLevel: "error"})
-	c, err := compactorsvc.New(context.Background(), nc, js, cfg, nil, llm.NewOffline(), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 // TestOfflineFallbackKeepsNotes: compact, report the compaction, then a new
 // request with two tool calls whose results (25,000 tokens each) pass the
 // keep window, with no extraction between (two calls do not trigger one).
 // Session memory cannot serve (notes_behind); without a model the fallback
 // serves a summary holding the notes and the uncovered requests — it once
-// served "The notes are up to date." in place of both.
+// served "The notes are up to date." in place of both. Through the HTTP edge
+// and the compactor service, as a platform asks.
 func TestOfflineFallbackKeepsNotes(t *testing.T) {
-	p, srv := startPipeline(t)
+	// Full compaction on with the offline provider: what
+	// RECALL_FULL_COMPACT=true gives with no API key.
+	p, srv := startPipelineWith(t, func(c *compactorsvc.Config) { c.FullCompact, c.Provider = true, llm.NewOffline() })
 	_, js := srv.Connect(t)
 	const session = "offline-again"
 	jsonl, _ := toolLoopTranscript(session, 30)
@@ -83,8 +65,7 @@ func TestOfflineFallbackKeepsNotes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c := offlineCompactor(t, srv)
-	r := c.Compact(context.Background(), "default", session, events.CompactRequest{})
+	r := compactWith(t, p.httpURL, session, `{"wait_timeout_ms": 0}`)
 	if r.LastSummarizedSeq != rec.LastSummarizedSeq {
 		t.Fatalf("an extraction ran between the compactions (%d -> %d); the test needs none", rec.LastSummarizedSeq, r.LastSummarizedSeq)
 	}

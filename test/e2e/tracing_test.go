@@ -40,6 +40,13 @@ type pipeline struct {
 // startPipeline runs the pipeline; opts adjust the ingest configuration.
 func startPipeline(t *testing.T, opts ...func(*ingestsvc.Config)) (*pipeline, *natstest.Server) {
 	t.Helper()
+	return startPipelineWith(t, nil, opts...)
+}
+
+// startPipelineWith runs the pipeline; compactor, when not nil, adjusts the
+// compactor's configuration (full compaction is off unless it turns it on).
+func startPipelineWith(t *testing.T, compactor func(*compactorsvc.Config), opts ...func(*ingestsvc.Config)) (*pipeline, *natstest.Server) {
+	t.Helper()
 	srv := natstest.Start(t)
 	_, js := srv.Connect(t)
 	prov := provision.Config{Partitions: 4}
@@ -79,10 +86,12 @@ func startPipeline(t *testing.T, opts ...func(*ingestsvc.Config)) (*pipeline, *n
 			AckWait: 5 * time.Second, HeartbeatTTL: 2 * time.Second, FetchWait: time.Second, StaleThreshold: 5 * time.Second,
 			Concurrency: 2, DrainTimeout: 2 * time.Second, MaxTurns: 4, MaxConversationTokens: 100000, MaxAttempts: 3}, log)
 	})
-	run(func(ctx context.Context) error {
-		return compactorsvc.Run(ctx, compactorsvc.Config{NATS: nc, Config: prov, WaitTimeout: 2 * time.Second,
-			StaleThreshold: 5 * time.Second, KeepMinTokens: 10, KeepMinTextMessages: 1, KeepMaxTokens: 40000}, log)
-	})
+	ccfg := compactorsvc.Config{NATS: nc, Config: prov, WaitTimeout: 2 * time.Second,
+		StaleThreshold: 5 * time.Second, KeepMinTokens: 10, KeepMinTextMessages: 1, KeepMaxTokens: 40000}
+	if compactor != nil {
+		compactor(&ccfg)
+	}
+	run(func(ctx context.Context) error { return compactorsvc.Run(ctx, ccfg, log) })
 	t.Cleanup(func() {
 		stop()
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
