@@ -18,6 +18,7 @@ import (
 
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/chunked"
@@ -75,6 +76,7 @@ func (m *queryModel) lastPrompt() string {
 
 // fairness is an indexer under test with its server and client.
 type fairness struct {
+	srv  *natstest.Server
 	ctx  context.Context
 	nc   *nats.Conn
 	js   jetstream.JetStream
@@ -117,7 +119,7 @@ func startFair(t *testing.T, cfg Config, sessions []string, n, size int) *fairne
 		_, err := chunked.Request(ctx, nc, events.APISubject(events.VerbIndex, "probe", "x"), nil, nil)
 		return err == nil
 	})
-	return &fairness{ctx: ctx, nc: nc, js: js, stop: stop}
+	return &fairness{srv: srv, ctx: ctx, nc: nc, js: js, stop: stop}
 }
 
 // request sends body to verb for tenant/session and returns the reply.
