@@ -110,7 +110,15 @@ func decodeBatchFrom(r io.Reader, size int64, l Limits) ([]item, *problemReason)
 	// One buffer of the announced size (growing one would copy it several
 	// times), but never more than preallocMax on the client's word: a body
 	// announced large and sent slowly must not hold memory it did not send.
+	// Once that much arrived, the buffer grows once to the announced size
+	// (doubling would hold up to three times the body while it copies).
 	buf := bytes.NewBuffer(make([]byte, 0, max(0, min(size, l.MaxBodyBytes, preallocMax))+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(r, preallocMax)); err != nil {
+		return nil, batchReadProblem(err)
+	}
+	if want := min(size, l.MaxBodyBytes); want > int64(buf.Len()) {
+		buf.Grow(int(want) - buf.Len() + bytes.MinRead)
+	}
 	if _, err := buf.ReadFrom(r); err != nil {
 		return nil, batchReadProblem(err)
 	}
