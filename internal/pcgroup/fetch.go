@@ -8,11 +8,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/recallhq/recall/internal/retry"
 )
 
-// minBackoff is the first pause after a failed consumer creation or fetch;
-// it doubles up to about 5 s and resets after a good fetch.
-const minBackoff = 100 * time.Millisecond
+// restartBackoff is the pause after a failed consumer creation or fetch
+// (and before a failed Consume runs again): 100 ms, doubling up to 5 s; a
+// fetch loop starts again at 100 ms after a good fetch.
+var restartBackoff = retry.Policy{First: 100 * time.Millisecond, Max: 5 * time.Second}
 
 // fetcher is the fetch loop of one partition in handler mode.
 type fetcher struct {
@@ -22,23 +24,13 @@ type fetcher struct {
 	durable string
 	log     *slog.Logger
 	cons    jetstream.Consumer
-	backoff time.Duration
+	backoff *retry.Backoff
 }
 
-// pause waits the backoff (and doubles it); false when the partition is
-// being stopped meanwhile.
+// pause waits the next backoff; false when the partition is being stopped
+// meanwhile.
 func (f *fetcher) pause() bool {
-	t := time.NewTimer(f.backoff)
-	defer t.Stop()
-	if f.backoff < 5*time.Second {
-		f.backoff *= 2
-	}
-	select {
-	case <-t.C:
-		return true
-	case <-f.r.stop:
-		return false
-	}
+	return retry.Pause(f.r.stop, f.backoff.Next())
 }
 
 // step makes sure the consumer exists, fetches one message and dispatches
@@ -92,6 +84,6 @@ func (f *fetcher) step(hctx context.Context) bool {
 		}
 		return true
 	}
-	f.backoff = minBackoff
+	f.backoff.Reset()
 	return true
 }

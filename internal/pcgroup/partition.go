@@ -69,7 +69,7 @@ func (g *Group) runPartition(hctx context.Context, stream jetstream.Stream, r *r
 	defer cancel()
 	go g.cancelAfterDrain(r, cancel)
 	f := &fetcher{g: g, r: r, stream: stream, durable: g.cfg.Durable(r.p),
-		log: g.log.With("member", g.cfg.Member, "partition", r.p), backoff: minBackoff}
+		log: g.log.With("member", g.cfg.Member, "partition", r.p), backoff: restartBackoff.Backoff()}
 	for !r.stopping() && f.step(hctx) {
 		// one fetch per step
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/recallhq/recall/internal/retry"
 )
 
 // Work sharing (Config.Share, keyed mode). Partitions are owned by one
@@ -25,7 +26,7 @@ import (
 //     a queue group, so one member answers), 503 when that member has none,
 //     else the member's id and a reservation it holds for reserveTTL. While
 //     every member is busy the prober backs off to one request per
-//     maxProbeWait.
+//     100 ms (probeBackoff).
 //   - Run: a waiting message takes the reservation and is sent to that
 //     member (Config.Share.run.<member>), which answers at once and runs the
 //     handler.
@@ -52,16 +53,16 @@ const (
 	// reserveTTL is how long a lender keeps a reserved slot for the message
 	// that has not come.
 	reserveTTL = 2 * time.Second
-	// firstProbeWait, maxProbeWait: after a refused reservation the prober
-	// waits firstProbeWait, doubling up to maxProbeWait (with jitter).
-	firstProbeWait = 5 * time.Millisecond
-	maxProbeWait   = 100 * time.Millisecond
 	// grantWait is how long a reservation waits for a waiting message
 	// before it is given back.
 	grantWait = 100 * time.Millisecond
 	// resultDeadline bounds the lender's delivery of a result.
 	resultDeadline = 15 * time.Second
 )
+
+// probeBackoff: after a refused reservation the prober waits 5 ms,
+// doubling up to 100 ms (with jitter).
+var probeBackoff = retry.Policy{First: 5 * time.Millisecond, Max: 100 * time.Millisecond, Jitter: true}
 
 // delivery is what Msg settles: a JetStream message, or a loan (a copy run
 // for another member, whose settlement is recorded and sent back).

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
+	"github.com/recallhq/recall/internal/retry"
 )
 
 // loan is the lender's copy of an offered message.
@@ -173,30 +174,32 @@ func (g *Group) runLoan(ctx context.Context, o *offer) {
 
 // sendResult delivers s to the offer's owner, retrying until it answers,
 // it is gone (no responders, or it no longer waits) or resultDeadline.
+// The delivery outlives a cancelled loan (the owner waits for it), bounded
+// by resultDeadline.
 func (g *Group) sendResult(ctx context.Context, o *offer, s settlement) {
 	body, _ := json.Marshal(s)
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resultDeadline)
 	defer cancel()
 	log := g.log.With("member", g.cfg.Member, "owner", o.From, "subject", o.Subject)
-	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
-		actx, acancel := context.WithTimeout(rctx, shareTimeout)
+	var last error
+	err := resultRetry.Do(rctx, nil, "delivering a shared result", func(actx context.Context) error {
 		reply, err := g.js.Conn().RequestWithContext(actx, g.resultSubject(o.From), body)
-		acancel()
 		switch {
 		case err == nil && reply.Header.Get(micro.ErrorCodeHeader) != "":
 			log.DebugContext(rctx, "owner no longer waits for the shared result", "err", reply.Header.Get(micro.ErrorHeader))
-			return
-		case err == nil:
-			return
+			return nil
 		case errors.Is(err, nats.ErrNoResponders):
 			log.DebugContext(rctx, "owner of the shared message is gone")
-			return
+			return nil
 		}
-		select {
-		case <-time.After(wait):
-		case <-rctx.Done():
-			log.WarnContext(rctx, "could not deliver the result of a shared message; the owner redelivers it", "err", err)
-			return
-		}
+		last = err
+		return err
+	})
+	if err != nil {
+		log.WarnContext(rctx, "could not deliver the result of a shared message; the owner redelivers it", "err", last)
 	}
 }
+
+// resultRetry: a result is sent again after 50 ms, doubling up to 1 s,
+// each request bounded by shareTimeout.
+var resultRetry = retry.Policy{First: 50 * time.Millisecond, Max: time.Second, Attempt: shareTimeout}

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
+	"github.com/recallhq/recall/internal/retry"
 )
 
 // slot is how acquire ended.
@@ -59,7 +59,7 @@ func (g *Group) acquire(ctx context.Context, r *runner, m *Msg, log *slog.Logger
 // probe runs while the group runs: whenever messages wait for a slot it
 // reserves slots of other members and hands them to the waiting messages.
 func (g *Group) probe(ctx context.Context) {
-	wait := firstProbeWait
+	backoff := probeBackoff.Backoff()
 	for ctx.Err() == nil {
 		if g.share.waiting.Load() == 0 {
 			select {
@@ -71,11 +71,10 @@ func (g *Group) probe(ctx context.Context) {
 		var gr grant
 		ok := len(g.Members()) > 1 && g.reserve(ctx, &gr)
 		if !ok {
-			sleep(ctx, wait/2+rand.N(wait))
-			wait = min(2*wait, maxProbeWait)
+			retry.Pause(ctx.Done(), backoff.Next())
 			continue
 		}
-		wait = firstProbeWait
+		backoff.Reset()
 		t := time.NewTimer(grantWait)
 		select {
 		case g.share.grants <- gr:
@@ -85,15 +84,6 @@ func (g *Group) probe(ctx context.Context) {
 			g.giveBack(gr)
 		}
 		t.Stop()
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
 	}
 }
 

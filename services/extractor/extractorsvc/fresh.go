@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/recallhq/recall/internal/retry"
 	"github.com/recallhq/recall/internal/store"
 	"github.com/recallhq/recall/pkg/events"
 )
@@ -156,12 +157,8 @@ func (w *Worker) readFresh(ctx context.Context, key string) (leaderEntry, error)
 			}
 			return e, err
 		}
-		t := time.NewTimer(50 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !retry.Pause(ctx.Done(), 50*time.Millisecond) {
 			return e, ctx.Err()
-		case <-t.C:
 		}
 	}
 }

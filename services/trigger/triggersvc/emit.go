@@ -42,7 +42,7 @@ func (e *emitter) publish(ctx context.Context, m *nats.Msg) error {
 // publishSync publishes m until JetStream stores it (the dedup id makes
 // retries harmless) or ctx is done.
 func (e *emitter) publishSync(ctx context.Context, m *nats.Msg) error {
-	return retry(ctx, e.log, "publishing extraction request "+m.Subject, func(ctx context.Context) error {
+	return effects.Do(ctx, e.log, "publishing extraction request "+m.Subject, func(ctx context.Context) error {
 		_, err := e.js.PublishMsg(ctx, m)
 		return err
 	})

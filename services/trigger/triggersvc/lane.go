@@ -158,7 +158,7 @@ func (l *lane) read(it jetstream.MessagesContext, msgs chan<- jetstream.Msg, don
 // waiting AckWait for their redelivery.
 func (l *lane) start(ctx context.Context) error {
 	var info *jetstream.ConsumerInfo
-	err := retry(ctx, l.log, "reading consumer "+l.durable, func(ctx context.Context) (err error) {
+	err := effects.Do(ctx, l.log, "reading consumer "+l.durable, func(ctx context.Context) (err error) {
 		info, err = l.cons.Info(ctx)
 		return err
 	})
@@ -167,7 +167,7 @@ func (l *lane) start(ctx context.Context) error {
 	}
 	var first uint64
 	var empty bool
-	err = retry(ctx, l.log, "reading stream "+l.stream, func(ctx context.Context) error {
+	err = effects.Do(ctx, l.log, "reading stream "+l.stream, func(ctx context.Context) error {
 		s, err := l.deps.js.Stream(ctx, l.stream)
 		if err == nil {
 			first, empty = s.CachedInfo().State.FirstSeq, s.CachedInfo().State.Msgs == 0
@@ -289,7 +289,7 @@ func (l *lane) onMsg(ctx context.Context, m jetstream.Msg) error {
 // dropped (it may be stale) to be rebuilt on demand.
 func (l *lane) fillGap(ctx context.Context, upTo uint64) error {
 	var info *jetstream.ConsumerInfo
-	err := retry(ctx, l.log, "reading consumer "+l.durable, func(ctx context.Context) (err error) {
+	err := effects.Do(ctx, l.log, "reading consumer "+l.durable, func(ctx context.Context) (err error) {
 		info, err = l.cons.Info(ctx)
 		return err
 	})
@@ -314,7 +314,7 @@ func (l *lane) readRange(ctx context.Context, upTo uint64) error {
 		return nil
 	}
 	var perr error
-	err := retry(ctx, l.log, "reading skipped transcript records", func(rctx context.Context) error {
+	err := effects.Do(ctx, l.log, "reading skipped transcript records", func(rctx context.Context) error {
 		return directRange(rctx, l.deps.nc, l.stream, l.filter, l.next, upTo-1, func(seq uint64, ts int64, subject string, h nats.Header, data []byte) bool {
 			l.deps.stats.gapFilled.Add(1)
 			if perr = l.process(ctx, seq, ts, subject, h, data); perr != nil {

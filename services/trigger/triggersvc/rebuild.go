@@ -33,7 +33,7 @@ func (l *lane) rebuild(ctx context.Context, s *session, seq uint64) error {
 func rebuildWith(ctx context.Context, l *lane, s *session, seq uint64, th *memory.Thresholds) error {
 	l.deps.stats.rebuilds.Add(1)
 	l.deps.m.rebuilds.Add(ctx, 1)
-	return retry(ctx, l.log, "rebuilding session "+s.key, func(ctx context.Context) error {
+	return effects.Do(ctx, l.log, "rebuilding session "+s.key, func(ctx context.Context) error {
 		st, err := replay(ctx, l.deps, s.tenant(), s.session(), seq, th)
 		s.st = st
 		return err

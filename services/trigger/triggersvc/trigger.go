@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/recallhq/recall/internal/pcgroup"
+	"github.com/recallhq/recall/internal/retry"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
@@ -150,7 +151,7 @@ func (t *Trigger) runSingle(ctx context.Context) error {
 	wait := 100 * time.Millisecond
 	for {
 		var cons jetstream.Consumer
-		err := retry(ctx, t.log, "creating consumer "+events.DurableTrigger, func(ctx context.Context) (err error) {
+		err := effects.Do(ctx, t.log, "creating consumer "+events.DurableTrigger, func(ctx context.Context) (err error) {
 			cons, err = t.js.CreateOrUpdateConsumer(ctx, events.StreamTranscript, t.cfg.ConsumerConfig())
 			return err
 		})
@@ -285,16 +286,11 @@ func (t *Trigger) runGroup(ctx context.Context) error {
 	}
 	start.Store(t.startSeq(ctx))
 	t.group.Store(g)
-	for {
-		err := g.Run(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		t.log.Warn("joining the trigger group; retrying", "err", err)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
-	}
+	// The attempt runs with ctx itself: it lasts as long as the replica
+	// serves, and returns early only when it cannot join.
+	_ = rejoin.Do(ctx, t.log, "joining the trigger group", func(context.Context) error { return g.Run(ctx) })
+	return nil
 }
+
+// rejoin waits a second before the replica tries to join its group again.
+var rejoin = retry.Policy{First: time.Second, Max: time.Second}

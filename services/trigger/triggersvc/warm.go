@@ -84,7 +84,7 @@ const warmPull = 2048
 func (l *lane) readWarm(ctx context.Context, from, to uint64, batches chan<- []warmRecord) error {
 	defer close(batches)
 	var it jetstream.MessagesContext
-	err := retry(ctx, l.log, "opening the transcript for a warm start", func(rctx context.Context) error {
+	err := effects.Do(ctx, l.log, "opening the transcript for a warm start", func(rctx context.Context) error {
 		cons, err := l.deps.js.OrderedConsumer(rctx, l.stream, jetstream.OrderedConsumerConfig{
 			DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from, InactiveThreshold: time.Minute})
 		if err == nil {
