@@ -85,6 +85,18 @@ func (r *Reader) Stubs() *Reader {
 	return &c
 }
 
+// WithBatch returns a copy of r that asks for at most n records per round
+// trip (n <= 0 keeps r's): a smaller batch bounds the bytes a read has in
+// flight, so many large reads at once cannot make the connection a slow
+// consumer.
+func (r *Reader) WithBatch(n int) *Reader {
+	c := *r
+	if n > 0 {
+		c.batch = n
+	}
+	return &c
+}
+
 type directGetRequest struct {
 	Seq     uint64 `json:"seq"`
 	NextFor string `json:"next_by_subj,omitempty"`
