@@ -45,7 +45,7 @@ type fixture struct {
 	nc  *nats.Conn
 }
 
-func start(t *testing.T) *fixture {
+func start(t *testing.T, mods ...func(*console.Config)) *fixture {
 	t.Helper()
 	srv := natstest.Start(t)
 	nc, js := srv.Connect(t)
@@ -54,7 +54,11 @@ func start(t *testing.T) *fixture {
 	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 2}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := console.New(nc, testAuth, console.Config{Tenants: []string{"beta", "acme", "acme"}, Timeout: time.Second})
+	cfg := console.Config{Tenants: []string{"beta", "acme", "acme"}, Timeout: time.Second}
+	for _, mod := range mods {
+		mod(&cfg)
+	}
+	c, err := console.New(nc, testAuth, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,12 +5,15 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -144,4 +147,58 @@ func TestLimitListener(t *testing.T) {
 		t.Fatal("a freed slot was not reused")
 	}
 	second.Close()
+}
+
+// TestNATSEndpointTenantShare: with a share of one request per tenant
+// while acknowledgements are slow (400 ms), acme's second request is
+// refused at once with 429 and Retry-After, while beta's is accepted.
+func TestNATSEndpointTenantShare(t *testing.T) {
+	s := natstest.Start(t)
+	nc, _ := s.Connect(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var published atomic.Int64
+	sub, err := nc.Subscribe(events.SubjectTranscriptRoot+".>", func(m *nats.Msg) {
+		n := published.Add(1)
+		time.AfterFunc(400*time.Millisecond, func() {
+			_ = m.Respond(fmt.Appendf(nil, `{"stream":%q,"seq":%d}`, events.StreamTranscript, n))
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	h := NewNATSHandler(nc, NewIngester(js, 1<<20, 5*time.Second), Limits{MaxEventBytes: 1 << 20, MaxBatchEvents: 100, MaxBodyBytes: 8 << 20}, 8)
+	h.tenantShare(1)
+	svc, err := micro.AddService(nc, micro.Config{Name: "ingest-share-test", Version: "1.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	if err := svc.AddEndpoint(events.VerbIngest, h, micro.WithEndpointSubject(IngestEndpointSubject)); err != nil {
+		t.Fatal(err)
+	}
+	first := make(chan *nats.Msg, 1)
+	go func() {
+		m, _ := nc.Request(events.APISubject(events.VerbIngest, "acme", "s1"), mustMarshal(t, structured("a1", "s1")), 5*time.Second)
+		first <- m
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for published.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	m, err := nc.Request(events.APISubject(events.VerbIngest, "acme", "s1"), mustMarshal(t, structured("a2", "s1")), 5*time.Second)
+	if err != nil || m.Header.Get(micro.ErrorCodeHeader) != "429" || m.Header.Get("Retry-After") != "1" {
+		t.Fatalf("acme's second request: %v %+v", err, m)
+	}
+	m, err = nc.Request(events.APISubject(events.VerbIngest, "beta", "s1"), mustMarshal(t, structured("b1", "s1")), 5*time.Second)
+	if err != nil || m.Header.Get(micro.ErrorCodeHeader) != "" {
+		t.Fatalf("beta's request: %v %+v", err, m)
+	}
+	if m := <-first; m == nil || m.Header.Get(micro.ErrorCodeHeader) != "" {
+		t.Fatalf("acme's first request: %+v", m)
+	}
+	h.Wait()
 }
