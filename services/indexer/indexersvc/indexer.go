@@ -251,8 +251,8 @@ func (x *Indexer) readSession(ctx context.Context, tenant, session string, from 
 		}
 		st.last, st.lastSeq, st.lastID = r.Time, r.Seq, r.Event.ID()
 		switch {
-		case r.Started != nil:
-			st.started = r.Started
+		case r.Started != nil && st.started == nil:
+			st.started = r.Started // the first one names the owner
 		case r.Ended != nil:
 			st.ended = true
 		case r.Message != nil:
@@ -413,7 +413,12 @@ func (x *Indexer) store(ctx context.Context, job indexJob, md memory.IndexMetada
 func applyFacts(e *events.SessionIndex, st sessionText) {
 	if s := st.started; s != nil {
 		e.ParentSession, e.CWD, e.Ephemeral = s.ParentSession, s.CWD, s.Ephemeral
-		e.UserID, e.AgentID = s.UserID, s.AgentID
+		if e.UserID == "" {
+			// The owner is the user of the session's first
+			// session.started, as long-term memory has it: a later one
+			// naming another user does not move the session.
+			e.UserID, e.AgentID = s.UserID, s.AgentID
+		}
 		if s.Model != "" {
 			e.Model = s.Model
 		}
