@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/retry"
 )
 
 // Follower consumes Stream with the durable Consumer (whose
@@ -37,28 +38,24 @@ func (f *Follower) Consuming() bool { return f.consuming.Load() }
 
 // Run creates or updates the durable (retried while the cluster is
 // degraded) and consumes; a consumer that stops is restarted after a
-// second. It returns nil when ctx ends.
+// second (Consume). It returns nil when ctx ends.
 func (f *Follower) Run(ctx context.Context) error {
-	for ctx.Err() == nil {
-		var cons jetstream.Consumer
-		err := provision.Retry(ctx, f.Log, "creating consumer "+f.Consumer.Durable, func(ctx context.Context) (err error) {
-			cons, err = f.JS.CreateOrUpdateConsumer(ctx, f.Stream, f.Consumer)
-			return err
-		})
-		if err != nil {
-			return nil // ctx done
-		}
-		err = f.consume(ctx, cons)
-		if ctx.Err() != nil {
-			return nil
-		}
-		f.Log.Warn("consumer stopped; restarting", "durable", f.Consumer.Durable, "err", err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Second):
-		}
-	}
+	Consume(ctx, f.Log, f.Consumer.Durable, restartAfterASecond, f.open, f.consume)
 	return nil
+}
+
+// restartAfterASecond is the Follower's wait before a stopped consumer is
+// created and consumed again.
+var restartAfterASecond = retry.Policy{First: time.Second, Max: time.Second}
+
+// open creates or updates the durable, retried with provision.Retry until
+// it succeeds or ctx ends.
+func (f *Follower) open(ctx context.Context) (cons jetstream.Consumer, err error) {
+	err = provision.Retry(ctx, f.Log, "creating consumer "+f.Consumer.Durable, func(ctx context.Context) (err error) {
+		cons, err = f.JS.CreateOrUpdateConsumer(ctx, f.Stream, f.Consumer)
+		return err
+	})
+	return cons, err
 }
 
 func (f *Follower) consume(ctx context.Context, cons jetstream.Consumer) error {

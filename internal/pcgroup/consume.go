@@ -5,11 +5,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/follow"
 )
 
 // consumePartition runs Config.Consume on partition r.p's consumer until
-// r.stop is closed, restarting it with a backoff when it fails, then
-// unpins.
+// r.stop is closed, restarting it with restartBackoff when it fails
+// (follow.Consume), then unpins.
 func (g *Group) consumePartition(hctx context.Context, stream jetstream.Stream, r *runner) {
 	defer close(r.done)
 	ctx, cancel := context.WithCancel(hctx)
@@ -23,24 +25,9 @@ func (g *Group) consumePartition(hctx context.Context, stream jetstream.Stream, 
 	}()
 	log := g.log.With("member", g.cfg.Member, "partition", r.p)
 	durable := g.cfg.Durable(r.p)
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		cons, err := g.ensureConsumer(ctx, stream, r.p)
-		if err == nil {
-			err = g.cfg.Consume(ctx, r.p, cons)
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		log.WarnContext(ctx, "consuming partition; restarting", "durable", durable, "err", err, "in", backoff)
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
+	follow.Consume(ctx, log, durable, restartBackoff,
+		func(ctx context.Context) (jetstream.Consumer, error) { return g.ensureConsumer(ctx, stream, r.p) },
+		func(ctx context.Context, cons jetstream.Consumer) error { return g.cfg.Consume(ctx, r.p, cons) })
 	uctx, ucancel := context.WithTimeout(context.WithoutCancel(hctx), 2*time.Second)
 	defer ucancel()
 	if err := stream.UnpinConsumer(uctx, durable, g.cfg.PriorityGroup); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
 
+	"github.com/recallhq/recall/internal/follow"
 	"github.com/recallhq/recall/internal/pcgroup"
 	"github.com/recallhq/recall/internal/retry"
 	"github.com/recallhq/recall/internal/tenantcfg"
@@ -146,34 +147,33 @@ func (t *Trigger) Run(ctx context.Context) error {
 }
 
 // runSingle follows RECALL_TRANSCRIPT with the durable DurableTrigger
-// (active/standby replicas), restarting its lane when the consumer fails.
+// (active/standby replicas), restarting its lane when the consumer fails
+// (follow.Consume, waiting laneRestart). A lane stopped by the end of ctx
+// unpins the consumer, so a standby takes over now rather than after
+// PinnedTTL.
 func (t *Trigger) runSingle(ctx context.Context) error {
-	wait := 100 * time.Millisecond
-	for {
-		var cons jetstream.Consumer
-		err := effects.Do(ctx, t.log, "creating consumer "+events.DurableTrigger, func(ctx context.Context) (err error) {
+	open := func(ctx context.Context) (cons jetstream.Consumer, err error) {
+		err = effects.Do(ctx, t.log, "creating consumer "+events.DurableTrigger, func(ctx context.Context) (err error) {
 			cons, err = t.js.CreateOrUpdateConsumer(ctx, events.StreamTranscript, t.cfg.ConsumerConfig())
 			return err
 		})
-		if err != nil {
-			return nil // ctx done
-		}
-		l := t.newLane(cons, events.StreamTranscript, "", events.DurableTrigger, t.cfg.MaxSessions)
-		err = t.runLane(ctx, l)
-		if ctx.Err() != nil {
-			// Let a standby take over now rather than after PinnedTTL.
-			t.unpin(ctx, events.StreamTranscript, events.DurableTrigger)
-			return nil
-		}
-		t.log.Warn("trigger consumer stopped; restarting", "err", err, "in", wait)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 5*time.Second)
+		return cons, err
 	}
+	consume := func(ctx context.Context, cons jetstream.Consumer) error {
+		l := t.newLane(cons, events.StreamTranscript, "", events.DurableTrigger, t.cfg.MaxSessions)
+		err := t.runLane(ctx, l)
+		if ctx.Err() != nil {
+			t.unpin(ctx, events.StreamTranscript, events.DurableTrigger)
+		}
+		return err
+	}
+	follow.Consume(ctx, t.log, events.DurableTrigger, laneRestart, open, consume)
+	return nil
 }
+
+// laneRestart is the wait before a stopped lane is started again: 100 ms,
+// doubling up to 5 s.
+var laneRestart = retry.Policy{First: 100 * time.Millisecond, Max: 5 * time.Second}
 
 // runLane runs l, registered for Stats.
 func (t *Trigger) runLane(ctx context.Context, l *lane) error {
