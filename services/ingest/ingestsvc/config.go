@@ -5,8 +5,9 @@
 //
 // Shutdown, when the context given to Run is done: the HTTP listener closes
 // and in-flight HTTP requests finish (their acks included), the micro
-// service stops and in-flight NATS requests are answered, then both NATS
-// connections drain. A clean stop returns nil.
+// service stops and in-flight NATS requests are answered, then the NATS
+// connections (publishing, the endpoint, the console's reads) drain. A
+// clean stop returns nil.
 package ingestsvc
 
 import (

@@ -90,35 +90,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 	in.UseClaimCheck(blobs, min(cfg.InlineBytes, int(s.nc.MaxPayload())-64<<10))
 	s.in = in
 
-	s.apiNC, err = natsconn.ConnectLogged(cfg.NATS, "recall-ingest-api", log)
-	if err != nil {
+	if err := s.startEndpoint(ctx, in, limits); err != nil {
 		s.nc.Close()
 		return nil, err
 	}
-	s.nh = NewNATSHandler(s.apiNC, in, limits, 1024)
-	s.nh.tenantShare(cfg.TenantInFlight)
-	s.svc, err = micro.AddService(s.apiNC, micro.Config{
-		Name:         ServiceName,
-		Version:      "1.0.0",
-		Description:  "Recall ingest: validates session CloudEvents and stores them on " + events.StreamTranscript,
-		StatsHandler: s.nh.Stats,
-	})
-	if err == nil {
-		err = s.svc.AddEndpoint(events.VerbIngest, replyspace.Guard(log, s.nh), micro.WithEndpointSubject(IngestEndpointSubject))
-	}
-	if err == nil {
-		// The endpoint serves once the server registered its subscription;
-		// a flush that fails (still connecting) only delays that.
-		if ferr := s.apiNC.FlushTimeout(5 * time.Second); ferr != nil {
-			log.WarnContext(ctx, "NATS ingest endpoint not confirmed yet", "err", ferr)
-		}
-	}
-	if err != nil {
-		s.apiNC.Close()
-		s.nc.Close()
-		return nil, fmt.Errorf("starting the NATS ingest endpoint: %w", err)
-	}
-
 	if err := s.serveHTTP(ctx, in, auth, limits); err != nil {
 		_ = s.svc.Stop()
 		s.apiNC.Close()
@@ -128,6 +103,37 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 	s.ready.Store(true)
 	log.InfoContext(ctx, "ingest started", "nats_endpoint", IngestEndpointSubject)
 	return s, nil
+}
+
+// startEndpoint starts the NATS ingest endpoint on a connection of its
+// own; on error nothing of it is left running.
+func (s *Service) startEndpoint(ctx context.Context, in *Ingester, limits Limits) error {
+	var err error
+	s.apiNC, err = natsconn.ConnectLogged(s.cfg.NATS, "recall-ingest-api", s.log)
+	if err != nil {
+		return err
+	}
+	s.nh = NewNATSHandler(s.apiNC, in, limits, 1024)
+	s.nh.tenantShare(s.cfg.TenantInFlight)
+	s.svc, err = micro.AddService(s.apiNC, micro.Config{
+		Name:         ServiceName,
+		Version:      "1.0.0",
+		Description:  "Recall ingest: validates session CloudEvents and stores them on " + events.StreamTranscript,
+		StatsHandler: s.nh.Stats,
+	})
+	if err == nil {
+		err = s.svc.AddEndpoint(events.VerbIngest, replyspace.Guard(s.log, s.nh), micro.WithEndpointSubject(IngestEndpointSubject))
+	}
+	if err != nil {
+		s.apiNC.Close()
+		return fmt.Errorf("starting the NATS ingest endpoint: %w", err)
+	}
+	// The endpoint serves once the server registered its subscription; a
+	// flush that fails (still connecting) only delays that.
+	if ferr := s.apiNC.FlushTimeout(5 * time.Second); ferr != nil {
+		s.log.WarnContext(ctx, "NATS ingest endpoint not confirmed yet", "err", ferr)
+	}
+	return nil
 }
 
 // serveHTTP builds the HTTP edge (events, the session API, the console,
@@ -211,7 +217,7 @@ func (s *Service) readyErr() error {
 
 // Shutdown stops accepting requests, waits for in-flight ones (HTTP and
 // NATS) to be answered after their acknowledgements, stops the micro
-// service and drains both connections. ctx bounds the wait; when it
+// service and drains the connections. ctx bounds the wait; when it
 // expires the connections are closed anyway and ctx's error is returned.
 func (s *Service) Shutdown(ctx context.Context) error {
 	s.ready.Store(false)
