@@ -6,6 +6,7 @@ import (
 	"errors"
 	"mime"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -42,7 +43,16 @@ func (c *Console) preview(w http.ResponseWriter, r *http.Request) {
 		unavailable(w, err)
 		return
 	case reply.Header.Get("Nats-Service-Error-Code") != "":
-		fail(w, http.StatusBadGateway, reply.Header.Get("Nats-Service-Error"))
+		status := http.StatusBadGateway
+		// The compactor's refusals over a share or when full keep their
+		// status and Retry-After.
+		if code := reply.Header.Get("Nats-Service-Error-Code"); code == "429" || code == "503" {
+			status, _ = strconv.Atoi(code)
+			if ra := reply.Header.Get("Retry-After"); ra != "" {
+				w.Header().Set("Retry-After", ra)
+			}
+		}
+		fail(w, status, reply.Header.Get("Nats-Service-Error"))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
