@@ -211,7 +211,9 @@ func TestIngestLimits(t *testing.T) {
 		{"depth 64", msg("d64", deep(61)), 202, ""},
 		{"depth 65", msg("d65", deep(62)), 400, "nested deeper than 64 levels"},
 		{"tool_result in tool_result in tool_result", msg("n3", nestedResults), 400, "tool_result nested inside tool_result"},
-		{"event over 512 KiB", msg("big", `{"uuid":"u","role":"user","content":"`+strings.Repeat("x", 600<<10)+`"}`), 413, "at most 524288 allowed"},
+		// Over the inline limit: stored by claim check, not refused.
+		{"event over 512 KiB", msg("big", `{"uuid":"u","role":"user","content":"`+strings.Repeat("x", 600<<10)+`"}`), 202, ""},
+		{"event over 16 MiB", msg("huge", `{"uuid":"u","role":"user","content":"`+strings.Repeat("x", 16<<20+100<<10)+`"}`), 413, "at most 16777216 allowed"},
 	}
 	stored := 0
 	for _, c := range cases {
