@@ -135,12 +135,11 @@ func Tenant(tenant, user string) (User, error) {
 	}, nil
 }
 
-// Service returns the reference user of one service ("ingest", "trigger",
-// "extractor" or "compactor"), named "recall-<service>".
-func Service(name string) (User, error) {
-	// Every service answers API requests in the tenants' reply spaces
-	// (replyspace.Guard picks the requester's own); no allow_responses.
-	common := Permissions{
+// serviceCommon is what every service user may do. Every service answers
+// API requests in the tenants' reply spaces (replyspace.Guard picks the
+// requester's own); no allow_responses.
+func serviceCommon() Permissions {
+	return Permissions{
 		Publish: Rule{
 			Allow: []string{"$JS.API.>", "$JS.ACK.>", "$JS.FC.>", "$SRV.>", "_INBOX.>", TenantReplies},
 			Deny:  []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>", "$SYS.>"},
@@ -150,13 +149,21 @@ func Service(name string) (User, error) {
 			Deny:  []string{"$SYS.>"},
 		},
 	}
-	kv := func(buckets ...string) []string {
-		out := make([]string, len(buckets))
-		for i, b := range buckets {
-			out[i] = "$KV." + b + ".>"
-		}
-		return out
+}
+
+// kv is the subjects of the named KV buckets.
+func kv(buckets ...string) []string {
+	out := make([]string, len(buckets))
+	for i, b := range buckets {
+		out[i] = "$KV." + b + ".>"
 	}
+	return out
+}
+
+// Service returns the reference user of one service ("ingest", "trigger",
+// "extractor" or "compactor"), named "recall-<service>".
+func Service(name string) (User, error) {
+	common := serviceCommon()
 	apiAll := func(verb string) string { return events.APISubject(verb, "*", "*") }
 	transcript := events.TranscriptSubject("*", "*")
 	extract := events.ExtractSubject("*", "*")
