@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/eval"
+	"github.com/recallhq/recall/internal/eval/sessiongen"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/svcmain"
 	"github.com/recallhq/recall/internal/telemetry"
@@ -32,15 +34,20 @@ func runEval(ctx context.Context, args []string, stdout io.Writer) error {
 	sessions := fs.Int("sessions", 0, fmt.Sprintf("generated sessions (default %d; --quick: 2)", eval.DefaultSessions))
 	seed := fs.Uint64("seed", 1, "seed of the generated sessions (same seed, same sessions)")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object instead of the tables")
-	quick := fs.Bool("quick", false, "two sessions (50k and 200k tokens, one earlier compaction): the CI smoke run")
+	quick := fs.Bool("quick", false, "two sessions per family (50k and 200k tokens, one earlier compaction): the CI smoke run")
 	budget := fs.Int64("budget", eval.DefaultBudget, "context budget in tokens of the truncation baseline (and Recall's bound)")
 	useModel := fs.Bool("model", true, "with a provider configured (RECALL_LLM_*, API key): also run Recall with that model")
 	useJudge := fs.Bool("judge", true, "with a provider configured: grade every context with it as an LLM judge too")
 	quiet := fs.Bool("quiet", false, "no progress bar on stderr")
 	verbose := fs.Bool("verbose", false, "print the services' logs on stderr")
+	family := fs.String("family", "all", "session family: holdout (the headline, not tuned to the offline rules), planted, or all (both, holdout first)")
 	dump := fs.String("dump", "", "write every context as text to this directory (<session>.<system>.txt)")
 	timeout := fs.Duration("timeout", 20*time.Minute, "give up after this long")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	families, err := evalFamilies(*family)
+	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
@@ -80,7 +87,7 @@ func runEval(ctx context.Context, args []string, stdout io.Writer) error {
 			o.Judge = &eval.Judge{Provider: configured}
 		}
 	}
-	rep, err := eval.Run(ctx, o)
+	rep, err := eval.RunFamilies(ctx, o, families)
 	if err != nil {
 		return err
 	}
@@ -93,6 +100,19 @@ func runEval(ctx context.Context, args []string, stdout io.Writer) error {
 		return nil
 	}
 	return eval.PrintTable(stdout, rep)
+}
+
+// evalFamilies is the list --family names.
+func evalFamilies(name string) ([]string, error) {
+	if name == "all" {
+		return sessiongen.Families, nil
+	}
+	for _, f := range sessiongen.Families {
+		if f == name {
+			return []string{f}, nil
+		}
+	}
+	return nil, fmt.Errorf("--family %q: want all, %s", name, strings.Join(sessiongen.Families, " or "))
 }
 
 // stackCompactor runs the sessions through a whole Recall — embedded NATS,

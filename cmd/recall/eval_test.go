@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/recallhq/recall/internal/eval"
+	"github.com/recallhq/recall/internal/eval/sessiongen"
 	"github.com/recallhq/recall/internal/llm/llmtest"
 )
 
@@ -32,6 +33,16 @@ func TestEvalQuick(t *testing.T) {
 	if err := json.Unmarshal(buf.Bytes(), &rep); err != nil {
 		t.Fatalf("eval output is not one JSON object: %v\n%s", err, buf.String())
 	}
+	if rep.Family != sessiongen.FamilyHoldout || len(rep.Families) != 1 || rep.Families[0].Family != sessiongen.FamilyPlanted {
+		t.Fatalf("family %q, then %d more", rep.Family, len(rep.Families))
+	}
+	for _, r := range append([]*eval.Report{&rep}, rep.Families...) {
+		t.Run(r.Family, func(t *testing.T) { checkQuick(t, r) })
+	}
+}
+
+// checkQuick checks one family's quick report.
+func checkQuick(t *testing.T, rep *eval.Report) {
 	want := []string{eval.SysTruncation, eval.SysTruncationMatched, eval.SysReference, eval.SysRecallOffline}
 	if len(rep.Results) != len(want) || len(rep.Sessions) != 2 || rep.Facts == 0 {
 		t.Fatalf("systems %v, %d sessions, %d facts", rep.Systems, len(rep.Sessions), rep.Facts)
@@ -60,7 +71,7 @@ func TestEvalWithModel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole pipeline twice")
 	}
-	ids := regexp.MustCompile(`eval-\d+-\d+/\d+-[a-z_]+`)
+	ids := regexp.MustCompile(`(?:eval|holdout)-\d+-\d+/\d+-[a-z_]+`)
 	srv := llmtest.NewOpenAI(t)
 	var judged atomic.Int32
 	srv.SetResponder(func(call int, body []byte) llmtest.Reply {
@@ -89,15 +100,27 @@ func TestEvalWithModel(t *testing.T) {
 	if err := json.Unmarshal(buf.Bytes(), &rep); err != nil {
 		t.Fatalf("eval output is not one JSON object: %v\n%s", err, buf.String())
 	}
+	if len(rep.Families) != 1 {
+		t.Fatalf("%d more families, want 1", len(rep.Families))
+	}
+	calls := 0
+	for _, r := range append([]*eval.Report{&rep}, rep.Families...) {
+		checkWithModel(t, r)
+		calls += len(r.Results)
+	}
+	if n := int(judged.Load()); n != calls {
+		t.Fatalf("%d judge calls, want one per family and system (%d)", n, calls)
+	}
+}
+
+// checkWithModel checks one family's report with a model and a judge.
+func checkWithModel(t *testing.T, rep *eval.Report) {
 	if rep.Model != "openai/fake-model" || rep.Judge != "openai/fake-model" {
 		t.Fatalf("model %q, judge %q", rep.Model, rep.Judge)
 	}
 	r := rep.Result(eval.SysRecallModel)
 	if r == nil || r.Overall.Total != rep.Facts || r.Outcomes["session_memory"] != 1 {
 		t.Fatalf("recall-model: %+v", r)
-	}
-	if n := int(judged.Load()); n != len(rep.Results) {
-		t.Fatalf("%d judge calls, want one per system (%d)", n, len(rep.Results))
 	}
 	for _, r := range rep.Results {
 		if r.Judge == nil || r.Judge.Overall.Pass != rep.Facts {

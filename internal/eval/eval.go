@@ -78,6 +78,9 @@ type Options struct {
 	Judge *Judge
 	// Progress receives a progress bar (nil: none).
 	Progress io.Writer
+	// Family is the family of generated sessions (sessiongen.FamilyPlanted
+	// when empty; RunFamilies sets it).
+	Family string
 	// DumpDir, when set, receives every context as text
 	// (<session>.<system>.txt), to see why a fact was missed.
 	DumpDir string
@@ -105,6 +108,29 @@ func (o *Options) defaults() {
 	if o.Tenant == "" {
 		o.Tenant = DefaultTenant
 	}
+	if o.Family == "" {
+		o.Family = sessiongen.FamilyPlanted
+	}
+}
+
+// RunFamilies runs each family in turn on its own sessions (Run) and
+// returns the first family's report with the others' under Families. The
+// families share every option but the family; the first error ends the run.
+func RunFamilies(ctx context.Context, o Options, families []string) (*Report, error) {
+	var head *Report
+	for _, f := range families {
+		o.Family = f
+		rep, err := Run(ctx, o)
+		if err != nil {
+			return nil, fmt.Errorf("family %s: %w", f, err)
+		}
+		if head == nil {
+			head = rep
+			continue
+		}
+		head.Families = append(head.Families, rep)
+	}
+	return head, nil
 }
 
 // contexts holds each system's context per session: system → session id →
@@ -124,7 +150,7 @@ func (cs contexts) put(sys, id string, c *Context) {
 func Run(ctx context.Context, o Options) (*Report, error) {
 	o.defaults()
 	started := time.Now()
-	specs := sessiongen.Suite(o.Seed, o.Sessions, o.Lengths)
+	specs := sessiongen.FamilySuite(o.Family, o.Seed, o.Sessions, o.Lengths)
 	systems := []string{SysTruncation, SysReference}
 	if o.Recall != nil {
 		systems = []string{SysTruncation, SysTruncationMatched, SysReference, SysRecallOffline}

@@ -3,7 +3,10 @@ package eval
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
+
+	"github.com/recallhq/recall/internal/eval/sessiongen"
 )
 
 // A run with the in-process baselines only: every session is scored by
@@ -27,5 +30,27 @@ func TestRunBaselines(t *testing.T) {
 		if f, c := r.Bands[BandFresh], r.Bands[BandCompacted]; f.Total == 0 || c.Total == 0 || f.Total+c.Total != rep.Facts {
 			t.Fatalf("%s: bands %+v", sys, r.Bands)
 		}
+	}
+}
+
+// RunFamilies reports the first family at the top and the others under
+// Families, each on its own sessions.
+func TestRunFamilies(t *testing.T) {
+	rep, err := RunFamilies(context.Background(), Options{Seed: 1, Quick: true}, sessiongen.Families)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Family != sessiongen.FamilyHoldout || len(rep.Families) != 1 || rep.Families[0].Family != sessiongen.FamilyPlanted {
+		t.Fatalf("family %q, others %d", rep.Family, len(rep.Families))
+	}
+	if rep.Sessions[0].ID == rep.Families[0].Sessions[0].ID {
+		t.Fatalf("both families have session %s", rep.Sessions[0].ID)
+	}
+	var b bytes.Buffer
+	if err := PrintTable(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "family holdout") || !strings.Contains(b.String(), "family planted") {
+		t.Fatalf("the table does not name both families:\n%s", b.String())
 	}
 }

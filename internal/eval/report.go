@@ -16,6 +16,8 @@ import (
 
 // Report is the result of a run (the JSON of recall eval --json).
 type Report struct {
+	// Family is the family of the sessions (sessiongen.Families).
+	Family    string   `json:"family"`
 	Seed      uint64   `json:"seed"`
 	Quick     bool     `json:"quick"`
 	Budget    int64    `json:"budget_tokens"`
@@ -28,6 +30,9 @@ type Report struct {
 	Sessions []SessionResult `json:"sessions"`
 	Facts    int             `json:"facts"`
 	Elapsed  float64         `json:"elapsed_seconds"`
+	// Families are the reports of the other families of the run
+	// (RunFamilies), each of this shape without Families.
+	Families []*Report `json:"families,omitempty"`
 }
 
 // Score is a pass rate.
@@ -124,7 +129,7 @@ type Miss struct {
 }
 
 func newReport(o Options, systems []string, sessions []*Prepared) *Report {
-	r := &Report{Seed: o.Seed, Quick: o.Quick, Budget: o.Budget, Threshold: o.Threshold, Model: o.ModelName, Systems: systems}
+	r := &Report{Family: o.Family, Seed: o.Seed, Quick: o.Quick, Budget: o.Budget, Threshold: o.Threshold, Model: o.ModelName, Systems: systems}
 	if o.Judge != nil {
 		r.Judge = o.Judge.Name()
 	}
@@ -241,17 +246,31 @@ func (r *Report) Result(system string) *SystemResult {
 	return nil
 }
 
-// PrintTable writes the report as tables: scores per category and system,
-// the LLM judge's when present, then one line per session.
+// PrintTable writes the report as tables, one family after the other:
+// scores per category and system, the LLM judge's when present, then one
+// line per session.
 func PrintTable(w io.Writer, r *Report) error {
+	if err := printFamily(w, r); err != nil {
+		return err
+	}
+	for _, f := range r.Families {
+		fmt.Fprintln(w)
+		if err := printFamily(w, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func printFamily(w io.Writer, r *Report) error {
 	var minT, maxT int64 = math.MaxInt64, 0
 	minC, maxC := math.MaxInt, 0
 	for _, s := range r.Sessions {
 		minT, maxT = min(minT, s.Tokens), max(maxT, s.Tokens)
 		minC, maxC = min(minC, s.Compactions), max(maxC, s.Compactions)
 	}
-	fmt.Fprintf(w, "Recall eval: seed %d, %d sessions (%s–%s tokens, %d–%d earlier compactions), %d facts; budget %s tokens, threshold %s\n\n",
-		r.Seed, len(r.Sessions), kTokens(minT), kTokens(maxT), minC, maxC, r.Facts, thousands(r.Budget), thousands(r.Threshold))
+	fmt.Fprintf(w, "Recall eval, family %s: seed %d, %d sessions (%s–%s tokens, %d–%d earlier compactions), %d facts; budget %s tokens, threshold %s\n\n",
+		r.Family, r.Seed, len(r.Sessions), kTokens(minT), kTokens(maxT), minC, maxC, r.Facts, thousands(r.Budget), thousands(r.Threshold))
 	printScores(w, r, "offline scoring (normalized match)", func(s *SystemResult) (Score, map[string]Score, map[string]Score) {
 		return s.Overall, s.Categories, s.Bands
 	})

@@ -77,6 +77,8 @@ type Spec struct {
 	Seed   uint64 `json:"seed"`
 	Index  int    `json:"index"`
 	Tokens int64  `json:"tokens"` // target size of the conversation
+	// Family is FamilyPlanted (also "") or FamilyHoldout.
+	Family string `json:"family,omitempty"`
 }
 
 // Session is a generated session.
@@ -99,17 +101,27 @@ var Lengths = []int64{50000, 100000, 145000, 240000, 330000}
 // QuickLengths are the sizes of a quick evaluation.
 var QuickLengths = []int64{50000, 200000}
 
-// Suite returns n specs cycling through lengths, seeded from seed.
+// Suite returns n specs of the planted family cycling through lengths,
+// seeded from seed.
 func Suite(seed uint64, n int, lengths []int64) []Spec {
+	return FamilySuite(FamilyPlanted, seed, n, lengths)
+}
+
+// FamilySuite returns n specs of family cycling through lengths, seeded
+// from seed.
+func FamilySuite(family string, seed uint64, n int, lengths []int64) []Spec {
 	specs := make([]Spec, n)
 	for i := range specs {
-		specs[i] = Spec{Seed: seed, Index: i, Tokens: lengths[i%len(lengths)]}
+		specs[i] = Spec{Seed: seed, Index: i, Tokens: lengths[i%len(lengths)], Family: family}
 	}
 	return specs
 }
 
 // Generate writes the session of spec.
 func Generate(spec Spec) *Session {
+	if spec.Family == FamilyHoldout {
+		return generateHoldout(spec)
+	}
 	r := rand.New(rand.NewPCG(spec.Seed, uint64(spec.Index)+0x9e3779b97f4a7c15))
 	p := projects[r.IntN(len(projects))]
 	id := fmt.Sprintf("eval-%d-%d", spec.Seed, spec.Index)
