@@ -110,7 +110,7 @@ class Client:
         content_type: str = JSON,
         query: Mapping[str, Any] | None = None,
     ) -> tuple[int, dict[str, str], Any]:
-        """One API call: returns (status, headers, decoded JSON or None); raises RecallError.
+        """One API call: returns (status, headers, decoded JSON, text or None); raises RecallError.
 
         ``body`` is encoded as JSON unless it is bytes already.
         """
@@ -148,6 +148,8 @@ class Client:
         except (urllib.error.URLError, socket.timeout, ConnectionError, TimeoutError) as e:
             reason = getattr(e, "reason", e)
             raise errors.TransportError(f"{method} {url}: {reason}") from e
+        if "json" not in headers.get("Content-Type", "json"):
+            return status, headers, raw.decode("utf-8", "replace")  # /readyz, /healthz: text
         try:
             decoded = json.loads(raw) if raw.strip() else None
         except ValueError as e:
