@@ -160,6 +160,8 @@ func Buckets(c Config) []jetstream.KeyValueConfig {
 		{Bucket: events.BucketLTMMembers, Description: "long-term memory replica membership heartbeats", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
 		{Bucket: events.BucketLTMState, Description: "long-term memory commit records and leases", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
 		{Bucket: events.BucketIndex, Description: "session index: names, summaries, tags (and name claims, indexing leases)", History: 8, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
+		// Erased sessions: each tombstone expires with its own TTL (RECALL_ERASE_TOMBSTONE_TTL).
+		{Bucket: events.BucketTombstones, Description: "tombstones of erased sessions (per-key TTL)", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
 	}
 }
 

@@ -481,6 +481,10 @@ type TenantConfig struct {
 	// compactions edit nothing; edit requests use clear_tool_uses with the
 	// API's defaults).
 	ContextManagement *ContextManagement `json:"context_management,omitempty"`
+
+	// Retention bounds how long the tenant's sessions and notifications
+	// are kept (nil: the stream-wide limits); see Retention.
+	Retention *Retention `json:"retention,omitempty"`
 }
 
 // DecodeTenantConfig parses a RECALL_CONFIG value strictly.
@@ -493,6 +497,9 @@ func DecodeTenantConfig(b []byte) (TenantConfig, error) {
 	}
 	if c.MinimumMessageTokensToInit < 0 || c.MinimumTokensBetweenUpdate < 0 || c.ToolCallsBetweenUpdates < 0 || c.MinNewUserMessages < 0 {
 		return TenantConfig{}, errors.New("decoding tenant config: thresholds must not be negative")
+	}
+	if _, _, err := c.Retention.Durations(); err != nil {
+		return TenantConfig{}, fmt.Errorf("decoding tenant config: %w", err)
 	}
 	if c.ContextManagement != nil {
 		if err := c.ContextManagement.Validate(); err != nil {

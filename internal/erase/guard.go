@@ -1,0 +1,204 @@
+package erase
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/pkg/events"
+)
+
+// Tombstones is the set of erased sessions whose tombstone lives, as one
+// process knows it (Guard keeps it from events.BucketTombstones). It is
+// safe for concurrent use.
+type Tombstones struct {
+	mu sync.RWMutex
+	m  map[string]time.Time // events.TombstoneKey → until
+}
+
+// NewTombstones returns an empty set.
+func NewTombstones() *Tombstones { return &Tombstones{m: map[string]time.Time{}} }
+
+// Erased reports whether the session is erased and its tombstone lives,
+// and until when.
+func (t *Tombstones) Erased(tenant, session string) (until time.Time, ok bool) {
+	t.mu.RLock()
+	until, ok = t.m[events.TombstoneKey(tenant, session)]
+	t.mu.RUnlock()
+	return until, ok && time.Now().Before(until)
+}
+
+func (t *Tombstones) add(tenant, session string, until time.Time) {
+	t.mu.Lock()
+	t.m[events.TombstoneKey(tenant, session)] = until
+	t.mu.Unlock()
+}
+
+func (t *Tombstones) remove(key string) {
+	t.mu.Lock()
+	delete(t.m, key)
+	t.mu.Unlock()
+}
+
+// guarded are the buckets where a service may still write for a session
+// after its erase (an extraction, indexing or commit that was running).
+var guarded = []string{events.BucketMemory, events.BucketStatus, events.BucketTriggerState, events.BucketIndex,
+	events.BucketParked, events.BucketLTMState}
+
+// Guard keeps erased sessions erased while their tombstones live: it
+// loads the tombstones into the eraser's set (and returns once they are
+// loaded), then follows them, and watches the guarded buckets' writes
+// (metadata only) and the notifications (headers only); anything written
+// for a tombstoned session — a memory commit of an extraction that was
+// running during the erase, its status, an index entry, a notification —
+// makes the guard erase the session's traces again (without a new
+// announcement). It runs until ctx is done.
+func (e *Eraser) Guard(ctx context.Context) error {
+	tk, err := e.js.KeyValue(ctx, events.BucketTombstones)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", events.BucketTombstones, err)
+	}
+	tw, err := tk.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("watching %s: %w", events.BucketTombstones, err)
+	}
+	if err := e.loadTombstones(ctx, tw); err != nil {
+		return err
+	}
+	go e.followTombstones(ctx, tw)
+	g := &guard{e: e, pending: map[string]bool{}}
+	for _, b := range guarded {
+		kv, err := e.js.KeyValue(ctx, b)
+		if err != nil {
+			return fmt.Errorf("opening %s: %w", b, err)
+		}
+		w, err := kv.WatchAll(ctx, jetstream.UpdatesOnly(), jetstream.MetaOnly(), jetstream.IgnoreDeletes())
+		if err != nil {
+			return fmt.Errorf("watching %s: %w", b, err)
+		}
+		go g.watch(ctx, w)
+	}
+	return g.notifications(ctx)
+}
+
+// loadTombstones reads the watch's initial values.
+func (e *Eraser) loadTombstones(ctx context.Context, w jetstream.KeyWatcher) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case v := <-w.Updates():
+			if v == nil {
+				return nil
+			}
+			e.tombstoneSeen(v)
+		}
+	}
+}
+
+func (e *Eraser) followTombstones(ctx context.Context, w jetstream.KeyWatcher) {
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case v, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if v != nil {
+				e.tombstoneSeen(v)
+			}
+		}
+	}
+}
+
+func (e *Eraser) tombstoneSeen(v jetstream.KeyValueEntry) {
+	if v.Operation() != jetstream.KeyValuePut {
+		e.tombs.remove(v.Key())
+		return
+	}
+	var t events.Tombstone
+	if json.Unmarshal(v.Value(), &t) == nil && validate(t.Tenant, t.Session) == nil {
+		e.tombs.add(t.Tenant, t.Session, t.Until)
+	}
+}
+
+// guard erases again the sessions written for after their erase, one
+// pass per session at a time.
+type guard struct {
+	e       *Eraser
+	mu      sync.Mutex
+	pending map[string]bool
+}
+
+func (g *guard) watch(ctx context.Context, w jetstream.KeyWatcher) {
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case v, ok := <-w.Updates():
+			if !ok {
+				return
+			}
+			if v == nil {
+				continue
+			}
+			if tenant, session, ok := keySession(v.Key()); ok {
+				g.check(ctx, tenant, session)
+			}
+		}
+	}
+}
+
+// keySession is the session a guarded key belongs to: <t>.<s>,
+// <t>.<s>.<n> (parked), leases.<t>.<s>, commits.<t>.<s> and
+// parked.<t>.<s>.<n>; name claims and other keys belong to none.
+func keySession(key string) (tenant, session string, ok bool) {
+	tok := strings.Split(key, ".")
+	switch tok[0] {
+	case "leases", "commits", events.ParkedCommitPrefix:
+		tok = tok[1:]
+	case "names", "invalid":
+		return "", "", false
+	}
+	if len(tok) < 2 || validate(tok[0], tok[1]) != nil {
+		return "", "", false
+	}
+	return tok[0], tok[1], true
+}
+
+// check erases the session's traces again if it is tombstoned.
+func (g *guard) check(ctx context.Context, tenant, session string) {
+	if _, erased := g.e.tombs.Erased(tenant, session); !erased {
+		return
+	}
+	key := events.MemoryKey(tenant, session)
+	g.mu.Lock()
+	busy := g.pending[key]
+	g.pending[key] = true
+	g.mu.Unlock()
+	if busy {
+		return
+	}
+	go func() {
+		// A short pause gathers the writes of one late effect (a commit,
+		// then its status and notification) into one pass.
+		_ = sleep(ctx, 100*time.Millisecond)
+		g.mu.Lock()
+		delete(g.pending, key)
+		g.mu.Unlock()
+		var r events.EraseReceipt
+		if err := g.e.traces(ctx, tenant, session, &r); err != nil {
+			g.e.log.WarnContext(ctx, "erasing late writes of an erased session", "tenant", tenant, "session", session, "err", err)
+			return
+		}
+		g.e.log.InfoContext(ctx, "late writes of an erased session removed", "tenant", tenant, "session", session, "removed", r.Total)
+	}()
+}
