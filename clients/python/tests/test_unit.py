@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
@@ -252,3 +251,10 @@ def test_async_client(fake):
             assert sorted(a.answer for a in answers) == ["a", "b"]
 
     asyncio.run(main())
+
+
+def test_ready_reads_plain_text(fake, client):
+    fake.reply(200, b"ready", {"Content-Type": "text/plain; charset=utf-8"})
+    assert client.ready() is True and fake.last.path == "/readyz"
+    fake.reply(503, b"not ready", {"Content-Type": "text/plain; charset=utf-8"})
+    assert client.ready() is False
