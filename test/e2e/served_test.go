@@ -105,6 +105,9 @@ func TestOrphanedToolCallIsServedValid(t *testing.T) {
 	for _, e := range r.Kept {
 		if e.Extensions()[events.ExtSynthetic] == events.SyntheticInterrupted {
 			synthetic++
+			if e.Subject() != session || e.Extensions()[events.ExtTenant] != "default" || e.Extensions()[events.ExtSeq] != nil {
+				t.Fatalf("synthetic record %s: subject %q, tenant %v, seq %v", e.ID(), e.Subject(), e.Extensions()[events.ExtTenant], e.Extensions()[events.ExtSeq])
+			}
 		}
 	}
 	c := contextOf(t, r)

@@ -36,7 +36,7 @@ func (c *Compactor) checkServed(ctx context.Context, tenant, session string, rep
 	if !reply.Served {
 		return
 	}
-	if err := repairKept(reply); err != nil {
+	if err := repairKept(tenant, session, reply); err != nil {
 		reply.Outcome, reply.Served, reply.Reason = OutcomeInvalidContext, false, err.Error()
 		invalidCounter.Add(ctx, 1)
 		c.log.ErrorContext(ctx, "served context invalid after repair", "tenant", tenant, "session", session, "err", err)
@@ -62,7 +62,7 @@ func (c *Compactor) checkServed(ctx context.Context, tenant, session string, rep
 // repairKept repairs reply's summary and kept records in place and
 // validates the result: changed records are re-encoded (their seq kept),
 // synthetic ones added (ExtSynthetic, no seq), tokens_after recomputed.
-func repairKept(reply *events.CompactReply) error {
+func repairKept(tenant, session string, reply *events.CompactReply) error {
 	msgs := make([]*events.Message, 0, 1+len(reply.Kept))
 	msgs = append(msgs, &reply.Summary.Message)
 	for i := range reply.Kept {
@@ -77,7 +77,7 @@ func repairKept(reply *events.CompactReply) error {
 		if served[0].From != 0 || served[0].Changed {
 			return fmt.Errorf("repairing the context would change the summary message: %w", memory.ErrInvalidContext)
 		}
-		kept, err := rebuildKept(reply.Kept, served[1:])
+		kept, err := rebuildKept(tenant, session, reply.Kept, served[1:])
 		if err != nil {
 			return err
 		}
@@ -102,8 +102,9 @@ func repairKept(reply *events.CompactReply) error {
 
 // rebuildKept turns repaired messages back into kept events: unchanged ones
 // are the original events, changed ones copies with new data, synthetic
-// ones new events.
-func rebuildKept(orig []event.Event, served []memory.ServedMessage) ([]event.Event, error) {
+// ones new events of the session (subject and tenant as stored records
+// have them).
+func rebuildKept(tenant, session string, orig []event.Event, served []memory.ServedMessage) ([]event.Event, error) {
 	out := make([]event.Event, 0, len(served))
 	for _, s := range served {
 		switch {
@@ -120,6 +121,8 @@ func rebuildKept(orig []event.Event, served []memory.ServedMessage) ([]event.Eve
 			e.SetID(s.Message.UUID)
 			e.SetSource(eventpub.Source(Component))
 			e.SetType(events.TypeMessage)
+			e.SetSubject(session)
+			e.SetExtension(events.ExtTenant, tenant)
 			e.SetExtension(events.ExtSynthetic, events.SyntheticInterrupted)
 			if err := e.SetData(event.ApplicationJSON, s.Message); err != nil {
 				return nil, fmt.Errorf("encoding synthetic record: %w", err)
