@@ -96,10 +96,10 @@ var monthlyAsk = []string{
 // chatter are the agent's short replies in filler turns: statements with
 // small numbers and the words agents use, none of them a planted fact.
 var chatter = []string{
-	"Fixed %d lint warnings in %s; decided to leave the %s helpers as they are.",
-	"Done. %d call sites updated, the %s tests pass.",
-	"Looked at %d functions in %s — nothing to change in the %s path.",
-	"Resolved: %d places wrapped their errors without context in %s; the %s loop is fine.",
+	"Fixed %[1]d lint warnings in %[2]s; decided to leave the %[3]s helpers as they are.",
+	"Done. %[1]d call sites updated, the %[2]s tests pass.",
+	"Looked at %[1]d functions in %[2]s — nothing to change in the %[3]s path.",
+	"Resolved: %[1]d places wrapped their errors without context in %[2]s; the %[3]s loop is fine.",
 }
 
 // fillerLead are sentences of a long message around a planted phrase.
