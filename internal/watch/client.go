@@ -46,6 +46,10 @@ type Client struct {
 	// Retry paces retries after a failure without Retry-After; the zero
 	// value waits 250 ms doubling to 10 s.
 	Retry retry.Policy
+	// Attempts, when above 0, bounds the failed attempts in a row before
+	// Send gives up (a hook that must not wait for a Recall that is down);
+	// 0 retries until ctx ends.
+	Attempts int
 	// OnError, when set, is told every failed attempt (for a status line).
 	OnError func(error)
 }
@@ -54,13 +58,14 @@ type Client struct {
 // (202, also as a duplicate) or rejected for good (400/403/413…, in
 // Outcome.Rejected). An unanswered request, 429, 5xx and per-event 503 are
 // retried — from the first unsettled event, in order, waiting Retry-After
-// when given — until ctx ends; then Send returns ctx's error with the
-// outcome so far. A request-level failure retrying cannot fix (401, 415,
+// when given — until ctx ends (or Attempts failures in a row); then Send
+// returns the error with the outcome so far. A request-level failure retrying cannot fix (401, 415,
 // a bad body) is returned at once. Events before the failure may be stored:
 // sending them again is safe, their ids deduplicate.
 func (c *Client) Send(ctx context.Context, evs []event.Event) (Outcome, error) {
 	var out Outcome
 	b := c.policy().Backoff()
+	failed := 0
 	for start := 0; start < len(evs); {
 		end := batchEnd(evs, start, c.batch())
 		results, wait, err := c.post(ctx, evs[start:end])
@@ -69,6 +74,7 @@ func (c *Client) Send(ctx context.Context, evs []event.Event) (Outcome, error) {
 			done, err = settle(&out, results, end-start)
 			if done > 0 {
 				b.Reset()
+				failed = 0
 			}
 			start += done
 		}
@@ -80,6 +86,9 @@ func (c *Client) Send(ctx context.Context, evs []event.Event) (Outcome, error) {
 		}
 		if c.OnError != nil {
 			c.OnError(err)
+		}
+		if failed++; c.Attempts > 0 && failed >= c.Attempts {
+			return out, fmt.Errorf("sending events: %w", err)
 		}
 		if wait <= 0 {
 			wait = b.Next()
