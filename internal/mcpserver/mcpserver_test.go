@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -257,4 +258,46 @@ func TestUnreachableRecall(t *testing.T) {
 	if !res.IsError || !strings.Contains(text(res), "is it running?") {
 		t.Fatalf("IsError %v, text %q", res.IsError, text(res))
 	}
+}
+
+// TestStreamableHTTPForwardsToken: over streamable HTTP a client's own
+// bearer token reaches Recall instead of the server's.
+func TestStreamableHTTPForwardsToken(t *testing.T) {
+	seen := make(chan string, 16)
+	edge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Get("Authorization")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"sessions":[]}`))
+	}))
+	defer edge.Close()
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- mcpserver.Run(ctx, mcpserver.Config{RecallURL: edge.URL, Token: "server-token", HTTPAddr: addr}, slog.New(slog.DiscardHandler))
+	}()
+	defer func() { cancel(); <-done }()
+	hc := &http.Client{Transport: bearer{"client-token"}}
+	tr := &mcp.StreamableClientTransport{Endpoint: "http://" + addr + mcpserver.Path, HTTPClient: hc}
+	var cs *mcp.ClientSession
+	testpoll.Until(t, 10*time.Second, "the MCP endpoint", func() bool {
+		var err error
+		cs, err = mcp.NewClient(&mcp.Implementation{Name: "test-token", Version: "v0"}, nil).Connect(ctx, tr, nil)
+		return err == nil
+	})
+	defer cs.Close()
+	var ls mcpserver.ListOutput
+	call(t, cs, "list_sessions", nil, &ls)
+	if got := <-seen; got != "Bearer client-token" {
+		t.Fatalf("Recall got Authorization %q, want the client's token", got)
+	}
+}
+
+// bearer adds an Authorization header to every request.
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
 }
