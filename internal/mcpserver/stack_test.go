@@ -2,6 +2,7 @@ package mcpserver_test
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -20,6 +21,10 @@ import (
 var recallBin string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run()) // the tests that need the binary skip
+	}
 	dir, err := os.MkdirTemp("", "recall-mcp-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
