@@ -21,8 +21,20 @@ import (
 // DefaultURL is Recall's HTTP edge when none is configured.
 const DefaultURL = "http://127.0.0.1:8080"
 
-// errTransient marks a failure worth retrying: no answer, 429, 5xx.
-var errTransient = errors.New("transient")
+// transientError marks a failure worth retrying: no answer, 429, 5xx.
+type transientError struct{ error }
+
+func (e transientError) Unwrap() error { return e.error }
+
+// transientf is a transient error formatted as fmt.Errorf does.
+func transientf(format string, args ...any) error {
+	return transientError{fmt.Errorf(format, args...)}
+}
+
+func isTransient(err error) bool {
+	var t transientError
+	return errors.As(err, &t)
+}
 
 // Outcome sums how the events of a Send were settled.
 type Outcome struct {
@@ -81,7 +93,7 @@ func (c *Client) Send(ctx context.Context, evs []event.Event) (Outcome, error) {
 		if err == nil {
 			continue
 		}
-		if !errors.Is(err, errTransient) {
+		if !isTransient(err) {
 			return out, err
 		}
 		if c.OnError != nil {
@@ -127,7 +139,7 @@ func settle(out *Outcome, results []ingestsvc.EventResult, n int) (int, error) {
 	for i, r := range byIndex {
 		switch {
 		case r == nil:
-			return i, fmt.Errorf("%w: no result for event %d of the batch", errTransient, i)
+			return i, transientf("no result for event %d of the batch", i)
 		case r.Accepted() && r.Duplicate:
 			out.Duplicates++
 		case r.Accepted():
@@ -135,7 +147,7 @@ func settle(out *Outcome, results []ingestsvc.EventResult, n int) (int, error) {
 		case r.Status >= 400 && r.Status < 500 && r.Status != http.StatusTooManyRequests && r.Status != http.StatusRequestTimeout:
 			out.Rejected = append(out.Rejected, *r)
 		default:
-			return i, fmt.Errorf("%w: event %s: %d %s", errTransient, r.ID, r.Status, r.Error)
+			return i, transientf("event %s: %d %s", r.ID, r.Status, r.Error)
 		}
 	}
 	return n, nil
@@ -165,18 +177,18 @@ func (c *Client) post(ctx context.Context, batch []event.Event) ([]ingestsvc.Eve
 	}
 	resp, err := c.do(ctx, http.MethodPost, "/v1/events", ingestsvc.MediaBatch, bytes.NewReader(body))
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: %v", errTransient, err)
+		return nil, 0, transientError{err}
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: reading reply: %v", errTransient, err)
+		return nil, 0, transientf("reading reply: %v", err)
 	}
 	wait := retryAfter(resp.Header.Get("Retry-After"))
 	if resp.StatusCode == http.StatusAccepted {
 		var r ingestsvc.Response
 		if err := json.Unmarshal(b, &r); err != nil {
-			return nil, 0, fmt.Errorf("%w: decoding reply: %v", errTransient, err)
+			return nil, 0, transientf("decoding reply: %v", err)
 		}
 		return r.Results, 0, nil
 	}
@@ -186,7 +198,7 @@ func (c *Client) post(ctx context.Context, batch []event.Event) ([]ingestsvc.Eve
 	}
 	err = fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(firstNonEmpty(p.Detail, string(b))))
 	if transientStatus(resp.StatusCode) {
-		err = fmt.Errorf("%w: %v", errTransient, err)
+		err = transientError{err}
 	}
 	return nil, wait, err
 }

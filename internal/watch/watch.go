@@ -145,28 +145,30 @@ func (w *Watcher) Scan(ctx context.Context) error {
 	}
 	n := 0
 	for _, p := range paths {
-		if w.skipped[p] {
+		if _, err := SessionOf(p); err != nil {
+			if !w.skipped[p] {
+				w.skipped[p] = true
+				w.log.Warn("watch: not following a file", "err", err)
+			}
 			continue
 		}
-		n++
+		paths[n], n = p, n+1
+	}
+	paths = paths[:n]
+	w.mu.Lock()
+	w.stats.Sessions = n
+	w.mu.Unlock()
+	for _, p := range paths {
 		if err := w.follow(ctx, p); err != nil {
 			return err
 		}
 	}
-	w.mu.Lock()
-	w.stats.Sessions = n
-	w.mu.Unlock()
 	return nil
 }
 
 // follow sends one file's new lines, unless it has not changed since it
 // had none.
 func (w *Watcher) follow(ctx context.Context, path string) error {
-	if _, err := SessionOf(path); err != nil {
-		w.skipped[path] = true
-		w.log.Warn("watch: not following a file", "err", err)
-		return nil
-	}
 	st := w.state.Files[path]
 	ino, size, err := statFile(path)
 	if err != nil || (ino == st.Inode && (size == st.Offset || size == w.seen[path])) {

@@ -222,7 +222,9 @@ func TestWatchFollowsALiveTranscript(t *testing.T) {
 	// A new project directory and session appear.
 	two := newClaude(t, filepath.Join(dir, "-home-dev-lib", "sess-two.jsonl"), fixture2)
 	two.write(t, len(two.lines), false)
+	os.WriteFile(filepath.Join(dir, "-home-dev-lib", "not.a.session.jsonl"), cc.whole(), 0o600)
 	r.waitStored(t, "sess-two", two.whole())
+	testpoll.Until(t, 10*time.Second, "two sessions followed", func() bool { return w.Stats().Sessions == 2 })
 
 	rotateAndTruncate(t, r, w, cc)
 }
