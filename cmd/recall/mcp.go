@@ -21,7 +21,7 @@ func runMCP(ctx context.Context, args []string, _ io.Writer) error {
 	recallURL := fs.String("recall-url", envOr("RECALL_URL", "http://127.0.0.1:8080"), "base URL of Recall's HTTP edge (default $RECALL_URL or http://127.0.0.1:8080)")
 	token := fs.String("token", os.Getenv("RECALL_TOKEN"), "bearer token for the HTTP edge; it decides the tenant (default $RECALL_TOKEN; none in open mode)")
 	httpAddr := fs.String("http", "", "serve streamable HTTP on this address at "+mcpserver.Path+" instead of stdio (e.g. 127.0.0.1:8090)")
-	verbose := fs.Bool("v", false, "log requests at debug level to stderr")
+	verbose := fs.Bool("v", false, "debug-level logs to stderr (always stderr: over stdio, stdout is the protocol)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
