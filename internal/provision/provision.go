@@ -150,7 +150,7 @@ func Buckets(c Config) []jetstream.KeyValueConfig {
 		{Bucket: events.BucketMemory, Description: "session memory documents", History: uint8(c.MemoryHistory), Storage: c.storage(), Replicas: c.Replicas},
 		// Per-key TTLs need LimitMarkerTTL (server 2.11+).
 		{Bucket: events.BucketStatus, Description: "running extractions", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
-		{Bucket: events.BucketConfig, Description: "per-tenant configuration", History: 8, Storage: c.storage(), Replicas: c.Replicas},
+		{Bucket: events.BucketConfig, Description: "per-tenant configuration (the last 64 revisions: GET /v1/config/history)", History: 64, Storage: c.storage(), Replicas: c.Replicas},
 		{Bucket: events.BucketWorkers, Description: "extractor membership heartbeats", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
 		{Bucket: events.BucketParked, Description: "failed extraction requests awaiting replay", History: 1, Storage: c.storage(), Replicas: c.Replicas},
 		{Bucket: events.BucketTriggers, Description: "trigger membership heartbeats", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},

@@ -5,7 +5,6 @@ package tenantcfg
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -33,8 +32,9 @@ type Store struct {
 // the watch and loading the initial values are retried with provision.Retry
 // (each attempt bounded to provision.AttemptTimeout) until they succeed, so
 // a node that is down or returning delays the start instead of failing it;
-// the only error is ctx.Err(). Invalid documents are logged and ignored (the
-// previous valid value stays).
+// the only error is ctx.Err(). Values are read with Decode (the bare
+// configuration or one written by Write); invalid ones are logged and
+// ignored (the previous valid value stays).
 func Watch(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (*Store, error) {
 	var s *Store
 	var w jetstream.KeyWatcher
@@ -121,10 +121,7 @@ func (s *Store) apply(e jetstream.KeyValueEntry) {
 		delete(s.tenants, tenant)
 		return
 	}
-	c, err := events.DecodeTenantConfig(e.Value())
-	if err == nil {
-		err = CheckMemory(c)
-	}
+	c, _, err := Decode(e.Value())
 	if err != nil {
 		if s.log != nil {
 			s.log.Warn("ignoring invalid tenant config", "tenant", tenant, "revision", e.Revision(), "err", err)
@@ -159,20 +156,19 @@ func (s *Store) Changed() <-chan struct{} {
 	return s.changed
 }
 
-// Put stores tenant's configuration (used by `recall tenant` and tests).
+// Put validates c and stores it as tenant's configuration, unconditionally
+// and attributed to the operator (tests, the bench and Go programs that
+// hold a JetStream handle; tenants and operators use the API: GET, PUT and
+// PATCH /v1/config, `recall tenant`). See Write.
 func Put(ctx context.Context, js jetstream.JetStream, tenant string, c events.TenantConfig) (uint64, error) {
 	if err := events.ValidateID(tenant); err != nil {
-		return 0, err
-	}
-	if err := CheckMemory(c); err != nil {
 		return 0, err
 	}
 	kv, err := js.KeyValue(ctx, events.BucketConfig)
 	if err != nil {
 		return 0, fmt.Errorf("opening %s: %w", events.BucketConfig, err)
 	}
-	b, _ := json.Marshal(c)
-	return kv.Put(ctx, events.ConfigKey(tenant), b)
+	return Write(ctx, kv, tenant, c, events.ConfigMeta{Actor: events.ConfigActorOperator}, Precondition{})
 }
 
 // CheckMemory checks a configuration's long-term memory part: its custom
