@@ -48,8 +48,8 @@ var ErrInvalid = errors.New("invalid id")
 
 // Config configures an Eraser (environment variables RECALL_ERASE_*).
 type Config struct {
-	TombstoneTTL time.Duration `envconfig:"ERASE_TOMBSTONE_TTL" default:"24h" desc:"how long an erased session's events are refused (410 Gone) and anything written for it again is removed"`
-	Drain        time.Duration `envconfig:"ERASE_DRAIN" default:"500ms" desc:"how long an erase waits after its tombstone before purging, so events accepted just before are purged too"`
+	TombstoneTTL time.Duration `envconfig:"TOMBSTONE_TTL" default:"24h" desc:"how long an erased session's events are refused (410 Gone) and anything written for it again is removed"`
+	Drain        time.Duration `envconfig:"DRAIN" default:"500ms" desc:"how long an erase waits after its tombstone before purging, so events accepted just before are purged too"`
 }
 
 func (c Config) withDefaults() Config {

@@ -22,7 +22,9 @@
 // without it their replies cannot reach them.
 //
 // The service users get what the services use: the $JS API (stream
-// deletion and purging excepted — Recall never deletes a stream), the $KV
+// deletion and purging excepted — Recall never deletes a stream; the
+// ingest user, which erases sessions and users, may purge the streams of
+// ErasePurges, subject by subject), the $KV
 // subjects of the buckets they write, the subjects they publish and serve,
 // the shared inbox (replies to their own requests, service discovery), and
 // the tenants' reply spaces "_INBOX_TENANT.*.>" (answers to API requests;
@@ -180,9 +182,12 @@ func Service(name string) (User, error) {
 		// claim-check object store.
 		// Replays parked long-term commits from the console: re-queues the
 		// commit and clears its parked record.
-		pub = append([]string{transcript, events.SubjectAPIRoot + ".>", extract, "$O." + events.BucketBlobs + ".>", events.CommitSubject("*", "*")},
-			kv(events.BucketParked, events.BucketLTMState)...)
-		sub = []string{apiAll(events.VerbIngest), TenantReplies, notify}
+		// Erases sessions and users (ErasePurges): writes tombstones,
+		// purges the erased subjects and announces the erase.
+		pub = append([]string{transcript, events.SubjectAPIRoot + ".>", extract, "$O." + events.BucketBlobs + ".>", events.CommitSubject("*", "*"), notify},
+			kv(events.BucketParked, events.BucketLTMState, events.BucketTombstones, events.BucketMemory, events.BucketStatus,
+				events.BucketTriggerState, events.BucketIndex, events.BucketLTM)...)
+		sub = []string{apiAll(events.VerbIngest), apiAll(events.VerbErase), TenantReplies, notify}
 	case "trigger":
 		// Consumes the transcript, queues extraction requests, announces
 		// them, serves manual extraction (waiting for the outcome on the
@@ -223,9 +228,30 @@ func Service(name string) (User, error) {
 		return User{}, fmt.Errorf("%w %q (known: %s)", ErrUnknownService, name, strings.Join(Services, ", "))
 	}
 	p := common
+	if name == "ingest" {
+		p.Publish.Deny = ingestDeny()
+	}
 	p.Publish.Allow = append(append([]string(nil), common.Publish.Allow...), pub...)
 	p.Subscribe.Allow = append(append([]string(nil), common.Subscribe.Allow...), sub...)
 	return User{Name: "recall-" + name, Service: name, InboxPrefix: "_INBOX", Permissions: p}, nil
+}
+
+// ErasePurges are the streams whose subjects the eraser (in the ingest
+// service) purges: every stream and bucket that holds a session's or a
+// user's data. The ingest user may purge these and no other stream.
+var ErasePurges = []string{events.StreamTranscript, events.StreamEvents, events.StreamExtract, events.StreamCommits,
+	"KV_" + events.BucketMemory, "KV_" + events.BucketStatus, "KV_" + events.BucketTriggerState, "KV_" + events.BucketParked,
+	"KV_" + events.BucketIndex, "KV_" + events.BucketLTM, "KV_" + events.BucketLTMState, "OBJ_" + events.BucketBlobs}
+
+// ingestDeny is the ingest user's publish deny list: no stream deletion,
+// and no purge of the streams outside ErasePurges (configuration,
+// membership, tombstones).
+func ingestDeny() []string {
+	deny := []string{"$JS.API.STREAM.DELETE.>", "$SYS.>"}
+	for _, b := range []string{events.BucketConfig, events.BucketWorkers, events.BucketTriggers, events.BucketLTMMembers, events.BucketTombstones} {
+		deny = append(deny, "$JS.API.STREAM.PURGE.KV_"+b)
+	}
+	return deny
 }
 
 // AllServices returns the users of every service.

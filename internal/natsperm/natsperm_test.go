@@ -360,7 +360,11 @@ func TestServiceUsers(t *testing.T) {
 		if !contains(u.Permissions.Publish.Allow, natsperm.TenantReplies) {
 			t.Errorf("%s cannot answer in the tenants' reply spaces", name)
 		}
-		for _, d := range []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>"} {
+		deny := []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.>"}
+		if name == "ingest" { // the eraser purges, but not the configuration
+			deny = []string{"$JS.API.STREAM.DELETE.>", "$JS.API.STREAM.PURGE.KV_" + events.BucketConfig, "$JS.API.STREAM.PURGE.KV_" + events.BucketTombstones}
+		}
+		for _, d := range deny {
 			if !contains(u.Permissions.Publish.Deny, d) {
 				t.Errorf("%s may %s", name, d)
 			}

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/recallhq/recall/internal/erase"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/provision"
 )
@@ -50,6 +51,8 @@ type Config struct {
 	MaxPending     int           `envconfig:"INGEST_MAX_PENDING" default:"8192" desc:"most unacknowledged async publishes before publishing stalls"`
 	APITimeout     time.Duration `envconfig:"INGEST_API_TIMEOUT" default:"120s" desc:"how long the HTTP session API waits for a NATS reply"`
 	ShutdownGrace  time.Duration `envconfig:"INGEST_SHUTDOWN_GRACE" default:"30s" desc:"how long shutdown waits for in-flight requests"`
+	// Erase configures the erase of sessions and users (RECALL_ERASE_*).
+	Erase erase.Config
 }
 
 // LogValue masks the tenant token hashes.
@@ -80,6 +83,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("publish_timeout", c.PublishTimeout),
 		slog.Int("partitions", c.Partitions),
 		slog.Int("replicas", c.Replicas),
+		slog.Duration("erase_tombstone_ttl", c.Erase.TombstoneTTL),
 	)
 }
 

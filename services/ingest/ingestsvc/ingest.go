@@ -48,6 +48,10 @@ type Ingester struct {
 	outcome    map[string]metric.AddOption
 	reasons    map[string]metric.AddOption
 
+	// erased, when set, tells the sessions whose events are refused
+	// (erased, their tombstone alive) and until when.
+	erased func(tenant, session string) (time.Time, bool)
+
 	// afterSubmit, when set, runs between publishing and awaiting the
 	// acknowledgements (a test seam to hold requests in flight).
 	afterSubmit atomic.Pointer[func()]
@@ -67,7 +71,7 @@ func NewIngester(js Publisher, maxEventBytes int, publishTimeout time.Duration) 
 	in.outcome = attrSets("outcome", "accepted", "duplicate", "rejected", "failed")
 	in.reasons = attrSets("reason", "invalid", "too_large", "tenant_mismatch", "unavailable",
 		"unauthenticated", "unsupported_media_type", "invalid_body", "body_too_large", "batch_too_large",
-		"busy", "body_timeout")
+		"busy", "body_timeout", "erased")
 	return in
 }
 
@@ -185,6 +189,10 @@ func (in *Ingester) submit(ctx context.Context, tenant, session string, items []
 			p.results[i] = rejection(i, items[i].id, err)
 			continue
 		}
+		if r, gone := in.gone(i, tenant, s); gone {
+			p.results[i] = r
+			continue
+		}
 		subject := events.TranscriptSubject(tenant, s.Session)
 		if p.stopped[subject] {
 			p.results[i] = EventResult{Index: i, ID: s.Event.ID(), Status: http.StatusServiceUnavailable, Error: errNotAttempted.Error()}
@@ -206,6 +214,19 @@ func (in *Ingester) submit(ctx context.Context, tenant, session string, items []
 		(*f)()
 	}
 	return p
+}
+
+// gone refuses an event of an erased session with 410 Gone.
+func (in *Ingester) gone(i int, tenant string, s *events.Session) (EventResult, bool) {
+	if in.erased == nil {
+		return EventResult{}, false
+	}
+	until, gone := in.erased(tenant, s.Session)
+	if !gone {
+		return EventResult{}, false
+	}
+	return EventResult{Index: i, ID: s.Event.ID(), Status: http.StatusGone, Field: "subject",
+		Error: fmt.Sprintf("session %s was erased; its events are refused until %s", s.Session, until.UTC().Format(time.RFC3339))}, true
 }
 
 // validate checks an item for tenant (and session, when not empty) and

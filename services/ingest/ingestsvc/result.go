@@ -123,6 +123,8 @@ func reasonOf(status int) string {
 		return "tenant_mismatch"
 	case http.StatusRequestEntityTooLarge:
 		return "too_large"
+	case http.StatusGone:
+		return "erased"
 	default:
 		return "unavailable"
 	}
@@ -171,6 +173,8 @@ func summarize(results []EventResult) (int, any) {
 			kind = ProblemTooLarge
 		case http.StatusServiceUnavailable:
 			kind = ProblemUnavailable
+		case http.StatusGone:
+			kind = ProblemGone
 		}
 	}
 	var detail string

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/recallhq/recall/internal/erase"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/ops"
 	"github.com/recallhq/recall/internal/provision"
@@ -56,6 +57,9 @@ type Service struct {
 	httpErr chan error
 	handler http.Handler
 	ready   atomic.Bool
+	eraser  *erase.Eraser
+	// stopGuard ends the eraser's guard (see erase.Eraser.Guard).
+	stopGuard context.CancelFunc
 }
 
 // Start connects to NATS, provisions the streams, and starts the HTTP edge
@@ -89,8 +93,13 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 	// Headroom for the headers ingest adds (dedup id, trace context).
 	in.UseClaimCheck(blobs, min(cfg.InlineBytes, int(s.nc.MaxPayload())-64<<10))
 	s.in = in
+	if err := s.startEraser(); err != nil {
+		s.nc.Close()
+		return nil, err
+	}
 
 	if err := s.startEndpoint(ctx, in, limits); err != nil {
+		s.stopGuard()
 		s.nc.Close()
 		return nil, err
 	}
@@ -124,6 +133,12 @@ func (s *Service) startEndpoint(ctx context.Context, in *Ingester, limits Limits
 	if err == nil {
 		err = s.svc.AddEndpoint(events.VerbIngest, replyspace.Guard(s.log, s.nh), micro.WithEndpointSubject(IngestEndpointSubject))
 	}
+	if err == nil {
+		err = s.svc.AddEndpoint(events.VerbConfig, replyspace.Guard(s.log, configHandler(s.js, s.log)), micro.WithEndpointSubject(ConfigEndpointSubject))
+	}
+	if err == nil {
+		err = s.svc.AddEndpoint(events.VerbErase, replyspace.Guard(s.log, eraseHandler(s.eraser)), micro.WithEndpointSubject(EraseEndpointSubject))
+	}
 	if err != nil {
 		s.apiNC.Close()
 		return fmt.Errorf("starting the NATS ingest endpoint: %w", err)
@@ -143,6 +158,7 @@ func (s *Service) serveHTTP(ctx context.Context, in *Ingester, auth *Auth, limit
 	mux := ops.Handler(s.readyErr)
 	mux.Handle("POST /v1/events", NewEventsHandler(in, auth, limits))
 	NewSessionAPI(s.nc, auth, cfg.APITimeout, limits).Register(mux)
+	NewConfigAPI(s.js, auth, limits).Register(mux)
 	var err error
 	// The console's reads can be large: they get their own connection, so
 	// they cannot get the connection that publishes events disconnected.
@@ -158,6 +174,10 @@ func (s *Service) serveHTTP(ctx context.Context, in *Ingester, auth *Auth, limit
 		return fmt.Errorf("starting the console: %w", err)
 	}
 	con.Register(mux)
+	if err := s.dataAPI(auth, limits).Register(mux); err != nil {
+		s.conNC.Close()
+		return err
+	}
 	s.handler = mux
 	if cfg.HTTPAddr == "" {
 		return nil
@@ -242,6 +262,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("waiting for NATS requests: %w", ctx.Err()))
 	}
+	s.stopGuard()
 	for _, nc := range []*nats.Conn{s.apiNC, s.conNC, s.nc} {
 		if nc == nil {
 			continue

@@ -1,0 +1,227 @@
+package ingestsvc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/recallhq/recall/internal/erase"
+	"github.com/recallhq/recall/internal/export"
+	"github.com/recallhq/recall/pkg/events"
+)
+
+// Problem types of the data lifecycle.
+const (
+	// ProblemGone: an event for an erased session (410).
+	ProblemGone = "gone"
+	// ProblemNotFound: nothing to export (404).
+	ProblemNotFound = "not-found"
+)
+
+// eraseTimeout bounds one erase over NATS.
+const eraseTimeout = 2 * time.Minute
+
+// EraseEndpointSubject is the subject the NATS erase endpoint serves:
+// recall.api.erase.<tenant>.<session>.
+const EraseEndpointSubject = events.SubjectAPIRoot + "." + events.VerbErase + ".*.*"
+
+// DataAPI serves the data lifecycle over HTTP: DELETE
+// /v1/sessions/{session}, DELETE /v1/users/{user}[?sessions=true], GET
+// /v1/sessions/{session}/export[?part=notes] and GET
+// /v1/users/{user}/export. A tenant token acts on its own tenant; an
+// operator token on the tenant named by ?tenant= (every tenant's data).
+// Erases and exports take a slot of the expensive-call lane; exports read
+// on the bulk-read connection.
+type DataAPI struct {
+	eraser *erase.Eraser
+	nc     *nats.Conn // bulk reads (the transcript)
+	js     jetstream.JetStream
+	auth   *Auth
+	limits Limits
+	log    *slog.Logger
+}
+
+// startEraser starts the eraser and its guard (until Shutdown) and makes
+// ingest refuse the events of erased sessions.
+func (s *Service) startEraser() error {
+	s.eraser = erase.New(s.js, s.cfg.Erase, nil, s.log)
+	gctx, cancel := context.WithCancel(context.Background())
+	if err := s.eraser.Guard(gctx); err != nil {
+		cancel()
+		return fmt.Errorf("starting the erase guard: %w", err)
+	}
+	s.stopGuard = cancel
+	s.in.erased = s.eraser.Tombstones().Erased
+	return nil
+}
+
+// dataAPI is the lifecycle API over the console's bulk-read connection.
+func (s *Service) dataAPI(auth *Auth, limits Limits) *DataAPI {
+	return &DataAPI{eraser: s.eraser, nc: s.conNC, auth: auth, limits: limits, log: s.log}
+}
+
+// Register adds the lifecycle routes to mux; it fails only when the
+// bulk-read connection has no JetStream.
+func (a *DataAPI) Register(mux *http.ServeMux) error {
+	js, err := jetstream.New(a.nc)
+	if err != nil {
+		return fmt.Errorf("opening JetStream for exports: %w", err)
+	}
+	a.js = js
+	mux.HandleFunc("DELETE /v1/sessions/{session}", a.eraseSession)
+	mux.HandleFunc("DELETE /v1/users/{user}", a.eraseUser)
+	mux.HandleFunc("GET /v1/sessions/{session}/export", a.exportSession)
+	mux.HandleFunc("GET /v1/users/{user}/export", a.exportUser)
+	return nil
+}
+
+// begin authenticates and admits a lifecycle request and validates the id
+// of path value name; when it cannot be served it has answered.
+func (a *DataAPI) begin(w http.ResponseWriter, r *http.Request, route, name string) (tenant, id string, by erase.Actor, release func(), ok bool) {
+	ident, err := a.auth.Identify(r)
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="recall"`)
+		writeProblem(w, newProblem(ProblemUnauthenticated, http.StatusUnauthorized, err.Error()))
+		return "", "", by, nil, false
+	}
+	tenant, q := ident.Tenant, r.URL.Query().Get("tenant")
+	switch {
+	case ident.Operator && q == "" && a.auth.Open():
+		tenant, by.Operator = DefaultTenant, true
+	case ident.Operator && q == "":
+		writeProblem(w, newProblem(ProblemInvalidBody, http.StatusBadRequest, "an operator token names the tenant: add ?tenant=<tenant>"))
+		return "", "", by, nil, false
+	case ident.Operator:
+		tenant, by.Operator = q, true
+	case q != "" && q != tenant:
+		writeProblem(w, newProblem(ProblemTenantMismatch, http.StatusForbidden, "a tenant token acts on its own tenant only"))
+		return "", "", by, nil, false
+	}
+	id = r.PathValue(name)
+	for _, v := range [][2]string{{"tenant", tenant}, {name, id}} {
+		if err := events.ValidateID(v[1]); err != nil {
+			writeProblem(w, newProblem(ProblemInvalidBody, http.StatusBadRequest, v[0]+": "+err.Error()))
+			return "", "", by, nil, false
+		}
+	}
+	release, ok = admit(r.Context(), w, a.limits.adm.lane(calls), tenant, route)
+	return tenant, id, by, release, ok
+}
+
+func (a *DataAPI) eraseSession(w http.ResponseWriter, r *http.Request) {
+	tenant, session, by, release, ok := a.begin(w, r, "DELETE /v1/sessions/{session}", "session")
+	if !ok {
+		return
+	}
+	defer release()
+	rec, err := a.eraser.Session(r.Context(), tenant, session, by)
+	a.answer(w, r.Context(), rec, err)
+}
+
+func (a *DataAPI) eraseUser(w http.ResponseWriter, r *http.Request) {
+	tenant, user, by, release, ok := a.begin(w, r, "DELETE /v1/users/{user}", "user")
+	if !ok {
+		return
+	}
+	defer release()
+	sessions, _ := strconv.ParseBool(r.URL.Query().Get("sessions"))
+	rec, err := a.eraser.User(r.Context(), tenant, user, sessions, by)
+	a.answer(w, r.Context(), rec, err)
+}
+
+// answer writes an erase receipt, or the problem of its error.
+func (a *DataAPI) answer(w http.ResponseWriter, ctx context.Context, rec events.EraseReceipt, err error) {
+	if err != nil {
+		a.log.WarnContext(ctx, "erase failed; erasing again completes it", "tenant", rec.Tenant, "session", rec.Session, "user", rec.User, "err", err)
+		writeProblem(w, eraseProblem(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(mustJSON(rec))
+}
+
+func eraseProblem(err error) *Problem {
+	if errors.Is(err, erase.ErrInvalid) {
+		return newProblem(ProblemInvalidBody, http.StatusBadRequest, err.Error())
+	}
+	return newProblem(ProblemUnavailable, http.StatusServiceUnavailable, "erasing: "+err.Error()+"; nothing is restored by a failed erase: erase again to complete it")
+}
+
+func (a *DataAPI) exportSession(w http.ResponseWriter, r *http.Request) {
+	tenant, session, _, release, ok := a.begin(w, r, "GET /v1/sessions/{session}/export", "session")
+	if !ok {
+		return
+	}
+	defer release()
+	switch part := r.URL.Query().Get("part"); part {
+	case "", "transcript":
+		_, err := export.SessionJSONL(r.Context(), a.nc, tenant, session, w, func() {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", session+".jsonl"))
+		})
+		if err != nil && errors.Is(err, export.ErrNotFound) {
+			writeProblem(w, newProblem(ProblemNotFound, http.StatusNotFound, "session "+session+" has no records"))
+		} else if err != nil {
+			a.log.WarnContext(r.Context(), "export failed", "tenant", tenant, "session", session, "err", err)
+		}
+	case "notes":
+		n, err := export.SessionNotes(r.Context(), a.js, tenant, session)
+		a.writeExport(w, n, err, "session "+session+" has no notes and no index entry")
+	default:
+		writeProblem(w, newProblem(ProblemInvalidBody, http.StatusBadRequest, fmt.Sprintf("part %q: want transcript (default) or notes", part)))
+	}
+}
+
+func (a *DataAPI) exportUser(w http.ResponseWriter, r *http.Request) {
+	tenant, user, _, release, ok := a.begin(w, r, "GET /v1/users/{user}/export", "user")
+	if !ok {
+		return
+	}
+	defer release()
+	u, err := export.User(r.Context(), a.js, tenant, user)
+	a.writeExport(w, u, err, "user "+user+" has no long-term memory")
+}
+
+func (a *DataAPI) writeExport(w http.ResponseWriter, v any, err error, notFound string) {
+	switch {
+	case errors.Is(err, export.ErrNotFound):
+		writeProblem(w, newProblem(ProblemNotFound, http.StatusNotFound, notFound))
+	case err != nil:
+		writeProblem(w, newProblem(ProblemUnavailable, http.StatusServiceUnavailable, "exporting: "+err.Error()))
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(mustJSON(v))
+	}
+}
+
+// eraseHandler serves the NATS erase endpoint: the tenant and the
+// session come from the subject (NATS permissions confine a tenant user
+// to its own); the reply is the events.EraseReceipt, or a micro error
+// with the HTTP status and a Problem.
+func eraseHandler(e *erase.Eraser) micro.HandlerFunc {
+	return func(req micro.Request) {
+		tenant, session, ok := events.SplitSessionSubject(req.Subject())
+		if !ok {
+			respondProblem(req, newProblem(ProblemInvalidBody, http.StatusBadRequest, "subject must be "+events.SubjectAPIRoot+"."+events.VerbErase+".<tenant>.<session>"))
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), eraseTimeout)
+		defer cancel()
+		rec, err := e.Session(ctx, tenant, session, erase.Actor{})
+		if err != nil {
+			respondProblem(req, eraseProblem(err))
+			return
+		}
+		b, _ := json.Marshal(rec)
+		_ = req.Respond(b, micro.WithHeaders(micro.Headers{"Content-Type": []string{"application/json"}}))
+	}
+}
