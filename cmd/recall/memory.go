@@ -54,10 +54,11 @@ func memoryGet(ctx context.Context, kv jetstream.KeyValue, key string, stdout io
 	if err != nil {
 		return fmt.Errorf("reading memory: %w", err)
 	}
-	reply := events.MemoryReply{Key: key, Revision: e.Revision()}
-	if err := json.Unmarshal(e.Value(), &reply.Record); err != nil {
-		return fmt.Errorf("decoding memory: %w", err)
+	rec, err := store.DecodeMemory(key, e.Revision(), e.Value())
+	if err != nil {
+		return err
 	}
+	reply := events.MemoryReply{Key: key, Revision: e.Revision(), Record: rec}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")

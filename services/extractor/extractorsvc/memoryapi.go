@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/recallhq/recall/internal/replyspace"
+	"github.com/recallhq/recall/internal/store"
 	"github.com/recallhq/recall/pkg/chunked"
 	"github.com/recallhq/recall/pkg/events"
 )
@@ -49,11 +50,12 @@ func (a *memoryAPI) Handle(req micro.Request) {
 		_ = req.Error("503", "reading memory: "+err.Error(), nil)
 		return
 	}
-	reply := events.MemoryReply{Key: key, Revision: e.Revision()}
-	if err := json.Unmarshal(e.Value(), &reply.Record); err != nil {
-		_ = req.Error("500", "decoding memory: "+err.Error(), nil)
+	rec, err := store.DecodeMemory(key, e.Revision(), e.Value())
+	if err != nil {
+		_ = req.Error("500", err.Error(), nil)
 		return
 	}
+	reply := events.MemoryReply{Key: key, Revision: e.Revision(), Record: rec}
 	b, _ := json.Marshal(reply)
 	_ = chunked.Respond(a.nc, req.Reply(), nats.Header{"Content-Type": []string{"application/json"}}, b)
 }
