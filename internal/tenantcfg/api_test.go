@@ -96,10 +96,11 @@ func TestWritePatchHistory(t *testing.T) {
 		t.Fatalf("invalid: %v", err)
 	}
 	op := events.ConfigMeta{Actor: events.ConfigActorOperator}
-	r2, err := Patch(ctx, kv, "a", []byte(`{"minimum_tokens_between_update": null, "session_index": false}`), op, Precondition{Revision: r1})
+	pe, err := Patch(ctx, kv, "a", []byte(`{"minimum_tokens_between_update": null, "session_index": false}`), op, Precondition{Revision: r1})
 	if err != nil {
 		t.Fatal(err)
 	}
+	r2 := pe.Revision
 	e, err := Read(ctx, kv, "a")
 	if err != nil || e.Revision != r2 || e.Config.MinimumTokensBetweenUpdate != 0 || Bool(e.Config.SessionIndex, true) || e.Meta.Actor != "operator" {
 		t.Fatalf("after patch: %+v %v", e, err)

@@ -54,10 +54,12 @@ func encode(c events.TenantConfig, meta events.ConfigMeta) []byte {
 
 // Precondition makes a write conditional: with Revision set it succeeds
 // only when the stored revision is Revision; with None only when no
-// configuration is stored. The zero value writes unconditionally.
+// configuration is stored; with Exists only when one is. The zero value
+// writes unconditionally.
 type Precondition struct {
 	Revision uint64
 	None     bool
+	Exists   bool
 }
 
 // Entry is a tenant's stored configuration (Revision 0: none stored).
@@ -100,6 +102,16 @@ func Write(ctx context.Context, kv jetstream.KeyValue, tenant string, c events.T
 		meta.At = time.Now().UTC()
 	}
 	key, b := events.ConfigKey(tenant), encode(c, meta)
+	if pre.Exists && pre.Revision == 0 {
+		cur, err := Read(ctx, kv, tenant)
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			return 0, err
+		}
+		if cur.Revision == 0 {
+			return 0, ErrRevisionMismatch
+		}
+		pre.Revision = cur.Revision
+	}
 	var rev uint64
 	var err error
 	switch {
@@ -123,32 +135,36 @@ func Write(ctx context.Context, kv jetstream.KeyValue, tenant string, c events.T
 // configuration and writes the result like Write. With pre.Revision set
 // the stored revision must be that one; otherwise the revision read is
 // the precondition, and a concurrent change makes Patch read and apply
-// the patch again (a few times, then ErrRevisionMismatch).
-func Patch(ctx context.Context, kv jetstream.KeyValue, tenant string, patch []byte, meta events.ConfigMeta, pre Precondition) (uint64, error) {
+// the patch again (a few times, then ErrRevisionMismatch). It returns
+// the entry written.
+func Patch(ctx context.Context, kv jetstream.KeyValue, tenant string, patch []byte, meta events.ConfigMeta, pre Precondition) (Entry, error) {
+	if meta.At.IsZero() {
+		meta.At = time.Now().UTC()
+	}
 	for range 3 {
 		cur, err := Read(ctx, kv, tenant)
 		if err != nil && !errors.Is(err, ErrInvalid) {
-			return 0, err
+			return Entry{}, err
 		}
-		if (pre.Revision > 0 && cur.Revision != pre.Revision) || (pre.None && cur.Revision != 0) {
-			return 0, ErrRevisionMismatch
+		if (pre.Revision > 0 && cur.Revision != pre.Revision) || (pre.None && cur.Revision != 0) || (pre.Exists && cur.Revision == 0) {
+			return Entry{}, ErrRevisionMismatch
 		}
 		doc, _ := json.Marshal(cur.Config)
 		merged, err := MergePatch(doc, patch)
 		if err != nil {
-			return 0, invalid([]events.ConfigFieldError{{Field: "", Error: err.Error()}})
+			return Entry{}, invalid([]events.ConfigFieldError{{Field: "", Error: err.Error()}})
 		}
 		c, err := Parse(merged)
 		if err != nil {
-			return 0, err
+			return Entry{}, err
 		}
 		at := Precondition{Revision: cur.Revision, None: cur.Revision == 0}
 		rev, err := Write(ctx, kv, tenant, c, meta, at)
-		if !errors.Is(err, ErrRevisionMismatch) || pre.Revision > 0 || pre.None {
-			return rev, err
+		if !errors.Is(err, ErrRevisionMismatch) || pre.Revision > 0 || pre.None || pre.Exists {
+			return Entry{Revision: rev, Config: c, Meta: &meta}, err
 		}
 	}
-	return 0, ErrRevisionMismatch
+	return Entry{}, ErrRevisionMismatch
 }
 
 // MergePatch applies a JSON merge patch (RFC 7396) to doc: members of an
