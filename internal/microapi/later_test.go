@@ -7,16 +7,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/internal/natstest"
+	"github.com/recallhq/recall/internal/testpoll"
 )
 
 // TestLaterStatsInSRVStats answers from goroutines after the handler
 // returned — one success, two refusals — and reads $SRV.STATS: micro's own
 // counters see three requests and no error, the endpoint's data counts the
-// answers as they were sent.
+// answers as they were sent. Each answer is counted before it is sent
+// (Later.Begin's contract), so a client holding all three answers finds
+// them counted; micro counts a request when its handler returns, which
+// may be after the answer arrived, so its counters are polled.
 func TestLaterStatsInSRVStats(t *testing.T) {
 	s := natstest.Start(t)
 	nc, _ := s.Connect(t)
@@ -34,8 +39,8 @@ func TestLaterStatsInSRVStats(t *testing.T) {
 			if body == "bad" {
 				aerr = microapi.Fail(422, "cannot do %q", body)
 			}
+			microapi.Done(done, aerr) // counted before it goes out
 			microapi.Answer(nc, slog.Default(), reply, map[string]string{"ok": body}, aerr, nil)
-			microapi.Done(done, aerr)
 		}()
 	}), micro.WithEndpointSubject("later.work"))
 	if err != nil {
@@ -50,27 +55,11 @@ func TestLaterStatsInSRVStats(t *testing.T) {
 			t.Fatalf("%s answered with code %q", body, code)
 		}
 	}
-	m, err := nc.Request("$SRV.STATS.later-test", nil, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stats struct {
-		Endpoints []struct {
-			Name     string `json:"name"`
-			Requests int    `json:"num_requests"`
-			Errors   int    `json:"num_errors"`
-			Data     struct {
-				Later microapi.LaterStats `json:"answered_later"`
-			} `json:"data"`
-		} `json:"endpoints"`
-	}
-	if err := json.Unmarshal(m.Data, &stats); err != nil {
-		t.Fatalf("%v: %s", err, m.Data)
-	}
-	if len(stats.Endpoints) != 1 {
-		t.Fatalf("endpoints: %s", m.Data)
-	}
-	e := stats.Endpoints[0]
+	var e endpointStats
+	testpoll.Until(t, 5*time.Second, "micro to count three requests", func() bool {
+		e = readStats(t, nc, "later-test")
+		return e.Requests >= 3
+	})
 	if e.Requests != 3 || e.Errors != 0 {
 		t.Fatalf("micro's own counters: %d requests, %d errors (want 3, 0: it cannot see later answers)", e.Requests, e.Errors)
 	}
@@ -81,4 +70,33 @@ func TestLaterStatsInSRVStats(t *testing.T) {
 	if l.AverageProcessingTime < 20*time.Millisecond {
 		t.Fatalf("average processing time %s, want at least the 20ms each answer waited", l.AverageProcessingTime)
 	}
+}
+
+// endpointStats is one endpoint of a $SRV.STATS reply.
+type endpointStats struct {
+	Name     string `json:"name"`
+	Requests int    `json:"num_requests"`
+	Errors   int    `json:"num_errors"`
+	Data     struct {
+		Later microapi.LaterStats `json:"answered_later"`
+	} `json:"data"`
+}
+
+// readStats reads the one endpoint of service's $SRV.STATS.
+func readStats(t *testing.T, nc *nats.Conn, service string) endpointStats {
+	t.Helper()
+	m, err := nc.Request("$SRV.STATS."+service, nil, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stats struct {
+		Endpoints []endpointStats `json:"endpoints"`
+	}
+	if err := json.Unmarshal(m.Data, &stats); err != nil {
+		t.Fatalf("%v: %s", err, m.Data)
+	}
+	if len(stats.Endpoints) != 1 {
+		t.Fatalf("endpoints: %s", m.Data)
+	}
+	return stats.Endpoints[0]
 }
