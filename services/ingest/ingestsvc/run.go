@@ -137,9 +137,6 @@ func (s *Service) startEndpoint(ctx context.Context, in *Ingester, limits Limits
 		err = s.svc.AddEndpoint(events.VerbConfig, replyspace.Guard(s.log, configHandler(s.js, s.log)), micro.WithEndpointSubject(ConfigEndpointSubject))
 	}
 	if err == nil {
-		err = s.svc.AddEndpoint(events.VerbConfig, replyspace.Guard(s.log, configHandler(s.js, s.log)), micro.WithEndpointSubject(ConfigEndpointSubject))
-	}
-	if err == nil {
 		err = s.svc.AddEndpoint(events.VerbErase, replyspace.Guard(s.log, eraseHandler(s.eraser)), micro.WithEndpointSubject(EraseEndpointSubject))
 	}
 	if err != nil {
@@ -161,7 +158,6 @@ func (s *Service) serveHTTP(ctx context.Context, in *Ingester, auth *Auth, limit
 	mux := ops.Handler(s.readyErr)
 	mux.Handle("POST /v1/events", NewEventsHandler(in, auth, limits))
 	NewSessionAPI(s.nc, auth, cfg.APITimeout, limits).Register(mux)
-	NewConfigAPI(s.js, auth, limits).Register(mux)
 	NewConfigAPI(s.js, auth, limits).Register(mux)
 	var err error
 	// The console's reads can be large: they get their own connection, so
