@@ -184,10 +184,11 @@ func Service(name string) (User, error) {
 		// commit and clears its parked record.
 		// Erases sessions and users (ErasePurges): writes tombstones,
 		// purges the erased subjects and announces the erase.
+		// Serves tenant configuration (VerbConfig): writes RECALL_CONFIG.
 		pub = append([]string{transcript, events.SubjectAPIRoot + ".>", extract, "$O." + events.BucketBlobs + ".>", events.CommitSubject("*", "*"), notify},
 			kv(events.BucketParked, events.BucketLTMState, events.BucketTombstones, events.BucketMemory, events.BucketStatus,
-				events.BucketTriggerState, events.BucketIndex, events.BucketLTM)...)
-		sub = []string{apiAll(events.VerbIngest), apiAll(events.VerbErase), TenantReplies, notify}
+				events.BucketTriggerState, events.BucketIndex, events.BucketLTM, events.BucketConfig)...)
+		sub = []string{apiAll(events.VerbIngest), apiAll(events.VerbErase), apiAll(events.VerbConfig), TenantReplies, notify}
 	case "trigger":
 		// Consumes the transcript, queues extraction requests, announces
 		// them, serves manual extraction (waiting for the outcome on the
