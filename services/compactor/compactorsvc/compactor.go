@@ -142,11 +142,12 @@ func (c *Compactor) Compact(ctx context.Context, tenant, session string, r event
 	defer span.End()
 
 	s := c.settings(r)
-	reply := c.compact(ctx, tenant, session, s)
+	var kept []*events.Message // the kept records' messages, as served
+	reply := c.compact(ctx, tenant, session, s, &kept)
 	if !reply.Served && !r.Preview {
-		reply = c.fallback(ctx, tenant, session, s, reply)
+		reply = c.fallback(ctx, tenant, session, s, reply, &kept)
 	}
-	c.checkServed(ctx, tenant, session, reply)
+	c.checkServed(ctx, tenant, session, reply, kept)
 	reply.DurationUS = time.Since(start).Microseconds()
 
 	span.SetAttributes(attribute.String("recall.outcome", reply.Outcome), attribute.Int("recall.kept", reply.KeptCount),
@@ -162,8 +163,9 @@ func (c *Compactor) Compact(ctx context.Context, tenant, session string, r event
 	return reply
 }
 
-// compact is the session-memory path.
-func (c *Compactor) compact(ctx context.Context, tenant, session string, s settings) *events.CompactReply {
+// compact is the session-memory path; a served reply's kept messages are
+// set in *keptMsgs.
+func (c *Compactor) compact(ctx context.Context, tenant, session string, s settings, keptMsgs *[]*events.Message) *events.CompactReply {
 	reply := &events.CompactReply{Threshold: s.threshold}
 	tc := c.tenants.Get(tenant)
 	if !tenantcfg.Bool(tc.SMCompact, true) {
@@ -218,26 +220,28 @@ func (c *Compactor) compact(ctx context.Context, tenant, session string, s setti
 		kept = append(kept, recs[i])
 	}
 	anchor := uuid.NewSHA1(summaryNamespace, fmt.Appendf(nil, "%s/%s/%d/%d/%d", tenant, session, rev, reply.LastSeq, s.threshold)).String()
-	fillServed(reply, s.trigger, anchor, plan.Summary, kept)
-	if err := c.editKept(ctx, tenant, s.edits, reply, plan, recs); err != nil {
+	*keptMsgs = fillServed(reply, s.trigger, anchor, plan.Summary, kept)
+	if err := c.editKept(ctx, tenant, s.edits, reply, plan, recs, *keptMsgs); err != nil {
 		return errorReply(reply, err)
 	}
 	return reply
 }
 
 // fillServed sets the boundary, summary message and kept records of a
-// served reply.
-func fillServed(reply *events.CompactReply, trigger, anchor, summary string, kept []transcript.Record) {
+// served reply, and returns the kept records' messages.
+func fillServed(reply *events.CompactReply, trigger, anchor, summary string, kept []transcript.Record) []*events.Message {
 	reply.Boundary = &events.CompactBoundary{Type: events.BoundaryType, Subtype: events.BoundarySubtype, Trigger: trigger, PreTokens: reply.TokensBefore}
 	reply.Summary = &events.SummaryMessage{
 		Message:          events.Message{UUID: anchor, Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: summary}}},
 		IsCompactSummary: true,
 	}
 	reply.Kept = make([]event.Event, 0, len(kept))
+	msgs := make([]*events.Message, 0, len(kept))
 	for _, r := range kept {
 		e := r.Event.Clone()
 		e.SetExtension(events.ExtSeq, strconv.FormatUint(r.Seq, 10))
 		reply.Kept = append(reply.Kept, e)
+		msgs = append(msgs, r.Message)
 	}
 	reply.KeptCount = len(reply.Kept)
 	if len(kept) > 0 {
@@ -248,6 +252,7 @@ func fillServed(reply *events.CompactReply, trigger, anchor, summary string, kep
 			TailUUID:   kept[len(kept)-1].Message.UUID,
 		}
 	}
+	return msgs
 }
 
 func errorReply(reply *events.CompactReply, err error) *events.CompactReply {

@@ -87,10 +87,11 @@ func countCleared(ctx context.Context, where string, p memory.ContextEditPlan) {
 }
 
 // editKept applies the compaction's context editing to the kept records of
-// a served reply: cleared blocks are replaced in the kept events' data, the
+// a served reply: cleared blocks are replaced in the kept events' data (and
+// in keptMsgs, the messages served), the
 // counts are set and tokens_after is recomputed. Triggers measure the
 // context being compacted (tokens_before; tool uses of the kept records).
-func (c *Compactor) editKept(ctx context.Context, tenant string, own *events.ContextManagement, reply *events.CompactReply, plan memory.CompactPlan, recs []transcript.Record) error {
+func (c *Compactor) editKept(ctx context.Context, tenant string, own *events.ContextManagement, reply *events.CompactReply, plan memory.CompactPlan, recs []transcript.Record, keptMsgs []*events.Message) error {
 	edits := c.contextEdits(tenant, own, nil)
 	if len(edits) == 0 || len(plan.Window.Kept) == 0 {
 		return nil
@@ -114,6 +115,7 @@ func (c *Compactor) editKept(ctx context.Context, tenant string, own *events.Con
 			continue
 		}
 		m := memory.ApplyClearing(e.Message, p.Clear)
+		keptMsgs[k] = m
 		raw += memory.EstimateMessage(m)
 		ev := reply.Kept[k].Clone()
 		if err := ev.SetData("application/json", m); err != nil {

@@ -28,7 +28,7 @@ Write a dense, factual summary in markdown with these parts: the user's requests
 // the threshold and the current context, otherwise the original reply with
 // the reason extended. A refusal (nothing faithful fits) does not count as
 // a failure of the breaker.
-func (c *Compactor) fallback(ctx context.Context, tenant, session string, s settings, reply *events.CompactReply) *events.CompactReply {
+func (c *Compactor) fallback(ctx context.Context, tenant, session string, s settings, reply *events.CompactReply, keptMsgs *[]*events.Message) *events.CompactReply {
 	if c.provider == nil {
 		return reply
 	}
@@ -39,7 +39,7 @@ func (c *Compactor) fallback(ctx context.Context, tenant, session string, s sett
 	}
 	ctx, span := tracer.Start(ctx, "full_compact")
 	defer span.End()
-	full, err := c.fullCompact(ctx, tenant, session, s, reply)
+	full, msgs, err := c.fullCompact(ctx, tenant, session, s, reply)
 	var no refusal
 	switch {
 	case errors.As(err, &no):
@@ -62,6 +62,7 @@ func (c *Compactor) fallback(ctx context.Context, tenant, session string, s sett
 		reply.Reason += fmt.Sprintf("; a full compaction would still hold %d tokens, at or over the auto-compact threshold of %d", full.TokensAfter, s.threshold)
 		return reply
 	}
+	*keptMsgs = msgs
 	return full
 }
 
@@ -91,10 +92,10 @@ type fullInput struct {
 // exceed the keep window's maximum). The served summary always holds the
 // notes (section-truncated); the offline provider's summary is built
 // structurally (structuralSummary), a model's follows them.
-func (c *Compactor) fullCompact(ctx context.Context, tenant, session string, s settings, prev *events.CompactReply) (*events.CompactReply, error) {
+func (c *Compactor) fullCompact(ctx context.Context, tenant, session string, s settings, prev *events.CompactReply) (*events.CompactReply, []*events.Message, error) {
 	in, err := c.fullInput(ctx, tenant, session, s, prev)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var summary string
 	if c.provider.Name() == llm.KindOffline {
@@ -103,9 +104,10 @@ func (c *Compactor) fullCompact(ctx context.Context, tenant, session string, s s
 		summary, err = c.modelSummary(ctx, in)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return c.fullReply(s, prev, in, memory.FullCompactText(summary, in.ref, in.quoted)), nil
+	reply, msgs := c.fullReply(s, prev, in, memory.FullCompactText(summary, in.ref, in.quoted))
+	return reply, msgs, nil
 }
 
 // fullInput reads what a full compaction summarizes and keeps.
@@ -201,8 +203,9 @@ func (c *Compactor) modelSummary(ctx context.Context, in fullInput) (string, err
 	return strings.TrimSpace(notes) + "\n\nSince these notes were last updated (summarized by " + c.provider.Model() + "):\n\n" + text, nil
 }
 
-// fullReply builds the served reply of a full compaction.
-func (c *Compactor) fullReply(s settings, prev *events.CompactReply, in fullInput, summary string) *events.CompactReply {
+// fullReply builds the served reply of a full compaction and returns it
+// with the kept records' messages.
+func (c *Compactor) fullReply(s settings, prev *events.CompactReply, in fullInput, summary string) (*events.CompactReply, []*events.Message) {
 	h, w := in.h, in.w
 	reply := &events.CompactReply{
 		Outcome:           memory.OutcomeFullCompact,
@@ -227,8 +230,8 @@ func (c *Compactor) fullReply(s settings, prev *events.CompactReply, in fullInpu
 	for _, i := range w.Kept {
 		kept = append(kept, h.recs[i])
 	}
-	fillServed(reply, s.trigger, uuid.NewString(), summary, kept)
-	return reply
+	msgs := fillServed(reply, s.trigger, uuid.NewString(), summary, kept)
+	return reply, msgs
 }
 
 // currentNotes returns the session's notes when they hold more than the

@@ -32,11 +32,11 @@ const OutcomeInvalidContext = "invalid_context"
 // and validated (memory.ValidateContext), and it is served only when it
 // validates and ends below the threshold it was asked with. A reply that
 // fails keeps its numbers and says why, unserved.
-func (c *Compactor) checkServed(ctx context.Context, tenant, session string, reply *events.CompactReply) {
+func (c *Compactor) checkServed(ctx context.Context, tenant, session string, reply *events.CompactReply, kept []*events.Message) {
 	if !reply.Served {
 		return
 	}
-	if err := repairKept(tenant, session, reply); err != nil {
+	if err := repairKept(tenant, session, reply, kept); err != nil {
 		reply.Outcome, reply.Served, reply.Reason = OutcomeInvalidContext, false, err.Error()
 		invalidCounter.Add(ctx, 1)
 		c.log.ErrorContext(ctx, "served context invalid after repair", "tenant", tenant, "session", session, "err", err)
@@ -62,15 +62,21 @@ func (c *Compactor) checkServed(ctx context.Context, tenant, session string, rep
 // repairKept repairs reply's summary and kept records in place and
 // validates the result: changed records are re-encoded (their seq kept),
 // synthetic ones added (ExtSynthetic, no seq), tokens_after recomputed.
-func repairKept(tenant, session string, reply *events.CompactReply) error {
+// kept are the kept records' messages as served (decoded from the events
+// when the caller has none to give).
+func repairKept(tenant, session string, reply *events.CompactReply, kept []*events.Message) error {
 	msgs := make([]*events.Message, 0, 1+len(reply.Kept))
 	msgs = append(msgs, &reply.Summary.Message)
-	for i := range reply.Kept {
-		var m events.Message
-		if err := json.Unmarshal(reply.Kept[i].Data(), &m); err != nil {
-			return fmt.Errorf("decoding kept record %s: %w", reply.Kept[i].ID(), err)
+	if len(kept) == len(reply.Kept) {
+		msgs = append(msgs, kept...)
+	} else {
+		for i := range reply.Kept {
+			var m events.Message
+			if err := json.Unmarshal(reply.Kept[i].Data(), &m); err != nil {
+				return fmt.Errorf("decoding kept record %s: %w", reply.Kept[i].ID(), err)
+			}
+			msgs = append(msgs, &m)
 		}
-		msgs = append(msgs, &m)
 	}
 	served, repairs := memory.RepairContext(msgs)
 	if len(repairs) > 0 {
