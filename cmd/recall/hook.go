@@ -21,8 +21,6 @@ func init() {
 func runHook(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("hook")
 	edge := addEdgeFlags(fs)
-	user := fs.String("user", os.Getenv("RECALL_USER"), "the user whose long-term memory SessionStart adds (default $RECALL_USER)")
-	tenant := fs.String("tenant", "", "assert this tenant on the events (the token decides it)")
 	timeout := fs.Duration("timeout", 10*time.Second, "the longest the hook may take")
 	verbose := fs.Bool("v", false, "log what the hook did on stderr")
 	fs.Usage = func() {
@@ -32,6 +30,9 @@ func runHook(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := edge.validate(); err != nil {
+		return err
+	}
 	level := slog.LevelWarn
 	if *verbose {
 		level = slog.LevelInfo
@@ -39,7 +40,7 @@ func runHook(ctx context.Context, args []string, stdout io.Writer) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	client := edge.client(nil)
 	client.Attempts = 3 // Recall down: give up in about a second, not at --timeout
-	cfg := hook.Config{Client: client, User: *user, StatePath: *edge.state, Tenant: *tenant, Timeout: *timeout, Log: log}
+	cfg := hook.Config{Client: client, User: *edge.user, StatePath: *edge.state, Tenant: *edge.tenant, Timeout: *timeout, Log: log}
 	if err := hook.Run(ctx, cfg, os.Stdin, stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "recall hook:", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/recallhq/recall/internal/watch"
+	"github.com/recallhq/recall/pkg/events"
 )
 
 func init() {
@@ -20,15 +21,32 @@ func init() {
 // edgeFlags are the flags of the commands that talk to Recall's HTTP edge
 // for Claude Code (watch, hook).
 type edgeFlags struct {
-	url, token, state *string
+	url, token, state, user, tenant *string
 }
 
 func addEdgeFlags(fs *flag.FlagSet) edgeFlags {
 	return edgeFlags{
-		url:   fs.String("recall-url", envOr("RECALL_URL", watch.DefaultURL), "Recall's HTTP edge (default $RECALL_URL or "+watch.DefaultURL+")"),
-		token: fs.String("token", os.Getenv("RECALL_TOKEN"), "bearer token for the HTTP edge (default $RECALL_TOKEN)"),
-		state: fs.String("state", defaultWatchState(), "the watcher's offsets, shared with recall hook"),
+		url:    fs.String("recall-url", envOr("RECALL_URL", watch.DefaultURL), "Recall's HTTP edge (default $RECALL_URL or "+watch.DefaultURL+")"),
+		token:  fs.String("token", os.Getenv("RECALL_TOKEN"), "bearer token for the HTTP edge (default $RECALL_TOKEN)"),
+		state:  fs.String("state", defaultWatchState(), "the watcher's offsets, shared by recall watch and recall hook"),
+		user:   fs.String("user", os.Getenv("RECALL_USER"), "the user the sessions belong to: user_id of their session.started, and whose long-term memory SessionStart adds (default $RECALL_USER)"),
+		tenant: fs.String("tenant", "", "assert this tenant on the events (the token decides it)"),
 	}
+}
+
+// validate checks the ids given.
+func (f edgeFlags) validate() error {
+	if *f.user != "" {
+		if err := events.ValidateID(*f.user); err != nil {
+			return fmt.Errorf("%w: --user: %v", errUsage, err)
+		}
+	}
+	if *f.tenant != "" {
+		if err := events.ValidateID(*f.tenant); err != nil {
+			return fmt.Errorf("%w: --tenant: %v", errUsage, err)
+		}
+	}
+	return nil
 }
 
 func (f edgeFlags) client(onError func(error)) *watch.Client {
@@ -48,13 +66,15 @@ func defaultWatchState() string {
 func runWatch(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("watch")
 	edge := addEdgeFlags(fs)
-	tenant := fs.String("tenant", "", "assert this tenant on the events (the token decides it)")
 	interval := fs.Duration("interval", time.Second, "how often the transcripts are polled")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: recall watch [DIR] [--recall-url URL] [--token TOKEN] [--state PATH]\n\nDIR defaults to ~/.claude/projects.")
+		fmt.Fprintln(fs.Output(), "Usage: recall watch [DIR] [--recall-url URL] [--token TOKEN] [--user U] [--state PATH]\n\nDIR defaults to ~/.claude/projects.")
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, reorderFlags(args)); err != nil {
+		return err
+	}
+	if err := edge.validate(); err != nil {
 		return err
 	}
 	if fs.NArg() > 1 {
@@ -73,7 +93,7 @@ func runWatch(ctx context.Context, args []string, stdout io.Writer) error {
 	var w *watch.Watcher
 	client := edge.client(func(err error) { w.SetError(err) })
 	w, err := watch.New(watch.Config{Dir: dir, StatePath: *edge.state, Interval: *interval, Log: log,
-		Tail: watch.Tail{Sender: client, Tenant: *tenant, Log: log}})
+		Tail: watch.Tail{Sender: client, Tenant: *edge.tenant, User: *edge.user, Log: log}})
 	if err != nil {
 		return err
 	}

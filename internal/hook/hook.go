@@ -55,7 +55,9 @@ type Specific struct {
 type Config struct {
 	// Client is Recall's HTTP edge (URL and token).
 	Client *watch.Client
-	// User is the long-term memory's user id; empty skips SessionStart.
+	// User is the long-term memory's user id: SessionStart reads its
+	// memory (none when empty), and a flushed transcript's session.started
+	// names it (as recall watch --user does).
 	User string
 	// StatePath is recall watch's state file (offsets), shared.
 	StatePath string
@@ -113,7 +115,7 @@ func flush(ctx context.Context, cfg Config, path string) error {
 		cfg.Log.Warn("hook: reading the transcript from its start", "err", err)
 		st = watch.NewState()
 	}
-	tail := watch.Tail{Sender: cfg.Client, Tenant: cfg.Tenant, Log: cfg.Log}
+	tail := watch.Tail{Sender: cfg.Client, Tenant: cfg.Tenant, User: cfg.User, Log: cfg.Log}
 	old := st.Files[path]
 	nst, out, err := tail.CatchUp(ctx, path, old)
 	for _, r := range out.Rejected {

@@ -76,7 +76,7 @@ func (s *State) Save(path string) error {
 	if err != nil {
 		return fmt.Errorf("encoding watch state: %w", err)
 	}
-	return writeAtomic(path, b)
+	return writeAtomic(path, append(b, '\n'))
 }
 
 // merge takes from disk the entries s lacks, and those of the same file

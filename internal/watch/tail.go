@@ -31,6 +31,9 @@ type Tail struct {
 	// Source is the events' CloudEvents source (importer.DefaultSource
 	// when empty).
 	Source string
+	// User, when set, is the user_id of the session.started events: the
+	// user whose long-term memory the sessions feed (and own).
+	User string
 	// MaxChunk bounds the bytes of lines imported and sent together
 	// (1 MiB when 0); a chunk's offset advances once all its events are
 	// settled.
@@ -133,10 +136,29 @@ func (t *Tail) events(session string, chunk []byte, startedSent bool) (evs []eve
 				continue
 			}
 			started = true
+			if err := t.stampUser(&e); err != nil {
+				return nil, false, err
+			}
 		}
 		evs = append(evs, e)
 	}
 	return evs, started, nil
+}
+
+// stampUser sets t.User as the user_id of a session.started event.
+func (t *Tail) stampUser(e *event.Event) error {
+	if t.User == "" {
+		return nil
+	}
+	var st events.SessionStarted
+	if err := e.DataAs(&st); err != nil {
+		return fmt.Errorf("reading session.started: %w", err)
+	}
+	st.UserID = t.User
+	if err := e.SetData(event.ApplicationJSON, st); err != nil {
+		return fmt.Errorf("encoding session.started: %w", err)
+	}
+	return nil
 }
 
 // add sums o into total.

@@ -55,8 +55,8 @@ func startRecall(t *testing.T) *recallEnv {
 	return &recallEnv{url: "http://" + svc.Addr(), js: js}
 }
 
-// stored counts the transcript records of session by event id.
-func (r *recallEnv) stored(t *testing.T, session string) map[string]int {
+// each calls fn with every record of the transcript stream.
+func (r *recallEnv) each(t *testing.T, fn func(*jetstream.RawStreamMsg)) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := r.js.Stream(ctx, events.StreamTranscript)
@@ -67,18 +67,41 @@ func (r *recallEnv) stored(t *testing.T, session string) map[string]int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	subject := events.TranscriptSubject(tenant, session)
-	ids := map[string]int{}
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
 		m, err := st.GetMsg(ctx, seq)
 		if err != nil {
 			t.Fatalf("reading record %d: %v", seq, err)
 		}
+		fn(m)
+	}
+}
+
+// stored counts the transcript records of session by event id.
+func (r *recallEnv) stored(t *testing.T, session string) map[string]int {
+	t.Helper()
+	subject := events.TranscriptSubject(tenant, session)
+	ids := map[string]int{}
+	r.each(t, func(m *jetstream.RawStreamMsg) {
 		if m.Subject == subject {
 			ids[strings.TrimPrefix(m.Header.Get("Nats-Msg-Id"), tenant+":")]++
 		}
-	}
+	})
 	return ids
+}
+
+// record returns the stored record of the event id.
+func (r *recallEnv) record(t *testing.T, id string) []byte {
+	t.Helper()
+	var data []byte
+	r.each(t, func(m *jetstream.RawStreamMsg) {
+		if m.Header.Get("Nats-Msg-Id") == tenant+":"+id {
+			data = m.Data
+		}
+	})
+	if data == nil {
+		t.Fatalf("no record of event %s", id)
+	}
+	return data
 }
 
 // waitStored waits until exactly the events of lines are stored for
@@ -168,7 +191,7 @@ func startWatcher(t *testing.T, r *recallEnv, dir, state string) (*watch.Watcher
 	t.Helper()
 	client := &watch.Client{URL: r.url, Token: token, Batch: 7}
 	w, err := watch.New(watch.Config{Dir: dir, StatePath: state, Interval: 10 * time.Millisecond,
-		Tail: watch.Tail{Sender: client, MaxChunk: 4 << 10}})
+		Tail: watch.Tail{Sender: client, User: "ada", MaxChunk: 4 << 10}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,6 +221,9 @@ func TestWatchFollowsALiveTranscript(t *testing.T) {
 		r.waitStored(t, "sess-live", cc.whole())
 	}
 	stop()
+	if data := r.record(t, "sess-live-started"); !bytes.Contains(data, []byte(`"user_id":"ada"`)) {
+		t.Fatalf("session.started does not name the user: %s", data)
+	}
 	st, err := watch.LoadState(state)
 	if err != nil {
 		t.Fatal(err)
