@@ -17,7 +17,6 @@ import (
 	"github.com/recallhq/recall/internal/store"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
-	"github.com/recallhq/recall/pkg/memory"
 )
 
 // Bounds of one session page.
@@ -52,27 +51,50 @@ type sessionPage struct {
 	// Partial: the transcript was read up to maxPageBytes by this request;
 	// reload to read on (Records counts what was read).
 	Partial bool `json:"partial,omitempty"`
+	// FirstSeq and LastSeq are the stream sequences of the session's first
+	// and newest record read: the chart spans them.
+	FirstSeq uint64 `json:"first_seq"`
+	LastSeq  uint64 `json:"last_seq"`
+	// CoveredRecords is how many of the session's records the memory
+	// covers (CoveredExact: counted exactly, else to within a bucket).
+	CoveredRecords int  `json:"covered_records"`
+	CoveredExact   bool `json:"covered_exact"`
+	read           *series
 }
 
+// memoryView is the memory record; Revision is the RECALL_MEMORY key's
+// revision (a bucket-wide sequence, not a count of this session's
+// extractions: that is Extractions).
 type memoryView struct {
 	events.MemoryRecord
 	Revision uint64 `json:"revision"`
 }
 
+// revision is one kept memory revision: Revision is the bucket's (KV)
+// revision, Extractions the session's extraction count at it, Usage the
+// LLM tokens spent on the session's memory up to it.
 type revision struct {
-	Revision          uint64    `json:"revision"`
-	Time              time.Time `json:"time"`
-	Notes             string    `json:"notes"`
-	LastSummarizedSeq uint64    `json:"last_summarized_seq"`
+	Revision          uint64            `json:"revision"`
+	Time              time.Time         `json:"time"`
+	Notes             string            `json:"notes"`
+	LastSummarizedSeq uint64            `json:"last_summarized_seq"`
+	CoveredRecords    int               `json:"covered_records"`
+	Extractions       int               `json:"extractions"`
+	Usage             events.TokenUsage `json:"usage"`
 }
 
+// point is the estimated context after the record at stream sequence Seq,
+// the session's Pos-th record.
 type point struct {
 	Seq    uint64 `json:"seq"`
+	Pos    int    `json:"pos"`
 	Tokens int64  `json:"tokens"`
 }
 
+// mark is an extraction (what it covers) or a compaction boundary.
 type mark struct {
 	Seq   uint64    `json:"seq"`
+	Pos   int       `json:"pos"`
 	Time  time.Time `json:"time"`
 	Label string    `json:"label"`
 }
@@ -147,8 +169,7 @@ func (c *Console) sessionPage(ctx context.Context, tenant, session string, timin
 func (c *Console) readSeries(ctx context.Context, p *sessionPage) error {
 	key := p.Tenant + "." + p.Session
 	s := c.series.get(key)
-	next := &series{records: s.records, lastSeq: s.lastSeq, tokens: s.tokens,
-		points: slices.Clip(s.points), compactions: slices.Clip(s.compactions)}
+	next := s.clone()
 	read := 0
 	err := transcript.ScanRaw(ctx, c.nc, events.StreamTranscript, events.TranscriptSubject(p.Tenant, p.Session), s.lastSeq+1, 0, readBatch,
 		func(m transcript.Raw) bool {
@@ -163,81 +184,10 @@ func (c *Console) readSeries(ctx context.Context, p *sessionPage) error {
 	if err != nil {
 		return fmt.Errorf("reading the transcript (%d records so far; reload to go on): %w", next.records, err)
 	}
-	p.Records = next.records
-	p.Series = downsample(next.points, maxPoints)
+	p.Records, p.FirstSeq, p.LastSeq, p.read = next.records, next.firstSeq, next.lastSeq, next
+	p.Series = next.points(maxPoints)
 	p.Compactions = append(p.Compactions, next.compactions...)
 	return nil
-}
-
-// series is a session's context estimate so far.
-type series struct {
-	records     int
-	lastSeq     uint64
-	tokens      int64
-	points      []point
-	compactions []mark
-}
-
-// add accounts for one stored record. Binary-mode records are read from
-// their ce-type header and data alone; others are decoded whole.
-func (s *series) add(m transcript.Raw) {
-	s.records++
-	s.lastSeq = m.Seq
-	var msg *events.Message
-	var compacted *events.SessionCompacted
-	switch typ := m.Header.Get("ce-type"); typ {
-	case events.TypeMessage:
-		msg, _ = events.DecodeMessage(m.Data)
-	case events.TypeSessionCompacted:
-		compacted = new(events.SessionCompacted)
-		if json.Unmarshal(m.Data, compacted) != nil {
-			compacted = nil
-		}
-	case "":
-		if rec, err := transcript.Decode(m.Header, m.Data); err == nil {
-			msg, compacted = rec.Message, rec.Compacted
-		}
-	}
-	switch {
-	case msg != nil:
-		s.tokens += memory.EstimateMessage(msg)
-	case compacted != nil:
-		s.tokens = compacted.PostTokens
-		s.compactions = append(s.compactions, mark{Seq: m.Seq, Time: m.Time,
-			Label: "compacted " + itoa(compacted.PreTokens) + " → " + itoa(compacted.PostTokens) + " tokens"})
-	default:
-		return
-	}
-	s.points = append(s.points, point{Seq: m.Seq, Tokens: s.tokens})
-	if len(s.points) > maxCachedPoints {
-		s.points = halve(s.points)
-	}
-}
-
-// maxCachedPoints bounds a cached series: a session of millions of records
-// keeps a few thousand points, the largest of each run.
-const maxCachedPoints = 8 * maxPoints
-
-// halve keeps the larger of each pair of points (and the last one) in a new
-// slice: the cached series it came from may still be read.
-func halve(points []point) []point {
-	last := len(points) - 1
-	out := make([]point, 0, len(points)/2+2)
-	for i := 0; i < last; i += 2 {
-		if i+1 < last {
-			out = append(out, max2(points[i], points[i+1]))
-		} else {
-			out = append(out, points[i])
-		}
-	}
-	return append(out, points[last])
-}
-
-func max2(a, b point) point {
-	if a.Tokens > b.Tokens {
-		return a
-	}
-	return b
 }
 
 // lru keeps what was read of the sessions viewed last (their series and
@@ -277,32 +227,6 @@ func (c *lru[T]) put(key string, v *T) {
 	}
 }
 
-// downsample keeps at most n points: the largest of each run, so peaks
-// (the moments just before a compaction) survive.
-func downsample(all []point, n int) []point {
-	if len(all) <= n {
-		if all == nil {
-			return []point{}
-		}
-		return all
-	}
-	step := (len(all) + n - 1) / n
-	out := make([]point, 0, n+1)
-	for i := 0; i < len(all); i += step {
-		best := all[i]
-		for _, q := range all[i:min(i+step, len(all))] {
-			if q.Tokens > best.Tokens {
-				best = q
-			}
-		}
-		out = append(out, best)
-	}
-	if last := all[len(all)-1]; out[len(out)-1] != last {
-		out = append(out, last)
-	}
-	return out
-}
-
 // readMemory reads the memory and its kept revisions; each revision is an
 // extraction point on the chart.
 func (c *Console) readMemory(ctx context.Context, p *sessionPage) error {
@@ -326,9 +250,14 @@ func (c *Console) readMemory(ctx context.Context, p *sessionPage) error {
 		if err != nil {
 			continue // shown as missing; the compactor reports it
 		}
-		p.History = append(p.History, revision{Revision: e.Revision(), Time: e.Created(), Notes: rec.Notes, LastSummarizedSeq: rec.LastSummarizedSeq})
-		p.Extractions = append(p.Extractions, mark{Seq: rec.LastSummarizedSeq, Time: e.Created(), Label: "memory revision " + itoa(int64(e.Revision()))})
+		pos, _ := p.read.position(rec.LastSummarizedSeq)
+		p.History = append(p.History, revision{Revision: e.Revision(), Time: e.Created(), Notes: rec.Notes, LastSummarizedSeq: rec.LastSummarizedSeq,
+			Extractions: rec.Extractions, CoveredRecords: pos, Usage: rec.Usage})
+		p.Extractions = append(p.Extractions, mark{Seq: rec.LastSummarizedSeq, Pos: pos, Time: e.Created(), Label: "extraction " + itoa(int64(rec.Extractions))})
 		p.Memory = &memoryView{MemoryRecord: rec, Revision: e.Revision()}
+	}
+	if p.Memory != nil {
+		p.CoveredRecords, p.CoveredExact = p.read.position(p.Memory.LastSummarizedSeq)
 	}
 	return nil
 }
