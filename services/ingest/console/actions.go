@@ -1,12 +1,14 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -80,11 +82,10 @@ func (c *Console) parked(w http.ResponseWriter, r *http.Request) {
 		unavailable(w, err)
 		return
 	}
-	out := []parked.Parked{}
+	out := []parkedView{}
 	for _, p := range list {
-		if want == "" || p.Request.Tenant == want {
-			p.Raw = nil
-			out = append(out, p)
+		if v := viewParked(p); want == "" || v.Tenant == want {
+			out = append(out, v)
 		}
 	}
 	commits, err := parked.ListCommits(ctx, c.js)
@@ -99,6 +100,30 @@ func (c *Console) parked(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, map[string]any{"parked": out, "commits": ours, "can_replay": id.Operator})
+}
+
+// parkedView is a parked request as the console lists it: Tenant and
+// Session are the request's, or, when the record lacks them, the ones its
+// RECALL_EXTRACT subject names (Derived). Invalid requests (invalid.<seq>
+// keys) cannot be replayed from the console: parked.Replay leaves them
+// parked, and recall extract --failed shows them.
+type parkedView struct {
+	parked.Parked
+	Tenant  string `json:"tenant"`
+	Session string `json:"session"`
+	Derived bool   `json:"derived,omitempty"`
+	Invalid bool   `json:"invalid,omitempty"`
+}
+
+func viewParked(p parked.Parked) parkedView {
+	p.Raw = nil
+	v := parkedView{Parked: p, Tenant: p.Request.Tenant, Session: p.Request.Session, Invalid: strings.HasPrefix(p.Key, "invalid.")}
+	if v.Tenant == "" || v.Session == "" {
+		if t, s, ok := events.SplitSessionSubject(p.Subject); ok {
+			v.Tenant, v.Session, v.Derived = cmp.Or(v.Tenant, t), cmp.Or(v.Session, s), true
+		}
+	}
+	return v
 }
 
 // replay re-queues parked requests (operators only): those of one session,
