@@ -171,8 +171,20 @@ func sessionParts(tenant, session string) []part {
 // traces removes everything of the session (steps 3 of the package
 // comment), recording what in r.
 func (e *Eraser) traces(ctx context.Context, tenant, session string, r *events.EraseReceipt) error {
-	// The name claim is found through the index entry: read it first.
-	if err := e.nameClaim(ctx, tenant, session, r); err != nil {
+	// The name claim and the owner are found through the index entry:
+	// read it first.
+	idx, _, err := e.entry(ctx, tenant, session)
+	if err != nil {
+		return err
+	}
+	if err := e.nameClaim(ctx, tenant, session, idx.Name, r); err != nil {
+		return err
+	}
+	user, err := e.owner(ctx, tenant, session, idx)
+	if err != nil {
+		return err
+	}
+	if err := e.contributions(ctx, tenant, session, user, r); err != nil {
 		return err
 	}
 	if err := e.blobs(ctx, tenant, session, r); err != nil {

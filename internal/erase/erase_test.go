@@ -74,6 +74,10 @@ func TestEraseSessionReceiptAndIdempotency(t *testing.T) {
 	js, ctx := setup(t)
 	seed(t, ctx, js, "s1")
 	seed(t, ctx, js, "keep")
+	key := events.LTMKey("t1", "u1", "", "profile")
+	kvPut(t, ctx, js, events.BucketLTM, key, events.StoredMemoryDocument{Content: "kept fact", Session: "keep"})
+	kvPut(t, ctx, js, events.BucketLTM, key, events.StoredMemoryDocument{Content: "MARKER fact", Session: "s1"})
+	kvPut(t, ctx, js, events.BucketLTM, key, events.StoredMemoryDocument{Content: "MARKER fact 2", Session: "s1"})
 	e := New(js, Config{Drain: time.Millisecond}, nil, nil)
 
 	r, err := e.Session(ctx, "t1", "s1", Actor{})
@@ -91,12 +95,13 @@ func TestEraseSessionReceiptAndIdempotency(t *testing.T) {
 		{events.BucketIndex, "name claim", 1},
 		{events.BucketParked, "parked requests", 1},
 		{events.BucketBlobs, "claim-checked bodies", 1},
+		{events.BucketLTM, "long-term memory revisions", 2},
 	} {
 		if got := r.Count(tc.store, tc.what); got != tc.want {
 			t.Errorf("%s %s: removed %d, want %d", tc.store, tc.what, got, tc.want)
 		}
 	}
-	if r.Total != 10 || r.TombstoneUntil.Before(time.Now().Add(23*time.Hour)) {
+	if r.Total != 12 || r.TombstoneUntil.Before(time.Now().Add(23*time.Hour)) {
 		t.Errorf("receipt total %d, tombstone until %v", r.Total, r.TombstoneUntil)
 	}
 	if b, _ := json.Marshal(r); bytes.Contains(b, []byte("MARKER")) {
@@ -112,6 +117,11 @@ func TestEraseSessionReceiptAndIdempotency(t *testing.T) {
 	}
 	if again.Total != 0 || len(again.Parts) != 0 {
 		t.Errorf("a second erase removed %+v", again.Parts)
+	}
+	// The user's document reads as it was before the session.
+	ltm, _ := js.KeyValue(ctx, events.BucketLTM)
+	if doc, err := ltm.Get(ctx, key); err != nil || !bytes.Contains(doc.Value(), []byte("kept fact")) {
+		t.Errorf("the user's document after the erase: %v", err)
 	}
 	// The other session is untouched.
 	mem, _ := js.KeyValue(ctx, events.BucketMemory)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -67,25 +68,34 @@ func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, 10*time.Second)
 }
 
+// entry returns the session's index entry (ok false when it has none or
+// it does not decode).
+func (e *Eraser) entry(ctx context.Context, tenant, session string) (idx events.SessionIndex, ok bool, err error) {
+	kv, err := e.js.KeyValue(ctx, events.BucketIndex)
+	if err != nil {
+		return idx, false, fmt.Errorf("opening %s: %w", events.BucketIndex, err)
+	}
+	v, err := kv.Get(ctx, events.MemoryKey(tenant, session))
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return idx, false, nil
+	}
+	if err != nil {
+		return idx, false, fmt.Errorf("reading the index entry: %w", err)
+	}
+	return idx, json.Unmarshal(v.Value(), &idx) == nil, nil
+}
+
 // nameClaim removes the session's name claim while it names the session
 // (another session may hold the name since).
-func (e *Eraser) nameClaim(ctx context.Context, tenant, session string, r *events.EraseReceipt) error {
+func (e *Eraser) nameClaim(ctx context.Context, tenant, session, name string, r *events.EraseReceipt) error {
+	if name == "" {
+		return nil
+	}
 	kv, err := e.js.KeyValue(ctx, events.BucketIndex)
 	if err != nil {
 		return fmt.Errorf("opening %s: %w", events.BucketIndex, err)
 	}
-	entry, err := kv.Get(ctx, events.MemoryKey(tenant, session))
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("reading the index entry: %w", err)
-	}
-	var idx events.SessionIndex
-	if json.Unmarshal(entry.Value(), &idx) != nil || idx.Name == "" {
-		return nil
-	}
-	key := "names." + tenant + "." + idx.Name
+	key := "names." + tenant + "." + name
 	claim, err := kv.Get(ctx, key)
 	if err != nil || string(claim.Value()) != session {
 		return nil // gone, or another session's now
@@ -95,6 +105,81 @@ func (e *Eraser) nameClaim(ctx context.Context, tenant, session string, r *event
 		return fmt.Errorf("erasing the name claim: %w", err)
 	}
 	r.Add(events.BucketIndex, "name claim", n)
+	return nil
+}
+
+// owner is the session's user: the index entry's, else the commit
+// record's ("" when neither names one).
+func (e *Eraser) owner(ctx context.Context, tenant, session string, idx events.SessionIndex) (string, error) {
+	if idx.UserID != "" {
+		return idx.UserID, nil
+	}
+	kv, err := e.js.KeyValue(ctx, events.BucketLTMState)
+	if err != nil {
+		return "", fmt.Errorf("opening %s: %w", events.BucketLTMState, err)
+	}
+	v, err := kv.Get(ctx, events.CommitKey(tenant, session))
+	if err != nil {
+		return "", nil
+	}
+	var c events.CommitRecord
+	_ = json.Unmarshal(v.Value(), &c)
+	return c.User, nil
+}
+
+// contributions removes the revisions of the user's long-term memory
+// documents the session wrote (events.StoredMemoryDocument.Session), the
+// current ones included: a document then reads as its revision before
+// the session. KV streams refuse single-message deletes, so such a
+// document is rewritten: its subject purged, the revisions other sessions
+// wrote put back in order (with new revision numbers). Revisions other
+// sessions wrote later are kept, so a fact the model carried over from
+// the session stays until the user is erased (DELETE /v1/users/{user}).
+func (e *Eraser) contributions(ctx context.Context, tenant, session, user string, r *events.EraseReceipt) error {
+	if user == "" || validate(user) != nil {
+		return nil
+	}
+	stream, pre := "KV_"+events.BucketLTM, "$KV."+events.BucketLTM+"."
+	type doc struct {
+		kept    [][]byte
+		removed uint64
+	}
+	docs := map[string]*doc{}
+	err := transcript.ScanRaw(ctx, e.nc, stream, pre+tenant+"."+user+".>", 0, 0, 64, func(m transcript.Raw) bool {
+		d := docs[m.Subject]
+		if d == nil {
+			d = &doc{}
+			docs[m.Subject] = d
+		}
+		var sd events.StoredMemoryDocument
+		if json.Unmarshal(m.Data, &sd) == nil && sd.Session == session {
+			d.removed++
+		} else if len(m.Data) > 0 {
+			d.kept = append(d.kept, m.Data)
+		}
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("reading the user's long-term memory: %w", err)
+	}
+	kv, err := e.js.KeyValue(ctx, events.BucketLTM)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", events.BucketLTM, err)
+	}
+	for subject, d := range docs {
+		if d.removed == 0 {
+			continue
+		}
+		if _, err := e.purge(ctx, stream, subject); err != nil {
+			return fmt.Errorf("erasing the session's long-term memory revisions: %w", err)
+		}
+		for _, v := range d.kept {
+			if _, err := kv.Put(ctx, strings.TrimPrefix(subject, pre), v); err != nil {
+				return fmt.Errorf("restoring another session's long-term memory revision: %w", err)
+			}
+		}
+		r.Add(events.BucketLTM, "long-term memory revisions", d.removed)
+	}
 	return nil
 }
 
