@@ -66,7 +66,8 @@ func defaultWatchState() string {
 func runWatch(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("watch")
 	edge := addEdgeFlags(fs)
-	interval := fs.Duration("interval", time.Second, "how often the transcripts are polled")
+	interval := fs.Duration("interval", time.Second, "how often the transcripts are polled (at least every 10s while file notifications work)")
+	pollOnly := fs.Bool("poll-only", false, "no file notifications: poll every --interval")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: recall watch [DIR] [--recall-url URL] [--token TOKEN] [--user U] [--state PATH]\n\nDIR defaults to ~/.claude/projects.")
 		fs.PrintDefaults()
@@ -92,7 +93,7 @@ func runWatch(ctx context.Context, args []string, stdout io.Writer) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	var w *watch.Watcher
 	client := edge.client(func(err error) { w.SetError(err) })
-	w, err := watch.New(watch.Config{Dir: dir, StatePath: *edge.state, Interval: *interval, Log: log,
+	w, err := watch.New(watch.Config{Dir: dir, StatePath: *edge.state, Interval: *interval, PollOnly: *pollOnly, Log: log,
 		Tail: watch.Tail{Sender: client, Tenant: *edge.tenant, User: *edge.user, Log: log}})
 	if err != nil {
 		return err

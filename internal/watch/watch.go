@@ -11,10 +11,10 @@
 // replaced (new inode) or shrinks is read again from 0.
 //
 // Not guaranteed: a file read again from 0 more than the dedup window after
-// its first reading is stored twice; files are found by polling (every
-// Config.Interval), not by notifications; only DIR/*.jsonl and
-// DIR/*/*.jsonl are followed (subagent transcripts in deeper directories
-// are not).
+// its first reading is stored twice; a change the file notifications
+// miss (or all changes, where there are none) is seen at the next poll;
+// only DIR/*.jsonl and DIR/*/*.jsonl are followed (subagent transcripts in
+// deeper directories are not).
 package watch
 
 import (
@@ -39,9 +39,12 @@ type Config struct {
 	Dir string
 	// StatePath is the state file (offsets), saved atomically.
 	StatePath string
-	// Interval is how often the files are polled (1 s when 0); after a
-	// failure the wait grows to 30 s.
+	// Interval is how often the files are polled (1 s when 0) — at least
+	// 10 s while file notifications work; after a failure the wait grows
+	// to 30 s.
 	Interval time.Duration
+	// PollOnly turns file notifications off.
+	PollOnly bool
 	// Tail reads and sends; its Progress is the Watcher's.
 	Tail Tail
 	// Log receives warnings (nil: discarded).
@@ -65,6 +68,7 @@ type Watcher struct {
 	log     *slog.Logger
 	state   *State
 	dirty   bool
+	notify  *notifier        // nil: polling only
 	seen    map[string]int64 // size at which a file had no whole line left
 	skipped map[string]bool  // files that are no transcripts (warned once)
 
@@ -107,16 +111,27 @@ func (w *Watcher) SetError(err error) {
 	w.stats.LastError = err.Error()
 }
 
-// Run polls the directory until ctx ends, sending what Claude Code
-// appends, and saves the offsets after every poll that moved one and when
-// it stops. It returns nil on a clean stop (ctx done), or an error if the
-// final save fails.
+// Run follows the directory until ctx ends, sending what Claude Code
+// appends — woken by file notifications, with a full poll every
+// Config.Interval (every 10 s or Interval, whichever is longer, while
+// notifications work) — and saves the offsets after every round that moved
+// one and when it stops. It returns nil on a clean stop (ctx done), or an
+// error if the final save fails.
 func (w *Watcher) Run(ctx context.Context) error {
+	if !w.cfg.PollOnly {
+		w.notify = newNotifier(w.log)
+		defer func() { w.notify.close(); w.notify = nil }()
+	}
+	poll := w.cfg.Interval
+	if w.notify != nil {
+		poll = max(poll, 10*time.Second)
+	}
 	b := retry.Policy{First: w.cfg.Interval, Max: 30 * time.Second}.Backoff()
+	c := change{full: true}
 	for {
-		err := w.Scan(ctx)
-		wait := w.cfg.Interval
-		if err != nil && ctx.Err() == nil {
+		err := w.round(ctx, c)
+		wait, failed := poll, err != nil && ctx.Err() == nil
+		if failed {
 			w.SetError(err)
 			w.log.Warn("watch: sending transcripts failed; retrying", "err", err)
 			wait = b.Next()
@@ -127,19 +142,33 @@ func (w *Watcher) Run(ctx context.Context) error {
 			w.SetError(serr)
 			w.log.Warn("watch: saving offsets failed", "err", serr)
 		}
-		if ctx.Err() != nil || !retry.Pause(ctx.Done(), wait) {
-			if w.dirty {
-				return w.save()
-			}
-			return nil
+		var ok bool
+		if c, ok = w.notify.wait(ctx, wait, failed); !ok {
+			return w.save()
 		}
 	}
+}
+
+// round scans everything, or follows the files that changed.
+func (w *Watcher) round(ctx context.Context, c change) error {
+	if c.full {
+		return w.Scan(ctx)
+	}
+	for _, p := range c.paths {
+		if _, err := SessionOf(p); err != nil || w.skipped[p] {
+			continue
+		}
+		if err := w.follow(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Scan sends what every transcript under the directory has past its
 // offset, once. It stops at the first failure to send.
 func (w *Watcher) Scan(ctx context.Context) error {
-	paths, err := listTranscripts(w.cfg.Dir)
+	paths, err := listTranscripts(w.cfg.Dir, w.notify.watch)
 	if err != nil {
 		return err
 	}
@@ -214,9 +243,11 @@ func (w *Watcher) save() error {
 	return nil
 }
 
-// listTranscripts returns dir/*.jsonl and dir/*/*.jsonl; a missing dir
-// has none (Claude Code creates it on its first session).
-func listTranscripts(dir string) ([]string, error) {
+// listTranscripts returns dir/*.jsonl and dir/*/*.jsonl, calling onDir
+// with each directory before listing it; a missing dir has none (Claude
+// Code creates it on its first session).
+func listTranscripts(dir string, onDir func(string)) ([]string, error) {
+	onDir(dir)
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -229,6 +260,7 @@ func listTranscripts(dir string) ([]string, error) {
 		p := filepath.Join(dir, e.Name())
 		switch {
 		case e.IsDir():
+			onDir(p)
 			sub, err := os.ReadDir(p)
 			if err != nil {
 				continue // removed since, or unreadable

@@ -187,10 +187,10 @@ func (c *claude) whole() []byte { return bytes.Join(c.lines[:c.n], nil) }
 
 // startWatcher runs a watcher until the returned stop is called, which
 // fails the test unless Run returned nil.
-func startWatcher(t *testing.T, r *recallEnv, dir, state string) (*watch.Watcher, func()) {
+func startWatcher(t *testing.T, r *recallEnv, dir, state string, pollOnly bool) (*watch.Watcher, func()) {
 	t.Helper()
 	client := &watch.Client{URL: r.url, Token: token, Batch: 7}
-	w, err := watch.New(watch.Config{Dir: dir, StatePath: state, Interval: 10 * time.Millisecond,
+	w, err := watch.New(watch.Config{Dir: dir, StatePath: state, Interval: 10 * time.Millisecond, PollOnly: pollOnly,
 		Tail: watch.Tail{Sender: client, User: "ada", MaxChunk: 4 << 10}})
 	if err != nil {
 		t.Fatal(err)
@@ -209,12 +209,21 @@ func startWatcher(t *testing.T, r *recallEnv, dir, state string) (*watch.Watcher
 // TestWatchFollowsALiveTranscript: a transcript written a few lines at a
 // time, with a half-written line, through a restart of the watcher, a
 // second project appearing, a rotation and a truncation, is stored once,
-// event for event.
+// event for event — woken by file notifications (the poll every 10 s is
+// too slow for the test's deadlines), and by polling alone.
 func TestWatchFollowsALiveTranscript(t *testing.T) {
+	for _, pollOnly := range []bool{false, true} {
+		t.Run(map[bool]string{false: "notified", true: "polled"}[pollOnly], func(t *testing.T) {
+			followLive(t, pollOnly)
+		})
+	}
+}
+
+func followLive(t *testing.T, pollOnly bool) {
 	r := startRecall(t)
 	dir, state := t.TempDir(), filepath.Join(t.TempDir(), "watch.json")
 	cc := newClaude(t, filepath.Join(dir, "-home-dev-app", "sess-live.jsonl"), fixture)
-	w, stop := startWatcher(t, r, dir, state)
+	w, stop := startWatcher(t, r, dir, state, pollOnly)
 
 	for cc.n < 40 {
 		cc.write(t, 3, true)
@@ -234,7 +243,7 @@ func TestWatchFollowsALiveTranscript(t *testing.T) {
 
 	// Claude Code goes on while the watcher is down.
 	cc.write(t, 50, true)
-	w, stop = startWatcher(t, r, dir, state)
+	w, stop = startWatcher(t, r, dir, state, pollOnly)
 	defer func() { stop() }()
 	r.waitStored(t, "sess-live", cc.whole())
 	if st := w.Stats(); st.Duplicates != 0 {
