@@ -21,6 +21,9 @@ import (
 // DefaultURL is Recall's HTTP edge when none is configured.
 const DefaultURL = "http://127.0.0.1:8080"
 
+// errSplit is a batch refused whole: send its events one by one.
+var errSplit = errors.New("batch refused whole")
+
 // transientError marks a failure worth retrying: no answer, 429, 5xx.
 type transientError struct{ error }
 
@@ -71,16 +74,26 @@ type Client struct {
 // Outcome.Rejected). An unanswered request, 429, 5xx and per-event 503 are
 // retried — from the first unsettled event, in order, waiting Retry-After
 // when given — until ctx ends (or Attempts failures in a row); then Send
-// returns the error with the outcome so far. A request-level failure retrying cannot fix (401, 415,
-// a bad body) is returned at once. Events before the failure may be stored:
-// sending them again is safe, their ids deduplicate.
+// returns the error with the outcome so far. A batch refused whole (400,
+// 413, 415 without per-event results: a body over the edge's limit) is sent
+// again one event at a time, and a single event refused so is rejected. A
+// request-level failure no event can fix (401, 403) is returned at once.
+// Events before a failure may be stored: sending them again is safe, their
+// ids deduplicate.
 func (c *Client) Send(ctx context.Context, evs []event.Event) (Outcome, error) {
 	var out Outcome
 	b := c.policy().Backoff()
-	failed := 0
+	failed, single := 0, 0 // events before single go one per request
 	for start := 0; start < len(evs); {
 		end := batchEnd(evs, start, c.batch())
+		if start < single {
+			end = start + 1
+		}
 		results, wait, err := c.post(ctx, evs[start:end])
+		if errors.Is(err, errSplit) {
+			single = end
+			continue
+		}
 		if err == nil {
 			var done int
 			done, err = settle(&out, results, end-start)
@@ -197,6 +210,12 @@ func (c *Client) post(ctx context.Context, batch []event.Event) ([]ingestsvc.Eve
 		return p.Results, wait, nil
 	}
 	err = fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(firstNonEmpty(p.Detail, string(b))))
+	if refusesEvents(resp.StatusCode) {
+		if len(batch) > 1 {
+			return nil, 0, fmt.Errorf("%w: %v", errSplit, err)
+		}
+		return []ingestsvc.EventResult{{ID: batch[0].ID(), Status: resp.StatusCode, Error: err.Error()}}, 0, nil
+	}
 	if transientStatus(resp.StatusCode) {
 		err = transientError{err}
 	}
@@ -227,6 +246,12 @@ func (c *Client) do(ctx context.Context, method, path, contentType string, body 
 }
 
 var defaultHTTP = &http.Client{Timeout: 60 * time.Second}
+
+// refusesEvents: the request's events are refused (not its credentials).
+func refusesEvents(code int) bool {
+	return code == http.StatusBadRequest || code == http.StatusRequestEntityTooLarge ||
+		code == http.StatusUnsupportedMediaType || code == http.StatusUnprocessableEntity
+}
 
 func transientStatus(code int) bool {
 	return code == http.StatusTooManyRequests || code == http.StatusRequestTimeout || code >= 500

@@ -94,3 +94,36 @@ func TestClientSettles(t *testing.T) {
 		t.Fatalf("bad token: %v", err)
 	}
 }
+
+// TestClientSplitsARefusedBatch: a batch refused whole (a body over the
+// edge's limit) is sent again one event at a time; the event refused alone
+// is rejected, the others are stored.
+func TestClientSplitsARefusedBatch(t *testing.T) {
+	c := &watch.Client{URL: tooLarge(t, "e-1").URL}
+	out, err := c.Send(context.Background(), testEvents(3))
+	if err != nil || out.Stored != 2 || len(out.Rejected) != 1 || out.Rejected[0].ID != "e-1" || out.Rejected[0].Status != 413 {
+		t.Fatalf("batch over the limit: outcome %+v, %v", out, err)
+	}
+}
+
+// tooLarge answers 413 without results to a request holding the event id
+// big, as the edge does for a body over its limit, and stores the others.
+func tooLarge(t *testing.T, big string) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var batch []map[string]any
+		json.NewDecoder(r.Body).Decode(&batch)
+		res := ingestsvc.Response{}
+		for i, e := range batch {
+			if e["id"] == big {
+				w.WriteHeader(http.StatusRequestEntityTooLarge)
+				fmt.Fprint(w, `{"status":413,"detail":"body over 17825792 bytes"}`)
+				return
+			}
+			res.Results = append(res.Results, ingestsvc.EventResult{Index: i, ID: e["id"].(string), Status: 202})
+		}
+		w.WriteHeader(http.StatusAccepted)
+		json.NewEncoder(w).Encode(res)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
