@@ -1,6 +1,12 @@
 // Package tenantcfg keeps every tenant's live configuration from the
 // RECALL_CONFIG bucket in memory. It watches the bucket (no polling), so a
 // change applies to running services within a round trip, without a restart.
+//
+// It also holds the configuration API's logic, shared by the HTTP and NATS
+// endpoints (services/ingest) and `recall tenant`: the one validator
+// (Parse, Validate), compare-and-set writes that record who wrote a
+// revision and when (Write, Patch), and the revision history with a
+// field-level diff (History). The JSON Schema of docs/ is Schema's output.
 package tenantcfg
 
 import (

@@ -1,6 +1,7 @@
 package ingestsvc
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,8 +22,9 @@ import (
 // validated by tenantcfg.Parse (422 with an error per field), take an
 // optional If-Match: <revision> (412 when another is stored; "0": only
 // when none is) and are stored with who wrote them and when. Every reply
-// carries the revision as its ETag. Services watching RECALL_CONFIG
-// (tenantcfg.Watch) apply a write within a round trip.
+// carries the revision as its ETag. Each request is bounded by
+// configTimeout and ends with the client's. Services watching
+// RECALL_CONFIG (tenantcfg.Watch) apply a write within a round trip.
 type ConfigAPI struct {
 	ops    configOps
 	auth   *Auth
@@ -82,7 +84,9 @@ func (a *ConfigAPI) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	res, p := a.ops.get(r.Context(), tenant)
+	ctx, cancel := context.WithTimeout(r.Context(), configTimeout)
+	defer cancel()
+	res, p := a.ops.get(ctx, tenant)
 	writeConfig(w, http.StatusOK, res, p)
 }
 
@@ -92,7 +96,9 @@ func (a *ConfigAPI) history(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	res, p := a.ops.history(r.Context(), tenant)
+	ctx, cancel := context.WithTimeout(r.Context(), configTimeout)
+	defer cancel()
+	res, p := a.ops.history(ctx, tenant)
 	if p != nil {
 		writeConfigProblem(w, p)
 		return
@@ -119,7 +125,9 @@ func (a *ConfigAPI) write(op string) http.HandlerFunc {
 		if !ok {
 			return
 		}
-		res, cp := a.ops.write(r.Context(), tenant, op, body, events.ConfigMeta{Actor: actor, Via: "http"}, pre)
+		ctx, cancel := context.WithTimeout(r.Context(), configTimeout)
+		defer cancel()
+		res, cp := a.ops.write(ctx, tenant, op, body, events.ConfigMeta{Actor: actor, Via: "http"}, pre)
 		writeConfig(w, http.StatusOK, res, cp)
 	}
 }

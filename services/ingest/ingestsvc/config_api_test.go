@@ -256,4 +256,3 @@ func TestConfigNATSEndpoint(t *testing.T) {
 		t.Fatal("a request for beta answered into acme's inbox")
 	}
 }
-
