@@ -201,6 +201,8 @@ func TestConsoleInABrowser(t *testing.T) {
 	}
 	t.Run("a tenant sees its own sessions only", func(t *testing.T) { consoleTenantView(t, newTab(), p.httpURL) })
 	t.Run("a session page, updated live", func(t *testing.T) { consoleSessionLive(t, newTab(), p.httpURL, completed) })
+	t.Run("the search is kept in the address", func(t *testing.T) { consoleSearchInURL(t, newTab(), p.httpURL) })
+	t.Run("eight tabs at once, all live", func(t *testing.T) { consoleTabs(t, newTab, p.httpURL) })
 	t.Run("an operator sees every tenant and replays a parked extraction", func(t *testing.T) {
 		consoleParked(t, newTab, p.httpURL, js)
 	})
@@ -240,7 +242,7 @@ func consoleSessionLive(t *testing.T, ctx context.Context, base string, complete
 		t.Fatal(err)
 	}
 	memoryText, _ := text(ctx, "#memory")
-	revBefore, _ := text(ctx, "#memory-revision")
+	revBefore, _ := text(ctx, "#kv-revision")
 	marks, _ := evalInt(ctx, `document.querySelectorAll("svg polyline, svg .mark-extraction").length`)
 	if !strings.Contains(memoryText, "stream tokens") || marks < 2 {
 		t.Fatalf("memory %q, chart elements %d", memoryText, marks)
@@ -249,6 +251,13 @@ func consoleSessionLive(t *testing.T, ctx context.Context, base string, complete
 		t.Fatal(err)
 	}
 	screenshot(t, ctx, "session")
+	// The operator picks the oldest revision on both sides: a live update
+	// must keep that choice, and the open preview.
+	pick := `(() => { for (const id of ["rev-left", "rev-right"]) { const s = document.getElementById(id); s.value = "0"; s.dispatchEvent(new Event("change")); } return document.querySelector("#rev-right option:checked").textContent; })()`
+	chosen, err := evalString(ctx, pick)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Live: another turn, another extraction; the page shows it.
 	postAs(t, base, "tok-acme", workTurn("acme-s1", "2", "Add a benchmark for the streaming parser."))
 	var done time.Time
@@ -259,8 +268,8 @@ func consoleSessionLive(t *testing.T, ctx context.Context, base string, complete
 		t.Fatal("no second extraction")
 	}
 	for {
-		revAfter, _ := text(ctx, "#memory-revision") // empty while the page re-renders
-		if strings.HasPrefix(revAfter, "revision") && revAfter != revBefore {
+		revAfter, _ := text(ctx, "#kv-revision")
+		if strings.HasPrefix(revAfter, "r") && revAfter != revBefore {
 			t.Logf("live update: %q → %q within %v of extraction.completed", revBefore, revAfter, time.Since(done).Round(time.Millisecond))
 			break
 		}
@@ -269,9 +278,18 @@ func consoleSessionLive(t *testing.T, ctx context.Context, base string, complete
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	kept, _ := evalString(ctx, `document.querySelector("#rev-right option:checked").textContent + " | " + document.querySelectorAll("#preview .badge").length + " | " + document.querySelectorAll("#rev-right option").length`)
+	if !strings.HasPrefix(kept, chosen+" | 1 | ") || strings.HasSuffix(kept, " | 1") {
+		t.Fatalf("after the live update: %q (chosen %q, want the choice, the preview and a new revision kept)", kept, chosen)
+	}
+	last := `(() => { const s = document.getElementById("rev-right"); s.value = String(s.options.length - 1); s.dispatchEvent(new Event("change")); return 0; })()`
+	if _, err := evalInt(ctx, last); err != nil {
+		t.Fatal(err)
+	}
 	if added, err := evalInt(ctx, `document.querySelectorAll("#diff td.add").length`); err != nil || added == 0 {
 		t.Fatalf("the revisions diff shows no added lines: %d %v", added, err)
 	}
+	consoleSessionViews(t, ctx)
 }
 
 func consoleParked(t *testing.T, newTab func() context.Context, base string, js jetstream.JetStream) {

@@ -127,6 +127,7 @@ func (c *Console) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /console/api/tenants/{tenant}/sessions", c.sessions)
 	mux.HandleFunc("GET /console/api/tenants/{tenant}/sessions/{session}", c.session)
 	mux.HandleFunc("POST /console/api/tenants/{tenant}/sessions/{session}/preview", c.preview)
+	mux.HandleFunc("GET /console/api/tenants/{tenant}/sessions/{session}/transcript", c.transcriptPage)
 	mux.HandleFunc("GET /console/api/parked", c.parked)
 	mux.HandleFunc("POST /console/api/parked/replay", c.replay)
 	mux.HandleFunc("GET /console/api/live", c.live)

@@ -1,0 +1,69 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// consoleSessionViews checks the views of a session page (acme-s1, open
+// on ctx): the transcript viewer with tool pairs, the timeline filter,
+// markdown's underscores, and that what a page renders stays text.
+func consoleSessionViews(t *testing.T, ctx context.Context) {
+	t.Helper()
+	err := doWithin(ctx, 20*time.Second, chromedp.Click(chromedp.CSS("#transcript-more")),
+		visible(`#transcript li[data-kind="message"] .block.tool_use`), visible(`#transcript li[data-kind="message"] .block.tool_result`))
+	if err != nil {
+		t.Fatal(pageState(ctx, err))
+	}
+	first, _ := text(ctx, "#transcript li")
+	if !strings.Contains(first, "#1 · stream seq") || !strings.Contains(first, "tokens") {
+		t.Fatalf("the transcript's first record: %q", first)
+	}
+	screenshot(t, ctx, "transcript")
+	hide := `(() => { const b = document.querySelector('#timeline-filter input[data-kind="extraction_requested"]'); b.click(); return document.querySelectorAll('#timeline li[data-kind="extraction_requested"]').length * 1000 + document.querySelectorAll('#timeline li').length; })()`
+	if n, err := evalInt(ctx, hide); err != nil || n >= 1000 || n == 0 {
+		t.Fatalf("the timeline filtered by kind: %d %v", n, err)
+	}
+	md := `(() => { const d = markdown("a tool_use_error in snake_case, _emphasis_ and *star*\n- <img src=x onerror=\"window.pwned=1\"> <script>window.pwned=1</script>"); return d.innerHTML; })()`
+	html, err := evalString(ctx, md)
+	if err != nil || !strings.Contains(html, "tool_use_error") || !strings.Contains(html, "<em>emphasis</em>") || strings.Count(html, "<em>") != 2 || strings.Contains(html, "<img") || strings.Contains(html, "<script") {
+		t.Fatalf("markdown: %s %v", html, err)
+	}
+	if pwned, _ := evalInt(ctx, `window.pwned ? 1 : 0`); pwned != 0 {
+		t.Fatal("markup in a memory ran")
+	}
+}
+
+// consoleSearchInURL: the sessions search is kept in the address, so a
+// reload or a shared link shows the same list.
+func consoleSearchInURL(t *testing.T, ctx context.Context, base string) {
+	t.Helper()
+	if err := login(ctx, base, "tok-acme"); err != nil {
+		t.Fatal(err)
+	}
+	err := doWithin(ctx, 20*time.Second, visible(`tr[data-session="acme-s1"]`), chromedp.SendKeys(chromedp.CSS("#search"), "acme-s1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		href, _ := evalString(ctx, `location.hash`)
+		if href == "#/?q=acme-s1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the address after a search: %q", href)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := doWithin(ctx, 20*time.Second, chromedp.Reload(), visible(`tr[data-session="acme-s1"]`)); err != nil {
+		t.Fatal(pageState(ctx, err))
+	}
+	if v, _ := evalString(ctx, `document.getElementById("search").value`); v != "acme-s1" {
+		t.Fatalf("the search after a reload: %q", v)
+	}
+}
