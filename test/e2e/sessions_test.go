@@ -192,7 +192,7 @@ func TestSessionIndexEndToEnd(t *testing.T) {
 
 	// Four turns are below the threshold (5 user requests): nothing yet.
 	s.post(t, conversation(parentID, events.SessionStarted{CWD: "/src/app", Model: "claude-sonnet-4-5"}, fiveTurns[:4]...))
-	time.Sleep(500 * time.Millisecond)
+	s.waitIndexerRead(t, parentID) // then "not indexed" means the indexer decided so
 	if code := s.call(t, "GET", "/v1/sessions/"+parentID+"/index", "", nil); code != 404 && code != 200 {
 		t.Fatalf("index before the threshold: %d", code)
 	}
@@ -427,4 +427,27 @@ func TestGoClientSessionIndex(t *testing.T) {
 func isCode(err error, code string) bool {
 	var se *client.ServiceError
 	return errors.As(err, &se) && se.Code == code
+}
+
+// waitIndexerRead waits until the indexer's consumer has acknowledged every
+// record stored so far for session: what it decides about them is decided.
+func (s *indexStack) waitIndexerRead(t *testing.T, session string) {
+	t.Helper()
+	ctx := context.Background()
+	ts, err := s.js.Stream(ctx, events.StreamTranscript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := ts.GetLastMsgForSubject(ctx, events.TranscriptSubject("default", session))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testpoll.Until(t, 20*time.Second, "the indexer has read "+session, func() bool {
+		c, err := ts.Consumer(ctx, events.DurableIndexer)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(ctx)
+		return err == nil && info.AckFloor.Stream >= last.Sequence
+	})
 }
