@@ -66,6 +66,8 @@ func (c Config) withDefaults() Config {
 // is).
 type Actor struct {
 	Operator bool
+	// Reason is announced with the erase ("retention" for the sweeper).
+	Reason string
 }
 
 // Eraser erases sessions and users. It is safe for concurrent use.
@@ -121,7 +123,7 @@ func (e *Eraser) finish(ctx context.Context, r *events.EraseReceipt, by Actor) e
 	if err := e.traces(ctx, tenant, session, r); err != nil {
 		return err
 	}
-	data := events.Erased{Session: session, Parts: r.Parts, Total: r.Total, Operator: by.Operator}
+	data := events.Erased{Session: session, Parts: r.Parts, Total: r.Total, Operator: by.Operator, Reason: by.Reason}
 	if err := e.pub.Publish(ctx, events.EventsSubject(events.KindSessionErased, tenant, session),
 		eventpub.Event{Type: events.TypeSessionErased, Tenant: tenant, Session: session, Data: data}); err != nil {
 		return fmt.Errorf("announcing the erase: %w", err)

@@ -16,12 +16,19 @@ import (
 )
 
 // purge removes every message of stream on filter (wildcards allowed)
-// and returns how many it removed. It asks the JetStream API directly:
-// jetstream.Stream.Purge does not tell the count.
+// and returns how many it removed.
 func (e *Eraser) purge(ctx context.Context, stream, filter string) (uint64, error) {
+	return e.purgeSeq(ctx, stream, filter, 0)
+}
+
+// purgeSeq removes the messages of stream on filter below sequence
+// keepFrom (0: all of them) and returns how many it removed. It asks the
+// JetStream API directly: jetstream.Stream.Purge does not tell the count.
+func (e *Eraser) purgeSeq(ctx context.Context, stream, filter string, keepFrom uint64) (uint64, error) {
 	req, _ := json.Marshal(struct {
 		Filter string `json:"filter"`
-	}{filter})
+		Seq    uint64 `json:"seq,omitempty"`
+	}{filter, keepFrom})
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
 	m, err := e.nc.RequestWithContext(ctx, apiPrefix(e.js)+"STREAM.PURGE."+stream, req)
@@ -218,9 +225,16 @@ func (e *Eraser) blobs(ctx context.Context, tenant, session string, r *events.Er
 
 // values calls fn with the newest value of every key of bucket that
 // matches filter (a key pattern, wildcards allowed), deleted keys left
-// out. It reads one flow-controlled ordered consumer (a KV watch of the
-// initial values), so a large bucket is not one large answer.
+// out.
 func (e *Eraser) values(ctx context.Context, bucket, filter string, fn func(key string, value []byte) error) error {
+	return e.watchInitial(ctx, bucket, filter, func(v jetstream.KeyValueEntry) error { return fn(v.Key(), v.Value()) })
+}
+
+// watchInitial calls fn with the newest entry of every key of bucket that
+// matches filter, deleted keys left out. It reads one flow-controlled
+// ordered consumer (a KV watch of the initial values), so a large bucket
+// is not one large answer.
+func (e *Eraser) watchInitial(ctx context.Context, bucket, filter string, fn func(jetstream.KeyValueEntry) error) error {
 	kv, err := e.js.KeyValue(ctx, bucket)
 	if err != nil {
 		return fmt.Errorf("opening %s: %w", bucket, err)
@@ -241,7 +255,7 @@ func (e *Eraser) values(ctx context.Context, bucket, filter string, fn func(key 
 			if v == nil {
 				return nil // the initial values are done
 			}
-			if err := fn(v.Key(), v.Value()); err != nil {
+			if err := fn(v); err != nil {
 				return err
 			}
 		}

@@ -40,7 +40,7 @@ func (e *Eraser) User(ctx context.Context, tenant, user string, sessions bool, b
 	if err := e.userTraces(ctx, tenant, user, owned, &r); err != nil {
 		return r, err
 	}
-	data := events.Erased{User: user, Parts: r.Parts, Total: r.Total, Sessions: len(r.Sessions), Operator: by.Operator}
+	data := events.Erased{User: user, Parts: r.Parts, Total: r.Total, Sessions: len(r.Sessions), Operator: by.Operator, Reason: by.Reason}
 	if err := e.pub.Publish(ctx, events.EventsSubject(events.KindUserErased, tenant, user),
 		eventpub.Event{Type: events.TypeUserErased, Tenant: tenant, Session: user, Data: data}); err != nil {
 		return r, fmt.Errorf("announcing the erase: %w", err)

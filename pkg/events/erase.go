@@ -111,6 +111,8 @@ type Erased struct {
 	Sessions int `json:"sessions,omitempty"`
 	// Operator is true when an operator, not the tenant, asked.
 	Operator bool `json:"operator,omitempty"`
+	// Reason is "retention" for an erase of the retention sweeper.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Retention is a tenant's data retention (TenantConfig.Retention): the

@@ -53,6 +53,9 @@ type Config struct {
 	ShutdownGrace  time.Duration `envconfig:"INGEST_SHUTDOWN_GRACE" default:"30s" desc:"how long shutdown waits for in-flight requests"`
 	// Erase configures the erase of sessions and users (RECALL_ERASE_*).
 	Erase erase.Config
+	// Retention configures the sweeper of tenants' retention
+	// (RECALL_RETENTION_*; an interval of 0 runs none).
+	Retention erase.SweepConfig
 }
 
 // LogValue masks the tenant token hashes.

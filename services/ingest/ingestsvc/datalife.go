@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/recallhq/recall/internal/erase"
 	"github.com/recallhq/recall/internal/export"
+	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -61,7 +63,21 @@ func (s *Service) startEraser() error {
 	}
 	s.stopGuard = cancel
 	s.in.erased = s.eraser.Tombstones().Erased
+	if s.cfg.Retention.Interval > 0 {
+		go s.sweep(gctx)
+	}
 	return nil
+}
+
+// sweep runs the retention sweeper over the live tenant configurations
+// until ctx is done.
+func (s *Service) sweep(ctx context.Context) {
+	cfgs, err := tenantcfg.Watch(ctx, s.js, s.log)
+	if err != nil {
+		return // ctx ended
+	}
+	host, _ := os.Hostname()
+	s.eraser.Sweeper(s.cfg.Retention, fmt.Sprintf("%s-%d", host, os.Getpid()), cfgs.Retentions).Run(ctx)
 }
 
 // dataAPI is the lifecycle API over the console's bulk-read connection.
