@@ -31,6 +31,9 @@ const (
 	// longer session is read over several requests (Partial; what was
 	// read is kept, so the next request goes on from there).
 	maxPageBytes = 64 << 20
+	// maxPageTime is how long one page request reads the transcript before
+	// it answers what it read (Partial) rather than run into its deadline.
+	maxPageTime = 4 * time.Second
 )
 
 // sessionPage is everything the session page shows.
@@ -48,8 +51,9 @@ type sessionPage struct {
 	Compactions []mark     `json:"compactions"`
 	Timeline    []happened `json:"timeline"`
 	Extracting  bool       `json:"extracting"`
-	// Partial: the transcript was read up to maxPageBytes by this request;
-	// reload to read on (Records counts what was read).
+	// Partial: the transcript was read up to maxPageBytes or for
+	// maxPageTime by this request; ask again to read on (Records counts
+	// what was read).
 	Partial bool `json:"partial,omitempty"`
 	// FirstSeq and LastSeq are the stream sequences of the session's first
 	// and newest record read: the chart spans them.
@@ -170,12 +174,12 @@ func (c *Console) readSeries(ctx context.Context, p *sessionPage) error {
 	key := p.Tenant + "." + p.Session
 	s := c.series.get(key)
 	next := s.clone()
-	read := 0
+	read, soft := 0, time.Now().Add(maxPageTime)
 	err := transcript.ScanRaw(ctx, c.nc, events.StreamTranscript, events.TranscriptSubject(p.Tenant, p.Session), s.lastSeq+1, 0, readBatch,
 		func(m transcript.Raw) bool {
 			next.add(m)
 			read += len(m.Data)
-			p.Partial = read >= maxPageBytes
+			p.Partial = read >= maxPageBytes || (next.records%readBatch == 0 && time.Now().After(soft))
 			return !p.Partial
 		})
 	if next.lastSeq > s.lastSeq {

@@ -50,7 +50,7 @@ function facts(page) {
     ix.user_id ? [el("dt", { text: "User" }), el("dd", { text: ix.user_id })] : null,
     ix.model ? [el("dt", { text: "Model" }), el("dd", { text: ix.model })] : null,
     ix.cwd ? [el("dt", { text: "Directory" }), el("dd", { text: ix.cwd })] : null,
-    el("dt", { text: "Records" }), el("dd", { id: "records", text: num(page.records) + (page.partial ? " read so far (a long transcript is read 64 MiB per request: reload to read on)" : "") }),
+    el("dt", { text: "Records" }), el("dd", { id: "records", text: num(page.records) + (page.partial ? " read so far (a long transcript is read over several requests: reading on…)" : "") }),
     el("dt", { text: "Memory" }), el("dd", { id: "memory-revision", text: covered }),
     el("dt", { text: "KV revision" }), el("dd", { id: "kv-revision", title: "the RECALL_MEMORY bucket's revision of the key: a bucket-wide sequence, not a count", text: m ? "r" + m.revision : "—" }),
     el("dt", { text: "LLM tokens" }), el("dd", { id: "usage", text: used }),
@@ -92,9 +92,17 @@ async function sessionPage(tenant, session) {
   main.dataset.fetchMs = Math.round(fetched - started);
   main.dataset.loadedMs = Math.round(performance.now() - started);
   main.dataset.renders = 1;
-  state.refresh = async () => {
-    try { render(await api(base)); main.dataset.renders = +main.dataset.renders + 1; } catch (err) { /* the next update tries again */ }
+  const refresh = async () => {
+    try {
+      const p = await api(base);
+      if (state.refresh !== refresh) return; // the page was left meanwhile
+      render(p);
+      main.dataset.renders = +main.dataset.renders + 1;
+      if (p.partial) setTimeout(refresh, 50);
+    } catch (err) { /* the next update tries again */ }
   };
+  state.refresh = refresh;
+  if (page.partial) setTimeout(refresh, 50); // a long transcript is read over several requests
 }
 
 function previewSection(base) {

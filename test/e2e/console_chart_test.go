@@ -1,0 +1,134 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/natstest"
+	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/events/natsce"
+	"github.com/recallhq/recall/services/ingest/console"
+)
+
+// TestConsoleLongSessionChart: the chart of a 200,000-record session
+// (interleaved with another session's records, compacted every 20,000)
+// spans the whole session, first record to last, with every compaction
+// on the axis. The console runs alone over an embedded NATS server (no
+// pipeline to take the records in), and the records are published
+// straight to the transcript stream.
+func TestConsoleLongSessionChart(t *testing.T) {
+	newTab := browser(t)
+	srv := natstest.Start(t)
+	nc, js := srv.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	first, last := publishLong(t, ctx, js, 200_000)
+	operator := func(*http.Request) (console.Identity, error) { return console.Identity{Operator: true}, nil }
+	con, err := console.New(nc, operator, console.Config{Tenants: []string{"acme"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	con.Register(mux)
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	t.Cleanup(con.Close)
+	tab := newTab()
+	start := time.Now()
+	if err := doWithin(tab, 40*time.Second, chromedp.Navigate(hs.URL+"/console/#/t/acme/s/long"), visible("main[data-loaded-ms] #chart svg")); err != nil {
+		t.Fatal(pageState(tab, err))
+	}
+	for records := ""; records != "200,000"; records, _ = text(tab, "#records") {
+		if time.Since(start) > 40*time.Second {
+			t.Fatalf("records shown after 40 s: %q", records)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("200,000-record session page in %v (the first visit reads the whole transcript)", time.Since(start).Round(time.Millisecond))
+	got, err := evalString(tab, `(() => { const s = document.querySelector("#chart svg"); const p = s.querySelector("polyline").getAttribute("points").split(" ");
+		return [s.dataset.firstSeq, s.dataset.lastSeq, p[0].split(",")[0], p[p.length-1].split(",")[0], s.querySelectorAll(".mark-compaction").length, p.length, document.getElementById("records").textContent].join(" "); })()`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%d %d 60.0 990.0 9 ", first, last)
+	if !strings.HasPrefix(got, want) || !strings.HasSuffix(got, " 200,000") {
+		t.Fatalf("chart (first seq, last seq, first x, last x, compactions, points, records): %q, want %q… 200,000", got, want)
+	}
+	if n, _ := strconv.Atoi(strings.Fields(got)[5]); n > 601 {
+		t.Fatalf("%d points drawn", n)
+	}
+	screenshot(t, tab, "long-session")
+}
+
+// publishLong stores n records of acme/long, every tenth stream sequence
+// another session's, and returns the first and last sequence of long.
+func publishLong(t *testing.T, ctx context.Context, js jetstream.JetStream, n int) (first, last uint64) {
+	t.Helper()
+	msg := func(session string, i int) *event.Event {
+		e := event.New()
+		e.SetID(fmt.Sprintf("%s-%d", session, i))
+		e.SetSource("/test")
+		e.SetType(events.TypeMessage)
+		_ = e.SetData("application/json", events.Message{UUID: e.ID(), Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: fmt.Sprintf("step %d: run the next migration batch", i)}}})
+		if i > 0 && i%20_000 == 0 && session == "long" {
+			e.SetType(events.TypeSessionCompacted)
+			b, _ := json.Marshal(events.SessionCompacted{PreTokens: 100_000, PostTokens: 2_000})
+			_ = e.SetData("application/json", json.RawMessage(b))
+		}
+		return &e
+	}
+	var futures []jetstream.PubAckFuture
+	wait := func() {
+		for _, f := range futures {
+			select {
+			case ack := <-f.Ok():
+				if ack.Stream != events.StreamTranscript {
+					t.Fatalf("stored in %s", ack.Stream)
+				}
+				if first == 0 && strings.HasSuffix(f.Msg().Subject, ".long") {
+					first = ack.Sequence
+				}
+				if strings.HasSuffix(f.Msg().Subject, ".long") {
+					last = ack.Sequence
+				}
+			case err := <-f.Err():
+				t.Fatal(err)
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			}
+		}
+		futures = futures[:0]
+	}
+	for k, j := 0, 0; j < n; k++ {
+		session, i := "other", k
+		if k%10 != 9 {
+			session, i = "long", j
+			j++
+		}
+		f, err := js.PublishMsgAsync(natsce.NewMsg(events.TranscriptSubject("acme", session), msg(session, i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		futures = append(futures, f)
+		if len(futures) == 4000 {
+			wait()
+		}
+	}
+	wait()
+	return first, last
+}
