@@ -143,13 +143,12 @@ func TestOfflineSections(t *testing.T) {
 		body[s.Header] = strings.TrimSpace(s.Body)
 	}
 	want := map[string]string{
-		"Session Title":       "Add a --json flag to the report command",
-		"Current State":       "Latest request: No, use encoding/json instead of fmt for the output.\nLatest reply: Switched to encoding/json.",
-		"Task specification":  "Add a --json flag to the report command. It should print the totals as JSON.",
-		"Files and Functions": "- `/src/report.go` — Read, Edit",
-		"Workflow":            "- `go build ./...`",
-		"Errors & Corrections": "- Bash `go build ./...` failed: report.go:3: undefined: json → Added the flag.\n" +
-			"- User correction: No, use encoding/json instead of fmt for the output.",
+		"Session Title":                     "Add a --json flag to the report command",
+		"Current State":                     "Latest request: No, use encoding/json instead of fmt for the output.\nLatest reply: Switched to encoding/json.",
+		"Task specification":                "Add a --json flag to the report command. It should print the totals as JSON.",
+		"Files and Functions":               "- `/src/report.go` — Read, Edit | added: b",
+		"Workflow":                          "- `go build ./...` → failed",
+		"Errors & Corrections":              "- Bash `go build ./...` failed: report.go:3: undefined: json → Added the flag.",
 		"Codebase and System Documentation": "",
 		"Learnings":                         "",
 		"Key results":                       "",

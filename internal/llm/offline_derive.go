@@ -17,9 +17,10 @@ type facts struct {
 	firstRequest  string
 	latestRequest string
 	latestReply   string
-	files         []string // "- `path` — Tool, Tool"
-	commands      []string // "- `cmd`"
-	errors        []string
+	files         []string // "- `path` — Tool, Tool | edit: …"
+	commands      []string // "- `cmd` → ok: output tail"
+	errors        []string // failures with what resolved them, changes
+	changes       []change
 	results       []string
 	worklog       []turnTally
 	// marker is the id of the newest tool call counted ("" when the
@@ -40,8 +41,6 @@ type turnTally struct {
 var statement = regexp.MustCompile(`(?i)^(decision|decided|fixed|found|result)\b|\b(decided|we will use|going with)\b|\d`)
 
 var sentenceEnd = regexp.MustCompile(`[.?!:](\s|$)`)
-
-var correction = regexp.MustCompile(`(?i)^(no[,.!:]|no\s|nope\b)|\b(actually|instead|don't|do not|wrong|that's not|that is not)\b`)
 
 // derive reads the facts of msgs. since is the id of the newest tool call
 // the notes already counted: blocks up to it add no file, command, error,
@@ -64,12 +63,14 @@ func derive(msgs []events.Message, since string) facts {
 				d.toolUse(b)
 			case b.Type == events.BlockToolResult && b.IsError:
 				d.toolError(b)
+			case b.Type == events.BlockToolResult:
+				d.toolResult(b)
 			}
 		}
 	}
 	d.endTurn()
 	for _, fu := range d.files {
-		d.f.files = append(d.f.files, "- `"+fu.path+"` — "+strings.Join(fu.tools, ", "))
+		d.f.files = append(d.f.files, fu.line())
 	}
 	return d.f
 }
@@ -85,10 +86,20 @@ func holdsToolUse(msgs []events.Message, id string) bool {
 	return false
 }
 
-// fileUse is a file the conversation touched and the tools that did.
+// fileUse is a file the conversation touched, the tools that did and what
+// its writes and edits put there.
 type fileUse struct {
 	path  string
 	tools []string
+	edits []string
+}
+
+func (fu *fileUse) line() string {
+	l := "- `" + fu.path + "` — " + strings.Join(fu.tools, ", ")
+	for _, e := range fu.edits {
+		l += " | " + e
+	}
+	return l
 }
 
 // toolRef names a tool use: its tool and its main argument.
@@ -110,6 +121,7 @@ type deriver struct {
 	inTurn     bool
 	pendingFix int    // index in f.errors of an error whose fix is not named yet
 	pendingOld string // an error the notes may hold without its fix
+	fixWords   bool   // the agent's words after the error are noted
 }
 
 // endTurn writes the worklog entry of the turn in progress: a turn that
@@ -132,10 +144,18 @@ func (d *deriver) userText(raw string) {
 		d.f.firstRequest = text
 	}
 	d.f.latestRequest, d.f.latestReply = text, ""
-	d.turn.request, d.inTurn, d.turnNew = clip(text, offlineLine), true, d.counting
-	if d.counting && correction.MatchString(text) {
-		d.f.errors = append(d.f.errors, "- User correction: "+clip(text, offlineLine))
+	d.turn.request, d.inTurn, d.turnNew = workRequest(text), true, d.counting
+	d.pendingFix, d.pendingOld, d.fixWords = -1, "", false
+}
+
+// workRequest is a request as the Worklog keeps it: condensed to
+// offlineRequest characters when it names something specific, else (its
+// paths aside) clipped to offlinePlain.
+func workRequest(text string) string {
+	if plainRequest(text) {
+		return clip(text, offlinePlain)
 	}
+	return condenseRequest(text, offlineRequest)
 }
 
 // assistantText notes the agent's words: the latest reply, the fix of the
@@ -146,21 +166,18 @@ func (d *deriver) assistantText(raw string) {
 		return
 	}
 	d.f.latestReply = t
-	switch {
-	case d.pendingFix >= 0:
-		d.f.errors[d.pendingFix] += " → " + clip(t, offlineLine)
-	case d.pendingOld != "" && d.counting:
-		// The error was counted before, its fix comes now.
-		d.f.errors = append(d.f.errors, d.pendingOld+" → "+clip(t, offlineLine))
+	if !d.fixWords {
+		d.resolve(clip(t, offlineLine), false)
+		d.fixWords = true
 	}
-	d.pendingFix, d.pendingOld = -1, ""
 	if d.counting && statement.MatchString(t) {
-		d.f.results = append(d.f.results, "- "+clip(t, 240))
+		d.f.results = append(d.f.results, "- "+clip(t, offlineLine))
 	}
 }
 
-// toolUse notes the files and commands of a tool call past the marker and
-// counts it for its turn; the marker's own call turns counting on.
+// toolUse notes the files, edits and commands of a tool call past the
+// marker and counts it for its turn; the marker's own call turns counting
+// on. An edit or a write resolves the last failure.
 func (d *deriver) toolUse(b *events.Block) {
 	name, arg, path := memory.ToolCallArg(b)
 	if name != "Bash" {
@@ -175,14 +192,77 @@ func (d *deriver) toolUse(b *events.Block) {
 	d.f.marker = b.ID
 	if path != "" {
 		d.touch(path, name)
+		if fe, ok := readEdit(b); ok {
+			d.edited(name, path, fe)
+		}
 	}
 	if cmd := arg; cmd != "" && name == "Bash" {
 		line := "- `" + clip(cmd, offlineLine) + "`"
-		if !contains(d.f.commands, line) {
-			d.f.commands = append(d.f.commands, line)
+		if i := indexKey(d.f.commands, line, commandKey); i >= 0 {
+			d.f.commands = append(d.f.commands[:i], d.f.commands[i+1:]...)
 		}
+		d.f.commands = append(d.f.commands, line)
 	}
 	d.turn.counts.add(name, 1)
+}
+
+// edited notes what a write or an edit put in the file at path: its
+// summary in the file's line, the values it replaced, and, after a
+// failure, the fix.
+func (d *deriver) edited(tool, path string, fe fileEdit) {
+	fu := d.fileIdx[path]
+	if fe.summary != "" {
+		kind := "edit: "
+		switch {
+		case fe.write:
+			kind = "wrote: "
+		case fe.top:
+			kind = "added: "
+		}
+		fu.edits = keepEdits(append(fu.edits, kind+fe.summary))
+		d.resolve(tool+" `"+path+"`: "+fe.summary, true)
+	}
+	for _, c := range fe.changes {
+		d.f.changes = append(d.f.changes, c)
+		d.f.errors = append(d.f.errors, c.line(path))
+	}
+}
+
+// resolve adds what followed the last failure to its line: the agent's
+// first words, then the edit or command that fixed it (done).
+func (d *deriver) resolve(what string, done bool) {
+	switch {
+	case d.pendingFix >= 0:
+		d.f.errors[d.pendingFix] += " → " + what
+	case d.pendingOld != "" && d.counting:
+		// The error was counted before, its fix comes now.
+		d.f.errors = append(d.f.errors, d.pendingOld+" → "+what)
+		d.pendingFix, d.pendingOld = len(d.f.errors)-1, ""
+	default:
+		return
+	}
+	if done {
+		d.pendingFix, d.pendingOld = -1, ""
+	}
+}
+
+// toolResult notes a command's result: its exit status and the lines of
+// its output that carry the result. A command that succeeds after a
+// failure resolves it.
+func (d *deriver) toolResult(b *events.Block) {
+	ref := d.tools[b.ToolUseID]
+	if ref.name != "Bash" || d.old[b.ToolUseID] || !d.counting {
+		return
+	}
+	key := "- `" + clip(ref.arg, offlineLine) + "`"
+	tail := outputTail(resultText(b))
+	if i := indexKey(d.f.commands, key, commandKey); i >= 0 {
+		d.f.commands[i] = key + " → ok"
+		if tail != "" && tail != "(no output)" {
+			d.f.commands[i] += ": " + tail
+		}
+	}
+	d.resolve("`"+clip(ref.arg, 60)+"` then passed", true)
 }
 
 // touch records that tool used the file at path.
@@ -198,9 +278,10 @@ func (d *deriver) touch(path, tool string) {
 	}
 }
 
-// toolError records a failed tool result; the agent's next words name the
-// fix. The error of a call the notes counted is only remembered, in case
-// its fix comes past the marker.
+// toolError records a failed tool result; what follows it until the next
+// request (the agent's words, the edit or command that fixed it) is added
+// to its line. The error of a call the notes counted is only remembered,
+// in case its fix comes past the marker.
 func (d *deriver) toolError(b *events.Block) {
 	ref := d.tools[b.ToolUseID]
 	name := ref.name
@@ -211,10 +292,14 @@ func (d *deriver) toolError(b *events.Block) {
 	if ref.arg != "" {
 		line += " `" + clip(ref.arg, 60) + "`"
 	}
-	line += " failed: " + clip(resultText(b), offlineLine)
+	line += " failed: " + clip(resultText(b), 240)
+	d.fixWords = false
 	if d.old[b.ToolUseID] {
 		d.pendingFix, d.pendingOld = -1, line
 		return
+	}
+	if i := indexKey(d.f.commands, "- `"+clip(ref.arg, offlineLine)+"`", commandKey); i >= 0 && name == "Bash" {
+		d.f.commands[i] = commandKey(d.f.commands[i]) + " → failed"
 	}
 	d.f.errors = append(d.f.errors, line)
 	d.pendingFix, d.pendingOld = len(d.f.errors)-1, ""
@@ -236,6 +321,17 @@ func resultText(b *events.Block) string {
 		}
 	}
 	return "(no output)"
+}
+
+// indexKey is the index of the line of list with the key of line, or -1.
+func indexKey(list []string, line string, key func(string) string) int {
+	k := key(line)
+	for i, l := range list {
+		if key(l) == k {
+			return i
+		}
+	}
+	return -1
 }
 
 func contains(list []string, s string) bool {

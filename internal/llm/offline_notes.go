@@ -17,7 +17,7 @@ const (
 	offlineHeadCommand = 6 // the first commands, kept for good
 	offlineMaxErrors   = 15
 	offlineMaxWorklog  = 40
-	offlineMaxResults  = 12
+	offlineMaxResults  = 8
 	offlineLine        = 160
 	// offlineSectionChars bounds a list section's body: a quarter under
 	// the section budget (memory.MaxSectionTokens at 4 characters a token).
@@ -45,10 +45,15 @@ func notesMarker(notes string) string {
 // whole-section replacement per changed section.
 func offlineEdits(notes string, f facts) []memory.Edit {
 	_, sections := memory.Parse(notes)
+	finals := finalValues(append(notesChanges(notes), f.changes...))
 	var edits []memory.Edit
 	for i, s := range sections {
 		old := strings.TrimSpace(s.Body)
-		body, known := sectionBody(strings.ToLower(strings.TrimSpace(s.Header)), old, f)
+		header := strings.ToLower(strings.TrimSpace(s.Header))
+		body, known := sectionBody(header, old, f)
+		if known && header != "session title" && header != "current state" {
+			body = annotate(body, finals)
+		}
 		if !known || body == old {
 			continue
 		}
@@ -77,7 +82,7 @@ func sectionBody(header, old string, f facts) (body string, known bool) {
 	case "current state":
 		var lines []string
 		if f.latestRequest != "" {
-			lines = append(lines, "Latest request: "+clip(f.latestRequest, 400))
+			lines = append(lines, "Latest request: "+clip(f.latestRequest, offlineLatest))
 		}
 		if f.latestReply != "" {
 			lines = append(lines, "Latest reply: "+clip(f.latestReply, 400))
@@ -122,10 +127,21 @@ func title(req string) string {
 func lineKey(l string) string { return l }
 
 // errorKey keys an error line by what failed, so the line with its fix
-// replaces the one without.
+// replaces the one without; a change by the values it names.
 func errorKey(l string) string {
+	if m := changeLine.FindString(l); m != "" {
+		return m
+	}
 	if i := strings.Index(l, " → "); i > 0 {
 		return l[:i]
+	}
+	return l
+}
+
+// commandKey keys a workflow line by its command.
+func commandKey(l string) string {
+	if i := strings.Index(l, "` → "); i > 0 {
+		return l[:i+1]
 	}
 	return l
 }
@@ -138,19 +154,45 @@ func fileKey(l string) string {
 }
 
 // mergeFileTools merges a file's old line into its new one: the tools of
-// both, old ones first.
+// both, old ones first, and what their edits put there (keepEdits).
 func mergeFileTools(old, new string) string {
 	i, j := strings.Index(old, "` — "), strings.Index(new, "` — ")
 	if i < 0 || j < 0 {
 		return new
 	}
-	tools := strings.Split(old[i+len("` — "):], ", ")
-	for _, t := range strings.Split(new[j+len("` — "):], ", ") {
+	oldParts := strings.Split(old[i+len("` — "):], " | ")
+	newParts := strings.Split(new[j+len("` — "):], " | ")
+	tools := strings.Split(oldParts[0], ", ")
+	for _, t := range strings.Split(newParts[0], ", ") {
 		if !contains(tools, t) {
 			tools = append(tools, t)
 		}
 	}
-	return new[:j] + "` — " + strings.Join(tools, ", ")
+	edits := oldParts[1:]
+	for _, e := range newParts[1:] {
+		if !contains(edits, e) {
+			edits = append(edits, e)
+		}
+	}
+	fu := fileUse{path: new[len("- `"):j], tools: tools, edits: keepEdits(edits)}
+	return fu.line()
+}
+
+// keepEdits bounds what a file's line says its edits put there to the
+// last offlineFileEdits and one edit inside a body, dropping first the
+// oldest edit inside a body and keeping whole writes and declarations.
+func keepEdits(edits []string) []string {
+	for len(edits) > offlineFileEdits || bodyEdits(edits) > 1 {
+		drop := 0
+		for i, e := range edits {
+			if strings.HasPrefix(e, "edit: ") {
+				drop = i
+				break
+			}
+		}
+		edits = append(edits[:drop:drop], edits[drop+1:]...)
+	}
+	return edits
 }
 
 // foldLine matches the line that counts the entries folded out of a list.
@@ -218,16 +260,29 @@ func joinedLen(lines []string) int {
 	return n
 }
 
-// mergeCommands adds the commands the workflow does not list yet. The
+func bodyEdits(edits []string) int {
+	n := 0
+	for _, e := range edits {
+		if strings.HasPrefix(e, "edit: ") {
+			n++
+		}
+	}
+	return n
+}
+
+// mergeCommands adds the commands the workflow does not list yet (a
+// command listed already takes its new result in its place). The
 // first offlineHeadCommand commands stay for good; past offlineMaxCommands
 // the oldest of the others are folded into a line counting them, between
 // the first and the latest.
 func mergeCommands(body string, commands []string) string {
 	folded, lines := splitFold(body)
 	for _, c := range commands {
-		if !contains(lines, c) {
-			lines = append(lines, c)
+		if i := indexKey(lines, c, commandKey); i >= 0 {
+			lines[i] = c
+			continue
 		}
+		lines = append(lines, c)
 	}
 	head := min(offlineHeadCommand, len(lines))
 	for len(lines) > head+1 && (len(lines) > offlineMaxCommands || joinedLen(lines) > offlineSectionChars) {

@@ -148,9 +148,10 @@ func mergeWorklog(old string, f facts) string {
 		w.add(t)
 	}
 	for len(w.lines) > 1 && (len(w.lines) > offlineMaxWorklog || w.length() > offlineSectionChars) {
+		i := w.foldable()
 		w.folded++
-		w.foldedCalls.merge(w.lines[0].counts)
-		w.lines = w.lines[1:]
+		w.foldedCalls.merge(w.lines[i].counts)
+		w.lines = append(w.lines[:i], w.lines[i+1:]...)
 	}
 	var out []string
 	if w.folded > 0 {
@@ -180,7 +181,7 @@ func (w *worklog) add(t turnTally) {
 	}
 	line := worklogLine{request: t.request}
 	for i, l := range w.lines {
-		if l.raw == "" && l.request == t.request {
+		if l.raw == "" && stripChanges(l.request) == stripChanges(t.request) {
 			line.counts.merge(l.counts)
 			w.lines = append(w.lines[:i], w.lines[i+1:]...)
 			break
@@ -188,6 +189,42 @@ func (w *worklog) add(t turnTally) {
 	}
 	line.counts.merge(t.counts)
 	w.lines = append(w.lines, line)
+}
+
+// foldable is the line to fold first: the oldest line whose request
+// names nothing specific but paths (plainRequest), else the oldest; never
+// the newest.
+func (w *worklog) foldable() int {
+	for i, l := range w.lines[:len(w.lines)-1] {
+		if l.raw == "" && plainRequest(stripChanges(l.request)) {
+			return i
+		}
+	}
+	return 0
+}
+
+// stripChanges removes what annotate added to a text, " (→ new)", so a
+// request annotated in the notes keys the same as it reads in the
+// conversation.
+func stripChanges(s string) string {
+	for {
+		i := strings.Index(s, " (→ ")
+		if i < 0 {
+			return s
+		}
+		depth, end := 0, len(s)
+		for j := i + 1; j < len(s); j++ {
+			if s[j] == '(' {
+				depth++
+			} else if s[j] == ')' {
+				if depth--; depth == 0 {
+					end = j + 1
+					break
+				}
+			}
+		}
+		s = s[:i] + s[end:]
+	}
 }
 
 func (w *worklog) length() int {
