@@ -48,6 +48,7 @@ type stack struct {
 	// without (no tenants configured, loopback only).
 	Auth   *upAuth
 	srv    *server.Server
+	unlock func() // releases the data directory's lock (nil: none taken)
 	cancel context.CancelFunc
 	log    *slog.Logger
 	pause  time.Duration // first restart pause (default 1s)
@@ -92,8 +93,14 @@ func startStack(ctx context.Context, o stackOptions) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.HTTPAddr != "" {
+		if s.HTTPAddr, err = freeAddr(o.HTTPAddr, "HTTP edge", "--http or RECALL_HTTP_ADDR"); err != nil {
+			return nil, err
+		}
+	}
 	if s.NATSURL == "" {
 		if err := s.startServer(o, cfg.ingest.Tenants); err != nil {
+			s.shutdownServer()
 			return nil, err
 		}
 	}
@@ -115,7 +122,7 @@ func startStack(ctx context.Context, o stackOptions) (*stack, error) {
 	xc.NATS = natsCfg("recall-indexer")
 	lc := cfg.longterm
 	lc.NATS = natsCfg("recall-longterm")
-	ic.HTTPAddr = o.HTTPAddr
+	ic.HTTPAddr = s.HTTPAddr
 	if o.Provider != nil {
 		ec.Provider, cc.Provider, xc.Provider, lc.Provider = o.Provider, o.Provider, o.Provider, o.Provider
 	}
@@ -173,12 +180,24 @@ func (s *stack) waitServices(ctx context.Context) error {
 	return nil
 }
 
-// startServer starts the embedded server: authenticated when tenantSpec
-// names tenants, otherwise open and only on a loopback address.
+// startServer locks the data directory and starts the embedded server:
+// authenticated when tenantSpec names tenants, otherwise open and only on
+// a loopback address. A listen port 0 is a free port (NATSURL names it).
 func (s *stack) startServer(o stackOptions, tenantSpec string) error {
 	auth, err := ingestsvc.NewAuth(tenantSpec)
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
+	}
+	if o.DataDir != "" {
+		if s.unlock, err = lockDataDir(o.DataDir); err != nil {
+			return err
+		}
+	}
+	listen := o.NATSListen
+	if listen != "" {
+		if listen, err = freeAddr(listen, "embedded NATS server", "--nats-listen"); err != nil {
+			return err
+		}
 	}
 	var users []*server.User
 	if tenants := auth.Tenants(); len(tenants) > 0 {
@@ -188,10 +207,10 @@ func (s *stack) startServer(o stackOptions, tenantSpec string) error {
 		if users, err = s.Auth.serverUsers(); err != nil {
 			return err
 		}
-	} else if err := checkOpenListen(o.NATSListen); err != nil {
+	} else if err := checkOpenListen(listen); err != nil {
 		return err
 	}
-	srv, err := embedded.Start(embedded.Options{DataDir: o.DataDir, Listen: o.NATSListen, Users: users})
+	srv, err := embedded.Start(embedded.Options{DataDir: o.DataDir, Listen: listen, Users: users})
 	if err != nil {
 		return err
 	}
@@ -318,9 +337,15 @@ func (s *stack) Close() error {
 	return s.Err()
 }
 
+// shutdownServer stops the embedded server, then releases the data
+// directory.
 func (s *stack) shutdownServer() {
 	if s.srv != nil {
 		s.srv.Shutdown()
 		s.srv.WaitForShutdown()
+	}
+	if s.unlock != nil {
+		s.unlock()
+		s.unlock = nil
 	}
 }

@@ -18,10 +18,11 @@ func init() {
 
 func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("up")
-	data := fs.String("data", "./data", "JetStream file store directory of the embedded server")
-	httpAddr := fs.String("http", "127.0.0.1:8080", "HTTP edge listen address")
-	natsListen := fs.String("nats-listen", "127.0.0.1:4222", "client address of the embedded NATS server, for nats CLI and other processes")
+	data := fs.String("data", "./data", "JetStream file store directory of the embedded server (locked: one recall up per directory)")
+	httpAddr := fs.String("http", envOr("RECALL_HTTP_ADDR", "127.0.0.1:8080"), "HTTP edge listen address; port 0 picks a free port ($RECALL_HTTP_ADDR sets the default)")
+	natsListen := fs.String("nats-listen", "127.0.0.1:4222", "client address of the embedded NATS server, for nats CLI and other processes; port 0 picks a free port")
 	natsURL := fs.String("nats-url", "", "use this external NATS instead of the embedded server")
+	verbose := fs.Bool("v", false, "log every service's records to stderr (default: to "+logFileName+" in the data directory, warnings also to stderr)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -29,7 +30,11 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := envconfig.Process(svcmain.EnvPrefix, &tc); err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	log := telemetry.NewLogger(os.Stderr, tc)
+	log, logPath, closeLog, err := upLogger(os.Stderr, *data, *verbose, tc)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
 	tel, err := telemetry.Setup(ctx, tc, "up")
 	if err != nil {
 		return err
@@ -39,14 +44,28 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "Recall is up.\n  HTTP edge: http://%s (POST /v1/events)\n  console:   http://%s/console/\n  NATS:      %s\n  data:      %s\n", st.HTTPAddr, st.HTTPAddr, st.NATSURL, *data)
-	printAuth(stdout, st.Auth)
-	fmt.Fprintln(stdout, "Press Ctrl-C to stop.")
+	printUp(stdout, st, *data, logPath)
 	select {
 	case <-ctx.Done():
 	case <-st.Done():
 	}
 	return st.Close()
+}
+
+// printUp writes the banner of a running stack: where it serves, where its
+// data and logs are, and what to run next.
+func printUp(w io.Writer, st *stack, data, logPath string) {
+	fmt.Fprintf(w, "Recall is up.\n  HTTP edge: http://%s  (console: http://%s/console/)\n  NATS:      %s\n", st.HTTPAddr, st.HTTPAddr, st.NATSURL)
+	printAuth(w, st.Auth)
+	logs := "on stderr (-v)"
+	if logPath != "" {
+		logs = logPath + " (warnings also on this terminal; -v for everything)"
+	}
+	fmt.Fprintf(w, "  data:      %s\n  logs:      %s\n\n", data, logs)
+	fmt.Fprintf(w, "Next, in another terminal:\n  export RECALL_NATS_URL=%s RECALL_URL=http://%s\n", st.NATSURL, st.HTTPAddr)
+	fmt.Fprintln(w, "  recall replay internal/importer/testdata/coding-session.jsonl --session demo1")
+	fmt.Fprintln(w, "  recall extract --session demo1 && recall compact --session demo1")
+	fmt.Fprintln(w, "Press Ctrl-C to stop.")
 }
 
 // printAuth prints the NATS users of an authenticated stack — never their

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/recallhq/recall/internal/testpoll"
+)
+
+// syncBuffer is a strings.Builder safe for a writer and a reader in two
+// goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// A data directory is held by one process: a second lock fails at once,
+// naming the holder's pid, and the directory is free again after unlock.
+func TestLockDataDir(t *testing.T) {
+	dir := t.TempDir()
+	unlock, err := lockDataDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = lockDataDir(dir)
+	if !errors.Is(err, errDataDirInUse) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
+		t.Fatalf("second lock: %v", err)
+	}
+	unlock()
+	unlock, err = lockDataDir(dir)
+	if err != nil {
+		t.Fatalf("after unlock: %v", err)
+	}
+	unlock()
+}
+
+// freeAddr resolves port 0 to a free port and refuses a port in use with
+// the flag that chooses another.
+func TestFreeAddr(t *testing.T) {
+	addr, err := freeAddr("127.0.0.1:0", "HTTP edge", "--http")
+	if err != nil || strings.HasSuffix(addr, ":0") || !strings.HasPrefix(addr, "127.0.0.1:") {
+		t.Fatalf("port 0: %q, %v", addr, err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, err = freeAddr(ln.Addr().String(), "HTTP edge", "--http")
+	if err == nil || !strings.Contains(err.Error(), "cannot listen on "+ln.Addr().String()) || !strings.Contains(err.Error(), "--http") {
+		t.Fatalf("port in use: %v", err)
+	}
+}
+
+// recall up takes its HTTP address from RECALL_HTTP_ADDR, binds port 0 to
+// free ports and prints them with the exports to run next, keeps the
+// services' logs out of the banner, and a second up on the same data
+// directory or HTTP address fails at once.
+func TestUpPortsLockAndBanner(t *testing.T) {
+	t.Setenv("RECALL_HTTP_ADDR", "127.0.0.1:0")
+	data := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	errc := make(chan error, 1)
+	go func() { errc <- runUp(ctx, []string{"--data", data, "--nats-listen", "127.0.0.1:0"}, &out) }()
+	defer func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("up: %v", err)
+		}
+	}()
+	testpoll.Until(t, 60*time.Second, "the banner", func() bool {
+		select {
+		case err := <-errc:
+			t.Fatalf("up stopped: %v\n%s", err, out.String())
+		default:
+		}
+		return strings.Contains(out.String(), "Press Ctrl-C")
+	})
+	banner := out.String()
+	for _, bad := range []string{":4222", ":8080", ":0 ", `"level"`} {
+		if strings.Contains(banner, bad) {
+			t.Errorf("banner has %q:\n%s", bad, banner)
+		}
+	}
+	for _, want := range []string{"export RECALL_NATS_URL=nats://127.0.0.1:", " RECALL_URL=http://127.0.0.1:", "recall.log"} {
+		if !strings.Contains(banner, want) {
+			t.Errorf("banner lacks %q:\n%s", want, banner)
+		}
+	}
+	if lines := strings.Count(banner, "\n"); lines > 15 {
+		t.Errorf("banner of %d lines:\n%s", lines, banner)
+	}
+	start := time.Now()
+	err := runUp(context.Background(), []string{"--data", data, "--nats-listen", "127.0.0.1:0"}, &strings.Builder{})
+	if !errors.Is(err, errDataDirInUse) {
+		t.Fatalf("second up on the same data: %v", err)
+	}
+	http := strings.Fields(banner[strings.Index(banner, "HTTP edge:"):])[2]
+	err = runUp(context.Background(), []string{"--data", t.TempDir(), "--http", strings.TrimPrefix(http, "http://"), "--nats-listen", "127.0.0.1:0"}, &strings.Builder{})
+	if err == nil || !strings.Contains(err.Error(), "cannot listen on") {
+		t.Fatalf("second up on the same HTTP address: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the refusals took %v", d)
+	}
+}
