@@ -210,15 +210,17 @@ func (h *handler) answer(req micro.Request, verb, what, tenant, session string, 
 	h.wg.Add(1)
 	hdrs, replyTo := nats.Header(req.Headers()), req.Reply()
 	done := h.later.Begin(verb)
-	// The stats count an answer before it goes out: a client that has the
-	// answer finds it counted.
+	// The stats count an answer, and the tenant's slot is freed, before it
+	// goes out: a client that has the answer finds it counted and may send
+	// its next request at once.
 	fail := func(description string) {
 		done(500, description)
+		release()
 		h.fail(replyTo, "500", description)
 	}
 	go func() {
 		defer h.wg.Done()
-		defer release()
+		defer release() // a panic before the answer (release is idempotent)
 		ctx := natsce.Extract(h.base, hdrs)
 		defer func() {
 			if v := recover(); v != nil {
@@ -238,6 +240,7 @@ func (h *handler) answer(req micro.Request, verb, what, tenant, session string, 
 		}
 		hdr := nats.Header{"Content-Type": []string{"application/json"}}
 		done(0, "")
+		release()
 		if err := chunked.Respond(h.nc, replyTo, hdr, data); err != nil {
 			h.log.WarnContext(ctx, "sending the "+what+" reply", "tenant", tenant, "session", session, "err", err)
 		}
