@@ -62,10 +62,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		printUsage(os.Stderr)
-		return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+		return fmt.Errorf("%w: unknown command %q (run 'recall help' for the list)", errUsage, args[0])
 	}
-	return c.run(ctx, args[1:], stdout)
+	rest := args[1:]
+	if sub, ok := helpFirst[c.name]; ok && len(rest) > 0 && isHelp(rest[0]) {
+		rest = []string{sub, rest[0]} // the first subcommand's flags
+	}
+	return c.run(ctx, rest, stdout)
 }
 
 func printUsage(w io.Writer) {
@@ -79,24 +82,6 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-17s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'recall <command> -h' for a command's flags.")
-}
-
-// newFlags returns a flag set for a subcommand that reports errors instead
-// of exiting.
-func newFlags(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet("recall "+name, flag.ContinueOnError)
-	return fs
-}
-
-// parseFlags parses args and wraps flag errors as usage errors.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	return nil
 }
 
 // dialNATS connects an operator command to NATS at url with the
@@ -155,7 +140,7 @@ func addSessionFlags(fs *flag.FlagSet, sessionHelp, tenantHelp string) sessionFl
 	return sessionFlags{
 		session: fs.String("session", "", sessionHelp),
 		tenant:  fs.String("tenant", "default", tenantHelp),
-		natsURL: fs.String("nats-url", envOr("RECALL_NATS_URL", nats.DefaultURL), "NATS server URL (default $RECALL_NATS_URL or "+nats.DefaultURL+")"),
+		natsURL: fs.String("nats-url", envOr("RECALL_NATS_URL", nats.DefaultURL), "NATS server URL ($RECALL_NATS_URL sets the default)"),
 	}
 }
 

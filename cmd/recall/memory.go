@@ -21,10 +21,11 @@ func init() {
 
 func runMemory(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 || (args[0] != "get" && args[0] != "history") {
-		return fmt.Errorf("%w: recall memory get|history --session S [--tenant T] [--json]", errUsage)
+		return fmt.Errorf("%w: recall memory get|history --session S [--tenant T] [--json] (see 'recall memory -h')", errUsage)
 	}
 	sub := args[0]
 	fs := newFlags("memory " + sub)
+	setUsage(fs, "memory get|history --session S [flags]\n\n  get      the session's memory: the notes and what they cover\n  history  every kept revision, with a diff from the one before")
 	target := addSessionFlags(fs, "session id (required)", "tenant")
 	session, tenant, natsURL := target.session, target.tenant, target.natsURL
 	asJSON := fs.Bool("json", false, "print JSON")
