@@ -13,16 +13,24 @@ import (
 // OfflineModel is the model name the offline provider reports.
 const OfflineModel = "offline-v1"
 
-// OfflineProvider answers deterministically without a network. From the
-// conversation (every message but the last, which is the extraction prompt)
-// and the current notes it derives, per section of the default template:
-// the title from the first user request (kept once set), the task from the
-// first request, the current state from the latest request and reply, files
-// from tool inputs (file_path, path, notebook_path), the workflow from Bash
-// commands, errors from failed tool results (with the agent's next words,
-// which usually name the fix) and user corrections, key results from the
-// agent's answers that state a decision, a fix or a number, and one worklog
-// line per user turn with its tool calls counted per tool.
+// OfflineProvider answers deterministically without a network: it is a
+// set of extraction rules, not a model. From the conversation (every
+// message but the last, which is the extraction prompt) and the current
+// notes it derives, per section of the default template, by the structure
+// of agent work rather than its wording: the title and the task from the
+// first request (kept once set), the current state from the latest request
+// (whole) and reply; files from tool inputs (file_path, path,
+// notebook_path) with what each write or edit put there (a write's
+// declarations, an edit's new lines); the workflow from Bash commands with
+// their exit status and the last lines of their output; errors from failed
+// tool results, each followed by what resolved it (the agent's first words,
+// then the edit or the command that passed); changes, values an edit
+// replaced by others (a path, a port, a flag, a name), after which every
+// mention of the old value in the notes says what replaced it; key results
+// from the agent's answers that state a decision, a fix or a number; and
+// one worklog line per user request, kept whole up to a budget or
+// condensed to the sentences that name something specific, with its tool
+// calls counted per tool.
 //
 // The notes accumulate across extractions. A conversation window overlaps
 // what the previous extraction saw, so the Worklog ends with a marker line

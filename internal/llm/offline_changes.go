@@ -76,7 +76,7 @@ func annotate(text string, finals map[string]string) string {
 			}
 			end := i + len(from)
 			b.WriteString(rest[:end])
-			if !pointsOn(rest[end:]) {
+			if !pointsOn(rest[end:], to) {
 				b.WriteString(" (→ " + to + ")")
 			}
 			rest = rest[end:]
@@ -111,12 +111,12 @@ func valueRune(r rune) bool { return isAlnum(r) || strings.ContainsRune("_./-", 
 
 func isAlnum(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
 
-// pointsOn reports whether the text after a value already names its
-// replacement ("` → `new`", " (→ new)").
-func pointsOn(after string) bool {
+// pointsOn reports whether the text after a value already names a
+// replacement: " (→ …)", or "` → `to`" as a change line has it.
+func pointsOn(after, to string) bool {
 	after = strings.TrimLeft(after, "`\"'")
 	after = strings.TrimLeft(after, " ")
-	return strings.HasPrefix(after, "(→ ") || strings.HasPrefix(after, "→ ")
+	return strings.HasPrefix(after, "(→ ") || strings.HasPrefix(strings.TrimLeft(strings.TrimPrefix(after, "→ "), "`\"'"), to) && strings.HasPrefix(after, "→ ")
 }
 
 // fileEdit is what a tool call that writes a file put there.
