@@ -93,6 +93,9 @@ func New(js jetstream.JetStream, cfg Config, tombs *Tombstones, log *slog.Logger
 	return &Eraser{js: js, nc: js.Conn(), cfg: cfg.withDefaults(), pub: eventpub.New(js, "eraser"), tombs: tombs, log: log}
 }
 
+// JetStream is the handle the eraser works through.
+func (e *Eraser) JetStream() jetstream.JetStream { return e.js }
+
 // Tombstones is the set the eraser adds to.
 func (e *Eraser) Tombstones() *Tombstones { return e.tombs }
 

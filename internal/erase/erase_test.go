@@ -202,3 +202,24 @@ func TestEraseUser(t *testing.T) {
 		t.Errorf("a second user erase: %+v, %v", again, err)
 	}
 }
+
+// TestGuardRemovesDirectRecords: a record a trusted producer publishes
+// straight to the transcript after the erase is removed.
+func TestGuardRemovesDirectRecords(t *testing.T) {
+	js, ctx := setup(t)
+	e := New(js, Config{Drain: time.Millisecond}, nil, nil)
+	gctx, stop := context.WithCancel(ctx)
+	defer stop()
+	if err := e.Guard(gctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Session(ctx, "t1", "s1", Actor{}); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, ctx, js, events.TranscriptSubject("t1", "s1"), `{"secret":"MARKER direct"}`)
+	s, _ := js.Stream(ctx, events.StreamTranscript)
+	testpoll.Until(t, 10*time.Second, "the direct record is removed", func() bool {
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(events.TranscriptSubject("t1", "s1")))
+		return err == nil && len(info.State.Subjects) == 0
+	})
+}

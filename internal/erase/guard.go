@@ -53,10 +53,11 @@ var guarded = []string{events.BucketMemory, events.BucketStatus, events.BucketTr
 // Guard keeps erased sessions erased while their tombstones live: it
 // loads the tombstones into the eraser's set (and returns once they are
 // loaded), then follows them, and watches the guarded buckets' writes
-// (metadata only) and the notifications (headers only); anything written
-// for a tombstoned session — a memory commit of an extraction that was
-// running during the erase, its status, an index entry, a notification —
-// makes the guard erase the session's traces again (without a new
+// (metadata only), the transcript and the notifications (headers only);
+// anything written for a tombstoned session — a record a trusted producer
+// published directly, a memory commit of an extraction that was running
+// during the erase, its status, an index entry, a notification — makes
+// the guard erase the session's traces again (without a new
 // announcement). It runs until ctx is done.
 func (e *Eraser) Guard(ctx context.Context) error {
 	tk, err := e.js.KeyValue(ctx, events.BucketTombstones)
@@ -83,7 +84,7 @@ func (e *Eraser) Guard(ctx context.Context) error {
 		}
 		go g.watch(ctx, w)
 	}
-	return g.notifications(ctx)
+	return g.follow(ctx)
 }
 
 // loadTombstones reads the watch's initial values.

@@ -10,32 +10,47 @@ import (
 	"github.com/recallhq/recall/pkg/events"
 )
 
-// notifications follows the notifications published from now on (headers
-// only, an ordered consumer) and erases again a tombstoned session that
-// gets one, erase announcements excepted. It returns once the consumer
-// runs; the consumer stops when ctx is done.
-func (g *guard) notifications(ctx context.Context) error {
-	c, err := g.e.js.OrderedConsumer(ctx, events.StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{events.SubjectEventsRoot + ".>"},
-		DeliverPolicy:  jetstream.DeliverNewPolicy,
-		HeadersOnly:    true,
-	})
-	if err != nil {
-		return fmt.Errorf("following %s: %w", events.StreamEvents, err)
-	}
-	cc, err := c.Consume(func(m jetstream.Msg) {
-		kind := strings.TrimPrefix(m.Subject(), events.SubjectEventsRoot+".")
-		kind, _, _ = strings.Cut(kind, ".")
-		if kind == events.KindSessionErased || kind == events.KindUserErased {
-			return
+// follow follows the messages stored on stream from now on (headers only,
+// an ordered consumer) and erases again a tombstoned session that gets
+// one: the transcript records trusted producers publish directly (pkg/client,
+// not through ingest's tombstone check) and the notifications, erase
+// announcements excepted. It returns once the consumers run; they stop
+// when ctx is done.
+func (g *guard) follow(ctx context.Context) error {
+	for _, f := range []struct{ stream, filter string }{
+		{events.StreamTranscript, events.SubjectTranscriptRoot + ".>"},
+		{events.StreamEvents, events.SubjectEventsRoot + ".>"},
+	} {
+		c, err := g.e.js.OrderedConsumer(ctx, f.stream, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{f.filter},
+			DeliverPolicy:  jetstream.DeliverNewPolicy,
+			HeadersOnly:    true,
+		})
+		if err != nil {
+			return fmt.Errorf("following %s: %w", f.stream, err)
 		}
-		if tenant, session, ok := events.SplitSessionSubject(m.Subject()); ok {
-			g.check(ctx, tenant, session)
+		cc, err := c.Consume(func(m jetstream.Msg) {
+			if isAnnouncement(m.Subject()) {
+				return
+			}
+			if tenant, session, ok := events.SplitSessionSubject(m.Subject()); ok {
+				g.check(ctx, tenant, session)
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("following %s: %w", f.stream, err)
 		}
-	})
-	if err != nil {
-		return fmt.Errorf("following %s: %w", events.StreamEvents, err)
+		go func() { <-ctx.Done(); cc.Stop() }()
 	}
-	go func() { <-ctx.Done(); cc.Stop() }()
 	return nil
+}
+
+// isAnnouncement reports an erase announcement's subject.
+func isAnnouncement(subject string) bool {
+	kind, ok := strings.CutPrefix(subject, events.SubjectEventsRoot+".")
+	if !ok {
+		return false
+	}
+	kind, _, _ = strings.Cut(kind, ".")
+	return kind == events.KindSessionErased || kind == events.KindUserErased
 }

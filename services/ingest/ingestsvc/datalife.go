@@ -17,6 +17,7 @@ import (
 
 	"github.com/recallhq/recall/internal/erase"
 	"github.com/recallhq/recall/internal/export"
+	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/pkg/events"
 )
@@ -54,11 +55,23 @@ type DataAPI struct {
 
 // startEraser starts the eraser and its guard (until Shutdown) and makes
 // ingest refuse the events of erased sessions.
+// The eraser has a connection of its own: its guard follows the headers
+// of every transcript record, which must not share the publishing lane.
 func (s *Service) startEraser() error {
-	s.eraser = erase.New(s.js, s.cfg.Erase, nil, s.log)
+	var err error
+	if s.eraseNC, err = natsconn.ConnectLogged(s.cfg.NATS, "recall-ingest-eraser", s.log); err != nil {
+		return err
+	}
+	js, err := jetstream.New(s.eraseNC)
+	if err != nil {
+		s.eraseNC.Close()
+		return fmt.Errorf("opening JetStream for the eraser: %w", err)
+	}
+	s.eraser = erase.New(js, s.cfg.Erase, nil, s.log)
 	gctx, cancel := context.WithCancel(context.Background())
 	if err := s.eraser.Guard(gctx); err != nil {
 		cancel()
+		s.eraseNC.Close()
 		return fmt.Errorf("starting the erase guard: %w", err)
 	}
 	s.stopGuard = cancel
@@ -72,7 +85,7 @@ func (s *Service) startEraser() error {
 // sweep runs the retention sweeper over the live tenant configurations
 // until ctx is done.
 func (s *Service) sweep(ctx context.Context) {
-	cfgs, err := tenantcfg.Watch(ctx, s.js, s.log)
+	cfgs, err := tenantcfg.Watch(ctx, s.eraser.JetStream(), s.log)
 	if err != nil {
 		return // ctx ended
 	}

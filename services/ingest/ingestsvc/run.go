@@ -48,6 +48,7 @@ type Service struct {
 	nc      *nats.Conn // JetStream publishing, session API requests
 	apiNC   *nats.Conn // the micro service: its subscriptions and replies
 	conNC   *nats.Conn // the console's bulk reads (transcripts, listings, live streams)
+	eraseNC *nats.Conn // the eraser: purges, its guard's watches
 	js      jetstream.JetStream
 	svc     micro.Service
 	nh      *NATSHandler
@@ -100,11 +101,14 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 
 	if err := s.startEndpoint(ctx, in, limits); err != nil {
 		s.stopGuard()
+		s.eraseNC.Close()
 		s.nc.Close()
 		return nil, err
 	}
 	if err := s.serveHTTP(ctx, in, auth, limits); err != nil {
 		_ = s.svc.Stop()
+		s.stopGuard()
+		s.eraseNC.Close()
 		s.apiNC.Close()
 		s.nc.Close()
 		return nil, err
@@ -263,7 +267,7 @@ func (s *Service) Shutdown(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("waiting for NATS requests: %w", ctx.Err()))
 	}
 	s.stopGuard()
-	for _, nc := range []*nats.Conn{s.apiNC, s.conNC, s.nc} {
+	for _, nc := range []*nats.Conn{s.apiNC, s.conNC, s.eraseNC, s.nc} {
 		if nc == nil {
 			continue
 		}
