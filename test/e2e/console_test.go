@@ -203,6 +203,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	t.Run("a session page, updated live", func(t *testing.T) { consoleSessionLive(t, newTab(), p.httpURL, completed) })
 	t.Run("the search is kept in the address", func(t *testing.T) { consoleSearchInURL(t, newTab(), p.httpURL) })
 	t.Run("eight tabs at once, all live", func(t *testing.T) { consoleTabs(t, newTab, p.httpURL) })
+	t.Run("a user's long-term memory", func(t *testing.T) { consoleUserMemory(t, newTab(), p.httpURL, js) })
 	t.Run("an operator sees every tenant and replays a parked extraction", func(t *testing.T) {
 		consoleParked(t, newTab, p.httpURL, js)
 	})
@@ -302,6 +303,18 @@ func consoleParked(t *testing.T, newTab func() context.Context, base string, js 
 	if err := parked.Put(context.Background(), kv, p1); err != nil {
 		t.Fatal(err)
 	}
+	p2 := &parked.Parked{Request: events.ExtractionRequested{Tenant: "beta", Session: "beta-other", UpToSeq: 9, Reason: "threshold"},
+		Reason: "provider_error", Error: "timeout", Attempts: 3, ParkedAt: time.Now().UTC()}
+	if err := parked.Put(context.Background(), kv, p2); err != nil {
+		t.Fatal(err)
+	}
+	// A request whose record lacks its tenant: parked as invalid.<seq>,
+	// listed under the tenant and session its subject names.
+	lost := &parked.Parked{Request: events.ExtractionRequested{UpToSeq: 5}, Reason: "invalid", Error: "tenant: must not be empty",
+		Subject: events.SubjectExtractPartitioned + ".0.beta.beta-lost", StreamSeq: 77, ParkedAt: time.Now().UTC()}
+	if err := parked.Put(context.Background(), kv, lost); err != nil {
+		t.Fatal(err)
+	}
 	// A tenant may look, not act.
 	tab := newTab()
 	if err := login(tab, base, "tok-beta"); err != nil {
@@ -310,8 +323,11 @@ func consoleParked(t *testing.T, newTab func() context.Context, base string, js 
 	if err := doWithin(tab, time.Minute, visible(`tr[data-session="beta-secret"]`), chromedp.Navigate(base+"/console/#/parked"), visible("table#parked")); err != nil {
 		t.Fatal(err)
 	}
-	if main, _ := text(tab, "#main"); !strings.Contains(main, "529 overloaded") || strings.Contains(main, "Replay") {
+	if main, _ := text(tab, "#main"); !strings.Contains(main, "529 overloaded") || strings.Contains(main, "Replay") || !strings.Contains(main, "beta-lost") || !strings.Contains(main, "invalid record") {
 		t.Fatalf("beta's parked page:\n%s", main)
+	}
+	if count, _ := text(tab, "#parked-count"); count != "3" {
+		t.Fatalf("the navigation counts %q parked", count)
 	}
 	ctx := newTab()
 	if err := login(ctx, base, "tok-operator"); err != nil {
@@ -333,6 +349,14 @@ func consoleParked(t *testing.T, newTab func() context.Context, base string, js 
 	if _, err := kv.Get(context.Background(), p1.Key); err == nil {
 		t.Fatal("the replayed request is still parked")
 	}
+	// Replay all: the rest that can be replayed (not the invalid one).
+	if err := doWithin(ctx, time.Minute, chromedp.Click(chromedp.CSS("#replay-all")), chromedp.WaitNotPresent(chromedp.CSS("#replay-all")), visible(`tr[data-key="`+lost.Key+`"]`)); err != nil {
+		t.Fatal(pageState(ctx, err))
+	}
+	if _, err := kv.Get(context.Background(), p2.Key); err == nil {
+		t.Fatal("replay all left a request parked")
+	}
+	consoleOverview(t, ctx, base)
 }
 
 func consoleBigSession(t *testing.T, newTab func() context.Context, base string) {

@@ -2,11 +2,15 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/pkg/events"
 )
 
 // consoleSessionViews checks the views of a session page (acme-s1, open
@@ -66,4 +70,48 @@ func consoleSearchInURL(t *testing.T, ctx context.Context, base string) {
 	if v, _ := evalString(ctx, `document.getElementById("search").value`); v != "acme-s1" {
 		t.Fatalf("the search after a reload: %q", v)
 	}
+}
+
+// consoleUserMemory: a user's long-term memory documents, the newest
+// revision rendered and a diff between revisions.
+func consoleUserMemory(t *testing.T, ctx context.Context, base string, js jetstream.JetStream) {
+	t.Helper()
+	bg := context.Background()
+	kv, err := js.KeyValue(bg, events.BucketLTM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, content := range []string{"# Profile\n- prefers Go\n- works on the parser", "# Profile\n- prefers Go\n- works on the streaming parser\n- <b>bold</b> stays text"} {
+		b, _ := json.Marshal(events.StoredMemoryDocument{Content: content, UpdatedAt: time.Now(), Session: "acme-s1"})
+		if _, err := kv.Put(bg, events.LTMKey("acme", "u1", "", "profile"), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := login(ctx, base, "tok-acme"); err != nil {
+		t.Fatal(err)
+	}
+	err = doWithin(ctx, 20*time.Second, visible(`tr[data-session="acme-s1"]`), chromedp.Navigate(base+"/console/#/t/acme/u/u1"),
+		visible(`section.document[data-key="acme.u1.self.profile"]`))
+	if err != nil {
+		t.Fatal(pageState(ctx, err))
+	}
+	got, _ := evalString(ctx, `document.querySelector("section.document .panel").textContent + " | " + document.querySelectorAll("section.document .diff td.add").length + " | " + document.querySelectorAll("section.document b").length`)
+	if !strings.Contains(got, "works on the streaming parser") || !strings.Contains(got, "<b>bold</b>") || !strings.HasSuffix(got, " | 0") || strings.Contains(got, " | 0 | ") {
+		t.Fatalf("the user's memory (text | added lines | <b> elements): %q", got)
+	}
+	screenshot(t, ctx, "user-memory")
+}
+
+// consoleOverview: an operator's overview of every tenant.
+func consoleOverview(t *testing.T, ctx context.Context, base string) {
+	t.Helper()
+	if err := doWithin(ctx, 20*time.Second, chromedp.Click(chromedp.CSS("#nav-overview")), visible(`#overview tr[data-tenant="acme"]`), visible(`#overview tr[data-tenant="beta"]`)); err != nil {
+		t.Fatal(pageState(ctx, err))
+	}
+	row, _ := text(ctx, `#overview tr[data-tenant="beta"]`)
+	if !strings.Contains(row, "beta") {
+		t.Fatalf("beta's overview row: %q", row)
+	}
+	t.Logf("overview of beta: %q", row)
+	screenshot(t, ctx, "overview")
 }

@@ -128,6 +128,8 @@ func (c *Console) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /console/api/tenants/{tenant}/sessions/{session}", c.session)
 	mux.HandleFunc("POST /console/api/tenants/{tenant}/sessions/{session}/preview", c.preview)
 	mux.HandleFunc("GET /console/api/tenants/{tenant}/sessions/{session}/transcript", c.transcriptPage)
+	mux.HandleFunc("GET /console/api/tenants/{tenant}/users/{user}/memory", c.userMemory)
+	mux.HandleFunc("GET /console/api/overview", c.overview)
 	mux.HandleFunc("GET /console/api/parked", c.parked)
 	mux.HandleFunc("POST /console/api/parked/replay", c.replay)
 	mux.HandleFunc("GET /console/api/live", c.live)

@@ -144,6 +144,27 @@ function replayButton(canReplay, kind, tenant, session) {
   return btn;
 }
 
+// replayAll re-queues every replayable parked extraction, a session at a
+// time (operators).
+function replayAll(data) {
+  const sessions = [...new Map(data.parked.filter(p => !p.invalid && p.tenant && p.session).map(p => [p.tenant + "/" + p.session, p])).values()];
+  if (!data.can_replay || !sessions.length) return null;
+  const btn = el("button", { type: "button", id: "replay-all", text: `Replay all (${sessions.length} session${sessions.length === 1 ? "" : "s"})` });
+  btn.addEventListener("click", async () => {
+    btn.disabled = true;
+    let n = 0;
+    try {
+      for (const p of sessions) {
+        const r = await api("/console/api/parked/replay", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ tenant: p.tenant, session: p.session, kind: "extraction" }) });
+        n += r.replayed;
+        btn.textContent = `Replayed ${n}…`;
+      }
+      await parkedPage();
+    } catch (err) { btn.replaceWith(el("span", { class: "error", text: `replayed ${n}, then: ${err.message}` })); }
+  });
+  return el("div", { class: "toolbar" }, btn);
+}
+
 // setParked keeps which sessions have parked work and shows the count in
 // the navigation.
 function setParked(data) {
@@ -196,7 +217,7 @@ async function parkedPage() {
     }
     return el("table", { id: "parked-commits" }, el("thead", {}, el("tr", {}, ["Parked", "Tenant", "User", "Session", "Up to seq", "Reason", "Attempts", "Error", ""].map(h => el("th", { text: h })))), body);
   })();
-  setMain(el("h1", { text: "Parked extractions" }),
+  setMain(el("h1", { text: "Parked extractions" }), replayAll(data),
     el("p", { class: "muted", text: data.can_replay ? "Requests that failed permanently. Replay re-queues a session's parked requests." : "Requests that failed permanently. An operator token can replay them." }), table,
     el("h2", { text: "Parked long-term memory commits" }),
     el("p", { class: "muted", text: "Commits that kept failing; their batches wait, uncommitted. " + (data.can_replay ? "Replay re-queues a session's parked commits." : "An operator token can replay them.") }), ctable);
@@ -209,7 +230,9 @@ function parseRoute() {
   const h = location.hash.replace(/^#/, "").split("?")[0];
   let m;
   if ((m = /^\/t\/([^/]+)\/s\/([^/]+)$/.exec(h))) return { name: "session", tenant: decodeURIComponent(m[1]), session: decodeURIComponent(m[2]) };
+  if ((m = /^\/t\/([^/]+)\/u\/([^/]+)$/.exec(h))) return { name: "user", tenant: decodeURIComponent(m[1]), user: decodeURIComponent(m[2]) };
   if (h === "/parked") return { name: "parked" };
+  if (h === "/overview") return { name: "overview" };
   return { name: "sessions" };
 }
 
@@ -217,18 +240,28 @@ async function route() {
   const r = parseRoute();
   state.refresh = null;
   delete document.getElementById("main").dataset.loadedMs;
-  document.getElementById("nav-sessions").toggleAttribute("aria-current", r.name !== "parked");
-  document.getElementById("nav-parked").toggleAttribute("aria-current", r.name === "parked");
+  for (const [id, names] of [["nav-sessions", ["sessions", "session", "user"]], ["nav-parked", ["parked"]], ["nav-overview", ["overview"]]])
+    names.includes(r.name) ? document.getElementById(id).setAttribute("aria-current", "page") : document.getElementById(id).removeAttribute("aria-current");
   if (r.name === "sessions" || r.name === "parked") { /* keep the chosen tenant */ }
   try {
     if (r.name === "session") await sessionPage(r.tenant, r.session);
     else if (r.name === "parked") await parkedPage();
+    else if (r.name === "user") await userPage(r.tenant, r.user);
+    else if (r.name === "overview") await overviewPage();
     else await sessionsPage();
     document.getElementById("main").focus({ preventScroll: true });
   } catch (err) {
     if (err.status === 401) return login();
     showError(err);
   }
+}
+
+// pickTenant is the operator's choice of the tenant the pages show.
+function pickTenant(tenant) {
+  state.tenant = tenant;
+  sessionStorage.setItem("recall.tenant", tenant);
+  const select = document.getElementById("tenant");
+  if (select) select.value = tenant;
 }
 
 function login(message) {
@@ -260,8 +293,9 @@ async function start() {
   if (who.operator && who.tenants.length > 1) {
     select.replaceChildren(...who.tenants.map(t => el("option", { value: t, selected: t === state.tenant, text: t })));
     picker.hidden = false;
-    select.onchange = () => { state.tenant = select.value; sessionStorage.setItem("recall.tenant", state.tenant); location.hash = "#/"; route(); };
+    select.onchange = () => { pickTenant(select.value); location.hash = "#/"; route(); };
   }
+  document.getElementById("nav-overview").hidden = !who.operator;
   liveStart();
   refreshParkedCount();
   await route();

@@ -47,7 +47,7 @@ function facts(page) {
     el("dt", { text: "Session" }), el("dd", { text: page.session }),
     ix.description ? [el("dt", { text: "Description" }), el("dd", { text: ix.description })] : null,
     ix.parent_session ? [el("dt", { text: "Parent" }), el("dd", {}, sessionLink(page.tenant, ix.parent_session))] : null,
-    ix.user_id ? [el("dt", { text: "User" }), el("dd", { text: ix.user_id })] : null,
+    ix.user_id ? [el("dt", { text: "User" }), el("dd", {}, userLink(page.tenant, ix.user_id), " (long-term memory)")] : null,
     ix.model ? [el("dt", { text: "Model" }), el("dd", { text: ix.model })] : null,
     ix.cwd ? [el("dt", { text: "Directory" }), el("dd", { text: ix.cwd })] : null,
     el("dt", { text: "Records" }), el("dd", { id: "records", text: num(page.records) + (page.partial ? " read so far (a long transcript is read over several requests: reading on…)" : "") }),
