@@ -28,8 +28,9 @@ const sweepLease = "lease.retention"
 
 // Sweeper enforces tenants' retention (events.Retention): each round it
 // erases, per tenant, at most Batch sessions whose newest activity is
-// older than SessionMaxAge (as Session does, announced with reason
-// "retention"), and purges the tenant's notifications older than
+// older than SessionMaxAge (as Session does, but without a tombstone: a
+// session idle that long has nothing in flight and may resume; announced
+// with reason "retention"), and purges the tenant's notifications older than
 // NotificationsMaxAge. Sessions are found through the session index and
 // the memory bucket (their newest write, then the transcript's newest
 // record confirms); a session in neither is capped by the stream-wide
@@ -113,10 +114,14 @@ func (s *Sweeper) Tenant(ctx context.Context, tenant string, r events.Retention,
 		if err != nil {
 			return res, err
 		}
-		if len(ids) > 0 {
-			if res.Sessions, err = s.e.sessions(ctx, tenant, ids, Actor{Reason: "retention"}); err != nil {
+		// No tombstone: nothing is in flight for a session idle that long,
+		// and the session may resume (as a new one, from its next event).
+		for _, id := range ids {
+			r := events.EraseReceipt{Tenant: tenant, Session: id, Parts: []events.ErasedPart{}, ErasedAt: time.Now().UTC()}
+			if err := s.e.finish(ctx, &r, Actor{Reason: "retention"}); err != nil {
 				return res, err
 			}
+			res.Sessions = append(res.Sessions, r)
 		}
 	}
 	if notifyAge > 0 {

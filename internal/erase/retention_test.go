@@ -31,6 +31,9 @@ func TestRetentionSweep(t *testing.T) {
 	if len(res.Sessions) != 1 || res.Sessions[0].Session != "old" {
 		t.Fatalf("swept %+v", res.Sessions)
 	}
+	if _, tombstoned := e.Tombstones().Erased("t1", "old"); tombstoned {
+		t.Error("a session erased by retention is tombstoned: it could not resume")
+	}
 	mem, _ := js.KeyValue(ctx, events.BucketMemory)
 	if _, err := mem.Get(ctx, events.MemoryKey("t1", "old")); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Errorf("the old session's memory: %v", err)
