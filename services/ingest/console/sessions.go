@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -47,6 +48,10 @@ type sessionRow struct {
 	Name    string   `json:"name,omitempty"`
 	Tags    []string `json:"tags,omitempty"`
 	Summary string   `json:"summary,omitempty"`
+	// Match is the memory's text around a search's match, when it
+	// matched there.
+	Match string `json:"match,omitempty"`
+	notes string
 }
 
 // sessionsPage is one page of the sessions list.
@@ -62,7 +67,7 @@ type sessionsPage struct {
 // sessions lists a page of the tenant's sessions: pages follow the
 // session ids (?cursor= the previous page's next_cursor, ?limit= rows,
 // at most maxSessions); within a page the most recently active come
-// first. ?q= filters by id, name, tag and summary.
+// first. ?q= filters by id, name, tag, summary and memory.
 func (c *Console) sessions(w http.ResponseWriter, r *http.Request) {
 	_, tenant, ok := c.tenantOf(w, r)
 	if !ok {
@@ -120,7 +125,7 @@ func (c *Console) listSessions(ctx context.Context, tenant, q, cursor string, li
 		}
 		c.joinBuckets(ctx, tenant, rows)
 		for _, id := range chunk {
-			if row := rows[id]; q == "" || strings.Contains(strings.ToLower(row.Session+" "+row.Name+" "+strings.Join(row.Tags, " ")+" "+row.Summary), q) {
+			if row := rows[id]; matches(row, q) {
 				page.Sessions = append(page.Sessions, row)
 			}
 		}
@@ -135,6 +140,29 @@ func (c *Console) listSessions(ctx context.Context, tenant, q, cursor string, li
 	}
 	sort.SliceStable(page.Sessions, func(i, j int) bool { return page.Sessions[i].LastActivity.After(page.Sessions[j].LastActivity) })
 	return page, nil
+}
+
+// matches reports whether row matches the search q (lower case): its id,
+// name, tags, summary or memory; a match in the memory only is quoted in
+// row.Match.
+func matches(row *sessionRow, q string) bool {
+	if q == "" || strings.Contains(strings.ToLower(row.Session+" "+row.Name+" "+strings.Join(row.Tags, " ")+" "+row.Summary), q) {
+		return true
+	}
+	notes := strings.ToLower(row.notes) // byte offsets kept for ASCII; others are cut on rune boundaries below
+	i := strings.Index(notes, q)
+	if i < 0 || len(notes) != len(row.notes) {
+		return i >= 0
+	}
+	from, to := max(0, i-60), min(len(row.notes), i+len(q)+60)
+	for from > 0 && !utf8.RuneStart(row.notes[from]) {
+		from--
+	}
+	for to < len(row.notes) && !utf8.RuneStart(row.notes[to]) {
+		to++
+	}
+	row.Match = strings.Join(strings.Fields(row.notes[from:to]), " ")
+	return true
 }
 
 // joinHeads adds each row's newest record (sequence, time) and the
@@ -222,6 +250,7 @@ func (c *Console) joinBuckets(ctx context.Context, tenant string, rows map[strin
 	c.eachValue(ctx, events.BucketMemory, tenant, rows, func(row *sessionRow, key string, m transcript.Raw) {
 		if rec, err := store.DecodeMemory(key, m.Seq, m.Data); err == nil {
 			row.MemoryRevision, row.LastSummarizedSeq, row.Extractions, row.MemoryUpdated = m.Seq, rec.LastSummarizedSeq, rec.Extractions, rec.UpdatedAt
+			row.notes = rec.Notes
 		}
 	})
 	c.eachValue(ctx, events.BucketIndex, tenant, rows, func(row *sessionRow, _ string, m transcript.Raw) {

@@ -80,7 +80,7 @@ function showError(err) {
 
 async function sessionsPage() {
   const q = new URLSearchParams(location.hash.split("?")[1] || "").get("q") || "";
-  const search = el("input", { type: "search", id: "search", placeholder: "Search id, name, tag, summary  ( / )", value: q, "aria-label": "Search sessions" });
+  const search = el("input", { type: "search", id: "search", placeholder: "Search id, name, tag, summary, memory  ( / )", value: q, "aria-label": "Search sessions" });
   const table = el("div", { id: "sessions" }, el("p", { class: "muted", text: "Loading…" }));
   // Pages follow the session ids (a cursor); "More" appends the next one.
   let rows = [];
@@ -114,7 +114,8 @@ function sessionsTable(rows) {
   for (const r of rows) {
     const href = `#/t/${encodeURIComponent(state.tenant)}/s/${encodeURIComponent(r.session)}`;
     body.append(el("tr", { "data-session": r.session },
-      el("td", {}, el("a", { href, text: r.name || r.session }), r.name ? el("div", { class: "muted", text: r.session }) : null),
+      el("td", {}, el("a", { href, text: r.name || r.session }), r.name ? el("div", { class: "muted", text: r.session }) : null,
+        r.match ? el("div", { class: "match", text: "memory: …" + r.match + "…" }) : null),
       el("td", {}, (r.tags || []).map(t => el("span", { class: "tag", text: t }))),
       el("td", { class: "num", text: num(r.records) }),
       el("td", { title: fmtTime(r.last_activity), text: ago(r.last_activity) }),
