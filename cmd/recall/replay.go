@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -71,25 +72,25 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("replay")
 	tenant := fs.String("tenant", "", "tenant: the NATS subject's tenant (default \"default\"); over HTTP the token decides and this only asserts it")
 	session := fs.String("session", "", "session id (default: the transcript's sessionId)")
-	httpURL := fs.String("http", "http://127.0.0.1:8080", "base URL of the HTTP edge")
+	httpURL := fs.String("http", envOr("RECALL_URL", "http://127.0.0.1:8080"), "base URL of the HTTP edge ($RECALL_URL sets the default)")
+	fs.StringVar(httpURL, "recall-url", *httpURL, "the same as --http (the name recall watch, hook and mcp use)")
 	natsURL := fs.String("nats-url", "", "publish through the NATS ingest endpoint at this URL instead of HTTP")
-	token := fs.String("token", os.Getenv("RECALL_TOKEN"), "bearer token for the HTTP edge (default $RECALL_TOKEN)")
+	token := fs.String("token", os.Getenv("RECALL_TOKEN"), "bearer token for the HTTP edge ($RECALL_TOKEN sets the default)")
 	batchSize := fs.Int("batch", 1, "events per request; above 1 is faster (the ingest keeps a session's events of a request in order, also through a JetStream leader loss)")
-	retryFor := fs.Duration("retry-for", 2*time.Minute, "how long one request is retried while the ingest answers 503/504 or cannot be reached, before replay stops")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "Usage: recall replay FILE [--tenant T] [--session S] [--http URL | --nats-url URL] [--token TOKEN]")
-		fs.PrintDefaults()
-	}
+	retryFor := fs.Duration("retry-for", 30*time.Second, "how long one request is retried while the ingest answers 503/504 (or, once it has answered, cannot be reached) before replay stops; nothing listening at all fails at once")
+	setUsage(fs, "replay FILE [--session S] [--tenant T] [--http URL | --nats-url URL] [--token TOKEN]")
 	if err := parseFlags(fs, reorderFlags(args)); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		fs.Usage()
-		return fmt.Errorf("%w: replay takes exactly one FILE", errUsage)
+		return fmt.Errorf("%w: replay takes exactly one FILE (see 'recall replay -h')", errUsage)
 	}
 	path := fs.Arg(0)
 	res, err := importFile(path, importer.Options{Tenant: *tenant, Session: *session})
 	if err != nil {
+		return err
+	}
+	if err := checkImportable(path, res); err != nil {
 		return err
 	}
 	send, target, closeSend, err := replaySender(*natsURL, *httpURL, *token, *tenant, res.Session)
@@ -97,12 +98,16 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer closeSend()
+	send = failUntilReached(send)
 
 	bar := newProgress(os.Stderr, len(res.Events), "events")
 	rp := &replayer{send: send, batch: max(*batchSize, 1), retryFor: *retryFor, progress: bar.set,
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	st, err := rp.run(ctx, res.Events)
 	bar.done()
+	if ue := (*unreachableError)(nil); errors.As(err, &ue) && ue.first {
+		return fmt.Errorf("nothing answers at %s (%v): start Recall with 'recall up', or point --http (RECALL_URL) or --nats-url at it", target, ue.err)
+	}
 	if err != nil {
 		fmt.Fprintf(stdout, "Replay of %s as session %s to %s stopped: %d published, %d duplicates, %d rejected before it\n",
 			path, res.Session, target, st.published, st.duplicates, st.rejected)
@@ -131,6 +136,27 @@ func importFile(path string, o importer.Options) (*importer.Result, error) {
 		fmt.Fprintln(os.Stderr, "warning:", w)
 	}
 	return res, nil
+}
+
+// errNothingToImport is returned for a file with no record replay can
+// publish.
+var errNothingToImport = errors.New("nothing to import")
+
+// checkImportable returns an error wrapping errNothingToImport, saying what
+// the file held instead, when res has no record beyond the session.started
+// event the importer adds.
+func checkImportable(path string, res *importer.Result) error {
+	n := 0
+	for kind, c := range res.Counts {
+		if kind != "started" {
+			n += c
+		}
+	}
+	if n > 0 {
+		return nil
+	}
+	return fmt.Errorf("%w from %s: %d lines read, skipped: %s (replay reads Claude Code transcripts, the .jsonl files under ~/.claude/projects)",
+		errNothingToImport, path, res.Records, formatCounts(res.Skipped))
 }
 
 // replaySender returns how replay sends a batch — through the NATS ingest
@@ -229,6 +255,9 @@ func sendHTTP(ctx context.Context, client *http.Client, url, token string, batch
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := client.Do(req)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return nil, &unreachableError{err: errors.Unwrap(err)}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errRetryable, err)
 	}
@@ -254,7 +283,7 @@ func sendNATS(ctx context.Context, nc *nats.Conn, subject string, batch []event.
 		return nil, fmt.Errorf("a request of %d bytes is over the NATS server's max_payload (%d): replay with --http, or --batch 1", len(body), nc.MaxPayload())
 	}
 	if errors.Is(err, nats.ErrNoResponders) {
-		return nil, fmt.Errorf("%w: no ingest service answers on %s", errRetryable, subject)
+		return nil, &unreachableError{err: fmt.Errorf("no ingest service answers on %s", subject)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errRetryable, err)

@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -76,5 +80,41 @@ func TestReplayAgainstIngest(t *testing.T) {
 	err = runReplay(ctx, []string{demoFixture, "--http", "http://" + svc.Addr(), "--token", "nope"}, &out)
 	if err == nil || !strings.Contains(err.Error(), "401 Unauthorized: missing or unknown bearer token") {
 		t.Fatalf("bad token: %v", err)
+	}
+}
+
+// With nothing listening at the URL (here from RECALL_URL) replay fails at
+// once with one error that says so, instead of retrying.
+func TestReplayNothingListening(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String()
+	ln.Close()
+	t.Setenv("RECALL_URL", url)
+	start := time.Now()
+	var out bytes.Buffer
+	err = runReplay(context.Background(), []string{demoFixture, "--session", "demo"}, &out)
+	if err == nil || !strings.Contains(err.Error(), "nothing answers at "+url) || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("error: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("failed after %v", d)
+	}
+	if out.Len() != 0 {
+		t.Fatalf("printed besides the error:\n%s", out.String())
+	}
+}
+
+// A file with nothing importable is an error that says what it held.
+func TestReplayNothingToImport(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "notes.jsonl")
+	if err := os.WriteFile(path, []byte(`{"type":"summary","summary":"x"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := runReplay(context.Background(), []string{path, "--session", "s1", "--http", "http://127.0.0.1:1"}, io.Discard)
+	if !errors.Is(err, errNothingToImport) || !strings.Contains(err.Error(), "skipped: summary 1") {
+		t.Fatalf("error: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
@@ -155,4 +156,38 @@ func firstRetryable(results []ingestsvc.EventResult) int {
 		}
 	}
 	return -1
+}
+
+// unreachableError is a request nothing answered (connection refused, no
+// responders). It is retryable once the ingest has answered a request — a
+// restart — and permanent before: nothing is listening where replay was
+// pointed, and retrying would only hide that.
+type unreachableError struct {
+	err   error
+	first bool // no request had been answered yet
+}
+
+func (e *unreachableError) Error() string { return "nothing answers: " + e.err.Error() }
+
+func (e *unreachableError) Unwrap() error {
+	if e.first {
+		return e.err
+	}
+	return errors.Join(errRetryable, e.err)
+}
+
+// failUntilReached returns send whose unreachableErrors are permanent
+// (first set) until a request has been answered, and retryable after.
+func failUntilReached(send sendFunc) sendFunc {
+	var reached atomic.Bool
+	return func(ctx context.Context, batch []event.Event) ([]ingestsvc.EventResult, error) {
+		res, err := send(ctx, batch)
+		var ue *unreachableError
+		if errors.As(err, &ue) {
+			ue.first = !reached.Load()
+			return res, err
+		}
+		reached.Store(true)
+		return res, err
+	}
 }
