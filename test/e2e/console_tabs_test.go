@@ -28,7 +28,6 @@ func consoleTabs(t *testing.T, newTab func() context.Context, base string) {
 		}
 	}
 	leader := leaderOf(t, tabs)
-	screenshot(t, tabs[n-1], "tabs")
 	postAs(t, base, "tok-beta", workTurn("beta-tabs", "1", "Open eight tabs."))
 	for i, tab := range tabs {
 		if err := doWithin(tab, 20*time.Second, visible(`tr[data-session="beta-tabs"]`)); err != nil {

@@ -37,6 +37,10 @@ func consoleSessionViews(t *testing.T, ctx context.Context) {
 	if err != nil || !strings.Contains(html, "tool_use_error") || !strings.Contains(html, "<em>emphasis</em>") || strings.Count(html, "<em>") != 2 || strings.Contains(html, "<img") || strings.Contains(html, "<script") {
 		t.Fatalf("markdown: %s %v", html, err)
 	}
+	ref := `(() => { const p = document.createElement("pre"); p.append(...withReferences("see @@auth-refactor and <i>x</i>")); return p.innerHTML; })()`
+	if html, err := evalString(ctx, ref); err != nil || html != `see <a class="ref" href="#/?q=auth-refactor">@@auth-refactor</a> and &lt;i&gt;x&lt;/i&gt;` {
+		t.Fatalf("an @@reference: %s %v", html, err)
+	}
 	if pwned, _ := evalInt(ctx, `window.pwned ? 1 : 0`); pwned != 0 {
 		t.Fatal("markup in a memory ran")
 	}

@@ -240,7 +240,20 @@ function transcriptEntry(r, pos) {
     if (b.type === "tool_use") label = `tool_use ${b.name} (${b.id})`;
     if (b.type === "tool_result") label = `tool_result for ${b.tool_use_id}${b.is_error ? " — error" : ""}`;
     return el("div", { class: "block " + b.type, "data-tool": b.id || b.tool_use_id || null },
-      el("span", { class: "tag", text: label }), el("pre", { class: "plain", text: (b.text || "") + (b.cut ? `\n… ${num(b.cut)} more characters` : "") }));
+      el("span", { class: "tag", text: label }), el("pre", { class: "plain" }, withReferences(b.text || ""), b.cut ? `\n… ${num(b.cut)} more characters` : ""));
   });
   return el("li", { "data-seq": r.seq, "data-kind": r.kind }, head, el("strong", { text: r.role || r.kind }), r.note ? " " + r.note : "", blocks);
+}
+
+// withReferences makes each @@reference to another session (by name or
+// id) a link to the sessions search for it.
+function withReferences(text) {
+  const out = [];
+  let last = 0;
+  for (const m of text.matchAll(/@@([A-Za-z0-9][A-Za-z0-9._-]*)/g)) {
+    out.push(text.slice(last, m.index), el("a", { class: "ref", href: "#/?q=" + encodeURIComponent(m[1]), text: m[0] }));
+    last = m.index + m[0].length;
+  }
+  out.push(text.slice(last));
+  return out;
 }
