@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/pkg/chunked"
 	"github.com/recallhq/recall/pkg/events"
@@ -28,13 +30,16 @@ func runCompact(ctx context.Context, args []string, stdout io.Writer) error {
 	trigger := fs.String("trigger", events.TriggerManual, "trigger recorded in the boundary: auto or manual")
 	threshold := fs.Int64("threshold", 0, "auto-compact threshold in tokens (0 = the compactor's default, 167,000 for a 200K window)")
 	wait := fs.Duration("wait", -1, "longest wait for a running extraction (negative = the compactor's default, 15s)")
+	minTokens := fs.Int64("min-tokens", 0, fmt.Sprintf("keep window: keep at least this many tokens of the latest messages verbatim (0 = the compactor's default, %s)", thousands(memory.DefaultKeepMinTokens)))
+	minText := fs.Int("min-text-messages", 0, fmt.Sprintf("keep window: and at least this many messages with text (0 = the compactor's default, %d)", memory.DefaultKeepMinTextMessages))
+	maxTokens := fs.Int64("max-tokens", 0, fmt.Sprintf("keep window: keep at most this many tokens (0 = the compactor's default, %s)", thousands(memory.DefaultKeepMaxTokens)))
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if err := target.validate(true); err != nil {
 		return err
 	}
-	req := events.CompactRequest{Trigger: *trigger, AutoCompactThreshold: *threshold}
+	req := events.CompactRequest{Trigger: *trigger, AutoCompactThreshold: *threshold, MinTokens: *minTokens, MinTextMessages: *minText, MaxTokens: *maxTokens}
 	if *wait >= 0 {
 		ms := wait.Milliseconds()
 		req.WaitTimeoutMS = &ms
@@ -48,13 +53,65 @@ func runCompact(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if reply.Outcome == memory.OutcomeNoSessionMemory {
+		if err := checkHasRecords(ctx, nc, *tenant, *session); err != nil {
+			return err
+		}
+	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(reply)
 	}
-	printCompaction(stdout, *tenant, *session, reply, latency, true)
+	printCompaction(stdout, *tenant, *session, reply, latency, false)
+	printSmallReduction(stdout, reply, req)
+	printKept(stdout, reply)
 	return nil
+}
+
+// noRecordsError is checkHasRecords's error: the session's transcript
+// holds nothing.
+type noRecordsError struct{ tenant, session, subject string }
+
+func (e *noRecordsError) Error() string {
+	return fmt.Sprintf("session %s has no records (tenant %s, nothing on %s): check the id and --tenant, or replay its transcript first",
+		e.session, e.tenant, e.subject)
+}
+
+// checkHasRecords returns a *noRecordsError when the session's transcript subject holds no record (a mistyped or never
+// published session); nil when it has one or the transcript cannot be read
+// (the compactor's reply then stands as it is).
+func checkHasRecords(ctx context.Context, nc *nats.Conn, tenant, session string) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil
+	}
+	st, err := js.Stream(ctx, events.StreamTranscript)
+	if err != nil {
+		return nil
+	}
+	subject := events.TranscriptSubject(tenant, session)
+	if _, err := st.GetLastMsgForSubject(ctx, subject); errors.Is(err, jetstream.ErrMsgNotFound) {
+		return &noRecordsError{tenant: tenant, session: session, subject: subject}
+	}
+	return nil
+}
+
+// printSmallReduction explains a served compaction that kept most of the
+// context: the keep window's minimums keep a short session nearly whole.
+func printSmallReduction(w io.Writer, r *events.CompactReply, req events.CompactRequest) {
+	if !r.Served || r.TokensBefore <= 0 || r.TokensAfter*10 < r.TokensBefore*8 {
+		return // not served, or at least a 20% reduction
+	}
+	minTokens, minText := req.MinTokens, req.MinTextMessages
+	if minTokens <= 0 {
+		minTokens = memory.DefaultKeepMinTokens
+	}
+	if minText <= 0 {
+		minText = memory.DefaultKeepMinTextMessages
+	}
+	fmt.Fprintf(w, "  why so little:  the keep window keeps the latest messages verbatim — at least %s tokens and %d text messages — so a short session barely shrinks; see the effect with --min-tokens 2000 (the compactor's default: RECALL_COMPACTOR_KEEP_MIN_TOKENS)\n",
+		thousands(minTokens), minText)
 }
 
 func envOr(name, def string) string {
@@ -133,7 +190,14 @@ func printCompaction(w io.Writer, tenant, session string, r *events.CompactReply
 		llmNote = ", LLM summary"
 	}
 	fmt.Fprintf(w, "  latency:        %s round trip (%s in the compactor)%s\n", fmtDuration(latency), fmtDuration(time.Duration(r.DurationUS)*time.Microsecond), llmNote)
-	if !listKept || len(r.Kept) == 0 {
+	if listKept {
+		printKept(w, r)
+	}
+}
+
+// printKept lists the kept messages, one line each.
+func printKept(w io.Writer, r *events.CompactReply) {
+	if len(r.Kept) == 0 {
 		return
 	}
 	fmt.Fprintln(w, "  kept messages:")
