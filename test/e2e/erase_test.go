@@ -91,6 +91,15 @@ func TestEraseSessionEverywhere(t *testing.T) {
 			t.Errorf("the receipt removed nothing from %s: %s", p, b)
 		}
 	}
+	announced, err := s.js.Stream(context.Background(), events.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := announced.GetLastMsgForSubject(context.Background(), events.EventsSubject(events.KindSessionErased, "default", "doomed"))
+	var erased events.Erased
+	if err != nil || json.Unmarshal(m.Data, &erased) != nil || erased.Session != "doomed" || erased.Total != r.Total || bytes.Contains(m.Data, []byte(marker)) {
+		t.Fatalf("the erase announcement: %v %s", err, m.Data)
+	}
 	gone(t, s.js, before)
 	if left := markerSeqs(t, s.js, marker); len(left) > 0 {
 		t.Fatalf("the marker is still stored: %v", left)
