@@ -18,12 +18,8 @@ type change struct{ from, to string }
 // extraction reads it back from the notes.
 var changeLine = regexp.MustCompile("(?m)^- Changed `([^`]+)` → `([^`]+)`")
 
-func (c change) line(path string) string {
-	l := "- Changed `" + c.from + "` → `" + c.to + "`"
-	if path != "" {
-		l += " (in `" + path + "`)"
-	}
-	return l
+func (c change) line() string {
+	return "- Changed `" + c.from + "` → `" + c.to + "`"
 }
 
 // notesChanges reads the changes recorded in notes.

@@ -224,7 +224,7 @@ func (d *deriver) edited(tool, path string, fe fileEdit) {
 	}
 	for _, c := range fe.changes {
 		d.f.changes = append(d.f.changes, c)
-		d.f.errors = append(d.f.errors, c.line(path))
+		d.f.errors = append(d.f.errors, c.line())
 	}
 }
 
@@ -292,7 +292,7 @@ func (d *deriver) toolError(b *events.Block) {
 	if ref.arg != "" {
 		line += " `" + clip(ref.arg, 60) + "`"
 	}
-	line += " failed: " + clip(resultText(b), 240)
+	line += " failed: " + clip(resultText(b), 200)
 	d.fixWords = false
 	if d.old[b.ToolUseID] {
 		d.pendingFix, d.pendingOld = -1, line

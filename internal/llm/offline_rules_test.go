@@ -120,7 +120,7 @@ func TestOfflineFailureWithItsFix(t *testing.T) {
 		say("Builds cleanly now.")
 	errs := section(notesOf(t, s), "Errors & Corrections")
 	want := "- Bash `make build` failed: Exit code 1 internal/report/a.go:12:3: undefined: parseMeadowRow (→ decodeJuniperRow) → Let me look at that file. → Edit `/src/internal/report/a.go`: rows, err := decodeJuniperRow(line)\n" +
-		"- Changed `parseMeadowRow` → `decodeJuniperRow` (in `/src/internal/report/a.go`)"
+		"- Changed `parseMeadowRow` → `decodeJuniperRow`"
 	if errs != want {
 		t.Errorf("errors:\n%s\nwant\n%s", errs, want)
 	}
