@@ -4,11 +4,13 @@
 // (RECALL_OPERATOR_TOKENS) sees every tenant and may act (replay parked
 // extractions). Pages: sessions; a session (memory as markdown, revisions
 // with side-by-side diffs, context tokens over the transcript with
-// extraction points and compaction boundaries, the timeline of its
-// lifecycle events, a preview of what a compaction would keep now); parked
-// failures. Live updates are server-sent events from RECALL_EVENTS. The
-// assets are embedded; nothing is fetched from elsewhere. See
-// docs/console.md.
+// extraction points and compaction boundaries over the whole session, the
+// timeline of its lifecycle events, a preview of what a compaction would
+// keep now, its transcript a page at a time); a user's long-term memory;
+// parked failures; for operators, every tenant at a glance. Live updates
+// are server-sent events from RECALL_EVENTS, one stream per browser and
+// token (the tabs share it). The assets are embedded; nothing is fetched
+// from elsewhere. See docs/console.md.
 package console
 
 import (

@@ -28,10 +28,11 @@ function liveStart() {
   if (typeof BroadcastChannel === "undefined") { live.chan = { postMessage() {}, close() {} }; lead(); return; }
   live.chan = new BroadcastChannel("recall-live-" + tokenKey(state.token || ""));
   live.chan.onmessage = ev => liveMessage(ev.data || {});
-  live.heard = Date.now() - 3000; // a leader answers hello at once; else take over within ~0.5 s
+  live.heard = Date.now() - 3300; // a leader answers hello at once; else take over within ~0.3 s
+  setBadge(false, "○ connecting");
   live.chan.postMessage({ t: "hello", id: live.id });
   live.timer = setInterval(liveTick, 1000);
-  setTimeout(liveTick, 600);
+  setTimeout(liveTick, 300);
 }
 
 function liveStop() {
