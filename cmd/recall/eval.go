@@ -70,22 +70,8 @@ func runEval(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		o.DumpDir = *dump
 	}
-	var lc llm.Config
-	if err := envconfig.Process(svcmain.EnvPrefix, &lc); err != nil {
-		return fmt.Errorf("configuration: %w", err)
-	}
-	configured, err := llm.New(lc, log)
-	if err != nil {
+	if err := configureModel(&o, log, *useModel, *useJudge); err != nil {
 		return err
-	}
-	if configured.Name() != llm.KindOffline {
-		if *useModel {
-			o.RecallModel = &stackCompactor{provider: configured, tenant: eval.DefaultTenant, log: log}
-			o.ModelName = configured.Name() + "/" + configured.Model()
-		}
-		if *useJudge {
-			o.Judge = &eval.Judge{Provider: configured}
-		}
 	}
 	rep, err := eval.RunFamilies(ctx, o, families)
 	if err != nil {
@@ -100,6 +86,30 @@ func runEval(ctx context.Context, args []string, stdout io.Writer) error {
 		return nil
 	}
 	return eval.PrintTable(stdout, rep)
+}
+
+// configureModel adds the configured provider, when it is not the offline
+// one, as Recall's model (useModel) and as the judge (useJudge).
+func configureModel(o *eval.Options, log *slog.Logger, useModel, useJudge bool) error {
+	var lc llm.Config
+	if err := envconfig.Process(svcmain.EnvPrefix, &lc); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	configured, err := llm.New(lc, log)
+	if err != nil {
+		return err
+	}
+	if configured.Name() == llm.KindOffline {
+		return nil
+	}
+	if useModel {
+		o.RecallModel = &stackCompactor{provider: configured, tenant: eval.DefaultTenant, log: log}
+		o.ModelName = configured.Name() + "/" + configured.Model()
+	}
+	if useJudge {
+		o.Judge = &eval.Judge{Provider: configured}
+	}
+	return nil
 }
 
 // evalFamilies is the list --family names.
