@@ -188,6 +188,12 @@ func (s *stack) startServer(o stackOptions, tenantSpec string) error {
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
+	tenants := auth.Tenants()
+	if len(tenants) == 0 {
+		if err := checkOpenListen(o.NATSListen); err != nil {
+			return err
+		}
+	}
 	if o.DataDir != "" {
 		if s.unlock, err = lockDataDir(o.DataDir); err != nil {
 			return err
@@ -200,15 +206,13 @@ func (s *stack) startServer(o stackOptions, tenantSpec string) error {
 		}
 	}
 	var users []*server.User
-	if tenants := auth.Tenants(); len(tenants) > 0 {
+	if len(tenants) > 0 {
 		if s.Auth, err = loadOrCreateAuth(o.DataDir, tenants); err != nil {
 			return err
 		}
 		if users, err = s.Auth.serverUsers(); err != nil {
 			return err
 		}
-	} else if err := checkOpenListen(listen); err != nil {
-		return err
 	}
 	srv, err := embedded.Start(embedded.Options{DataDir: o.DataDir, Listen: listen, Users: users})
 	if err != nil {

@@ -30,7 +30,7 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := envconfig.Process(svcmain.EnvPrefix, &tc); err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	log, logPath, closeLog, err := upLogger(os.Stderr, *data, *verbose, tc)
+	log, logPath, quiet, closeLog, err := upLogger(os.Stderr, *data, *verbose, tc)
 	if err != nil {
 		return err
 	}
@@ -47,6 +47,7 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	printUp(stdout, st, *data, logPath)
 	select {
 	case <-ctx.Done():
+		quiet() // the stop's disconnect warnings go to the log file only
 	case <-st.Done():
 	}
 	return st.Close()
