@@ -9,6 +9,12 @@
 // (Score) and, when a judge is configured, by an LLM judge reported
 // separately.
 //
+// Sessions come in families (sessiongen.Families): Run measures one,
+// RunFamilies each in turn. The offline provider's rules were developed
+// against the planted family; the holdout family, written before them, is
+// the one whose numbers say how the rules do on sessions they were not
+// tuned to.
+//
 // The package does not start Recall: a Compactor does (cmd/recall runs the
 // real services on an embedded NATS server). Everything else is in-process
 // and deterministic for a seed, except the LLM judge and a model provider.

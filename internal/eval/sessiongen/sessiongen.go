@@ -14,6 +14,13 @@
 // CompactAt tokens the session is compacted as Claude Code does (a
 // compact_boundary, a summary that carries none of the planted facts) and
 // continues, so long sessions hold earlier compactions.
+//
+// That is the planted family (FamilyPlanted). The holdout family
+// (FamilyHoldout, holdout*.go) plants the same kinds of fact said other
+// ways — in long messages, only in tool output or in the code an edit
+// writes, corrected without marker words — and was written without
+// reading the offline provider's rules, to measure them on data they were
+// not developed against.
 package sessiongen
 
 import (
