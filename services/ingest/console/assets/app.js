@@ -84,7 +84,7 @@ async function sessionsPage() {
   const table = el("div", { id: "sessions" }, el("p", { class: "muted", text: "Loading…" }));
   // Pages follow the session ids (a cursor); "More" appends the next one.
   let rows = [];
-  const list = (cursor) => api(`/console/api/tenants/${encodeURIComponent(state.tenant)}/sessions?q=${encodeURIComponent(search.value)}&cursor=${encodeURIComponent(cursor)}`);
+  const list = (cursor, limit) => api(`/console/api/tenants/${encodeURIComponent(state.tenant)}/sessions?q=${encodeURIComponent(search.value)}&cursor=${encodeURIComponent(cursor)}` + (limit ? "&limit=" + limit : ""));
   const show = (data) => {
     const more = data.next_cursor ? el("button", { type: "button", id: "more-sessions", text: `More (${num(rows.length)} of ${num(data.total)} shown)` }) : null;
     if (more) more.addEventListener("click", () => list(data.next_cursor).then(next => { rows = rows.concat(next.sessions); show(next); }).catch(showError));
@@ -104,7 +104,16 @@ async function sessionsPage() {
     }, 200);
   });
   setMain(el("h1", { text: `Sessions of ${state.tenant}` }), el("div", { class: "toolbar" }, search), table);
-  state.refresh = () => load().catch(() => {});
+  // A live update reads again as many rows as are shown (one call holds
+  // at most 500), so the pages "More" appended stay.
+  state.refresh = async () => {
+    if (rows.length > 500) return;
+    try {
+      const data = await list("", Math.max(200, rows.length));
+      rows = data.sessions;
+      show(data);
+    } catch (err) { /* the next update tries again */ }
+  };
   await load();
 }
 
