@@ -47,4 +47,5 @@ USER 65532:65532
 # (loopback by default, see above).
 EXPOSE 8080 9090 4222
 ENTRYPOINT ["/usr/local/bin/recall"]
-CMD ["up", "-data", "/data", "-http", "0.0.0.0:8080", "-nats-listen", "127.0.0.1:4222"]
+# -v: the services log to stderr (docker logs) instead of /data/recall.log.
+CMD ["up", "-v", "-data", "/data", "-http", "0.0.0.0:8080", "-nats-listen", "127.0.0.1:4222"]
