@@ -99,20 +99,36 @@ func postEvents(t *testing.T, url string, evs []event.Event) {
 	}
 }
 
-// compactHTTP asks the HTTP edge for a compaction.
+// compactHTTP asks the HTTP edge for a compaction, waiting up to 15 s for a
+// running extraction.
 func compactHTTP(t *testing.T, url, session string) *events.CompactReply {
 	t.Helper()
-	resp, err := http.Post(url+"/v1/sessions/"+session+"/compact", "application/json", strings.NewReader(`{"wait_timeout_ms": 15000}`))
+	return compactWith(t, url, session, `{"wait_timeout_ms": 15000}`)
+}
+
+// compactedOnce replays a 30-call tool loop as session, waits for its notes,
+// compacts it once (served) and returns the notes and the
+// dev.recall.session.compacted event the platform then reports.
+func compactedOnce(t *testing.T, p *pipeline, js jetstream.JetStream, session string) (events.MemoryRecord, map[string]any) {
+	t.Helper()
+	jsonl, _ := toolLoopTranscript(session, 30)
+	res, err := importer.ClaudeCode(bytes.NewReader(jsonl), importer.Options{Session: session})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	var r events.CompactReply
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &r) != nil {
-		t.Fatalf("compact answered %d: %.300s", resp.StatusCode, body)
+	postEvents(t, p.httpURL, res.Events)
+	rec := waitForNotes(t, js, session, lastSeq(t, js, session)-6)
+	first := compactHTTP(t, p.httpURL, session)
+	if !first.Served || first.Boundary.PreservedSegment == nil {
+		t.Fatalf("first compaction: %q (%s)", first.Outcome, first.Reason)
 	}
-	return &r
+	ps := first.Boundary.PreservedSegment
+	return rec, map[string]any{
+		"specversion": "1.0", "id": session + "-compacted-1", "source": "/e2e", "type": events.TypeSessionCompacted,
+		"subject": session, "datacontenttype": "application/json",
+		"data": events.SessionCompacted{Trigger: "auto", PreTokens: first.TokensBefore, PostTokens: first.TokensAfter,
+			FirstKeptUUID: ps.HeadUUID, LastKeptUUID: ps.TailUUID},
+	}
 }
 
 // waitForNotes waits until the session's notes cover a record at or after
@@ -262,30 +278,8 @@ func TestRepeatedCompactionKeepsEveryRecord(t *testing.T) {
 	p, srv := startPipeline(t)
 	_, js := srv.Connect(t)
 	const session = "again"
-	jsonl, _ := toolLoopTranscript(session, 30)
-	res, err := importer.ClaudeCode(bytes.NewReader(jsonl), importer.Options{Session: session})
-	if err != nil {
-		t.Fatal(err)
-	}
-	postEvents(t, p.httpURL, res.Events)
+	rec, compacted := compactedOnce(t, p, js, session)
 	ts, _ := js.Stream(context.Background(), events.StreamTranscript)
-	last, err := ts.GetLastMsgForSubject(context.Background(), events.TranscriptSubject("default", session))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := waitForNotes(t, js, session, last.Sequence-6)
-
-	first := compactHTTP(t, p.httpURL, session)
-	if !first.Served || first.Boundary.PreservedSegment == nil {
-		t.Fatalf("first compaction: %q (%s)", first.Outcome, first.Reason)
-	}
-	ps := first.Boundary.PreservedSegment
-	compacted := map[string]any{
-		"specversion": "1.0", "id": session + "-compacted-1", "source": "/e2e", "type": events.TypeSessionCompacted,
-		"subject": session, "datacontenttype": "application/json",
-		"data": events.SessionCompacted{Trigger: "auto", PreTokens: first.TokensBefore, PostTokens: first.TokensAfter,
-			FirstKeptUUID: ps.HeadUUID, LastKeptUUID: ps.TailUUID},
-	}
 	batch := []map[string]any{compacted}
 	// Five short turns: too little growth for the trigger to extract.
 	for i := range 5 {

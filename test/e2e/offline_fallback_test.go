@@ -27,32 +27,12 @@ func TestOfflineFallbackKeepsNotes(t *testing.T) {
 	p, srv := startPipelineWith(t, func(c *compactorsvc.Config) { c.FullCompact, c.Provider = true, llm.NewOffline() })
 	_, js := srv.Connect(t)
 	const session = "offline-again"
-	jsonl, _ := toolLoopTranscript(session, 30)
-	res, err := importer.ClaudeCode(bytes.NewReader(jsonl), importer.Options{Session: session})
-	if err != nil {
-		t.Fatal(err)
-	}
-	postEvents(t, p.httpURL, res.Events)
-	ts, _ := js.Stream(context.Background(), events.StreamTranscript)
-	last, err := ts.GetLastMsgForSubject(context.Background(), events.TranscriptSubject("default", session))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := waitForNotes(t, js, session, last.Sequence-6)
-
-	first := compactHTTP(t, p.httpURL, session)
-	if !first.Served || first.Boundary.PreservedSegment == nil {
-		t.Fatalf("first compaction: %q (%s)", first.Outcome, first.Reason)
-	}
-	ps := first.Boundary.PreservedSegment
+	rec, compacted := compactedOnce(t, p, js, session)
 	request := "Add retries with exponential backoff to the webhook client, capped at five attempts."
 	correction := "Stop: the cap is three attempts, not five."
 	big := strings.Repeat("webhook delivery log line with a status and a latency\n", 1900) // ~25,000 tokens
 	postBatch(t, p.httpURL, []map[string]any{
-		{"specversion": "1.0", "id": session + "-compacted-1", "source": "/e2e", "type": events.TypeSessionCompacted,
-			"subject": session, "datacontenttype": "application/json",
-			"data": events.SessionCompacted{Trigger: "auto", PreTokens: first.TokensBefore, PostTokens: first.TokensAfter,
-				FirstKeptUUID: ps.HeadUUID, LastKeptUUID: ps.TailUUID}},
+		compacted,
 		message(session, "u-req", events.RoleUser, "", events.Block{Type: events.BlockText, Text: request}),
 		message(session, "a-read", events.RoleAssistant, "tool_use", events.Block{Type: events.BlockToolUse, ID: "t-read", Name: "Read", Input: json.RawMessage(`{"file_path":"webhook/client.go"}`)}),
 		message(session, "u-read", events.RoleUser, "", events.Block{Type: events.BlockToolResult, ToolUseID: "t-read", Content: events.Content{{Type: events.BlockText, Text: big}}}),
@@ -60,17 +40,14 @@ func TestOfflineFallbackKeepsNotes(t *testing.T) {
 		message(session, "u-test", events.RoleUser, "", events.Block{Type: events.BlockToolResult, ToolUseID: "t-test", IsError: true, Content: events.Content{{Type: events.BlockText, Text: "--- FAIL: TestRetry\n" + big}}}),
 		message(session, "u-fix", events.RoleUser, "", events.Block{Type: events.BlockText, Text: correction}),
 	})
-	last, err = ts.GetLastMsgForSubject(context.Background(), events.TranscriptSubject("default", session))
-	if err != nil {
-		t.Fatal(err)
-	}
+	last := lastSeq(t, js, session)
 
 	r := compactWith(t, p.httpURL, session, `{"wait_timeout_ms": 0}`)
 	if r.LastSummarizedSeq != rec.LastSummarizedSeq {
 		t.Fatalf("an extraction ran between the compactions (%d -> %d); the test needs none", rec.LastSummarizedSeq, r.LastSummarizedSeq)
 	}
-	if r.LastSeq != last.Sequence {
-		t.Fatalf("the compaction read up to %d, want %d", r.LastSeq, last.Sequence)
+	if r.LastSeq != last {
+		t.Fatalf("the compaction read up to %d, want %d", r.LastSeq, last)
 	}
 	if r.Outcome != memory.OutcomeFullCompact || !r.Served || r.FallbackFrom != memory.OutcomeNotesBehind {
 		t.Fatalf("outcome %q from %q served=%v (%s)", r.Outcome, r.FallbackFrom, r.Served, r.Reason)
