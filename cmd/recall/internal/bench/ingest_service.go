@@ -34,7 +34,10 @@ func startIngest(ctx context.Context, e *env) (*service, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	cfg := ingestsvc.Config{NATS: natsconn.Config{URL: e.url}, Config: e.provisionConfig(), HTTPAddr: addr}
+	// One tenant alone measures the service's throughput: its share of the
+	// NATS endpoint (RECALL_INGEST_TENANT_IN_FLIGHT, 256 by default, 429
+	// beyond) is raised to the window the bench keeps in flight.
+	cfg := ingestsvc.Config{NATS: natsconn.Config{URL: e.url}, Config: e.provisionConfig(), HTTPAddr: addr, TenantInFlight: endpointWindow}
 	svc, err := startService(ctx, "ingest", func(ctx context.Context) error {
 		return ingestsvc.Run(ctx, cfg, e.log.With("service", "ingest"))
 	}, httpReady(addr))
