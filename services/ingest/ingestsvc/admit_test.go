@@ -41,6 +41,9 @@ func TestAdmissionPerTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
+	if err := e.nc.Flush(); err != nil { // the responder is registered before the edge asks
+		t.Fatal(err)
+	}
 	for range 2 {
 		slowBody(t, e, tokenAcme, 8<<20)
 	}
@@ -88,6 +91,9 @@ func TestForwardedTooManyRequests(t *testing.T) {
 		_ = m.RespondMsg(&nats.Msg{Header: nats.Header{micro.ErrorCodeHeader: {"429"}, micro.ErrorHeader: {"too many requests: acme has 4 in flight"}, "Retry-After": {"7"}}})
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.nc.Flush(); err != nil { // the responder is registered before the edge asks
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
