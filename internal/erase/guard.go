@@ -17,12 +17,15 @@ import (
 // process knows it (Guard keeps it from events.BucketTombstones). It is
 // safe for concurrent use.
 type Tombstones struct {
-	mu sync.RWMutex
-	m  map[string]time.Time // events.TombstoneKey → until
+	mu    sync.RWMutex
+	m     map[string]time.Time // events.TombstoneKey → until
+	added chan struct{}        // signalled (without blocking) by add
 }
 
 // NewTombstones returns an empty set.
-func NewTombstones() *Tombstones { return &Tombstones{m: map[string]time.Time{}} }
+func NewTombstones() *Tombstones {
+	return &Tombstones{m: map[string]time.Time{}, added: make(chan struct{}, 1)}
+}
 
 // Erased reports whether the session is erased and its tombstone lives,
 // and until when.
@@ -37,6 +40,10 @@ func (t *Tombstones) add(tenant, session string, until time.Time) {
 	t.mu.Lock()
 	t.m[events.TombstoneKey(tenant, session)] = until
 	t.mu.Unlock()
+	select {
+	case t.added <- struct{}{}:
+	default:
+	}
 }
 
 func (t *Tombstones) remove(key string) {
@@ -58,7 +65,9 @@ var guarded = []string{events.BucketMemory, events.BucketStatus, events.BucketTr
 // published directly, a memory commit of an extraction that was running
 // during the erase, its status, an index entry, a notification — makes
 // the guard erase the session's traces again (without a new
-// announcement). It runs until ctx is done.
+// announcement). Guard returns once the tombstones are loaded; the
+// watching runs only while a tombstone lives (see guard.run) and ends with
+// ctx.
 func (e *Eraser) Guard(ctx context.Context) error {
 	tk, err := e.js.KeyValue(ctx, events.BucketTombstones)
 	if err != nil {
@@ -73,8 +82,15 @@ func (e *Eraser) Guard(ctx context.Context) error {
 	}
 	go e.followTombstones(ctx, tw)
 	g := &guard{e: e, pending: map[string]bool{}}
+	go g.run(ctx)
+	return nil
+}
+
+// start watches the guarded buckets' writes and follows the transcript
+// and the notifications, until ctx is done.
+func (g *guard) start(ctx context.Context) error {
 	for _, b := range guarded {
-		kv, err := e.js.KeyValue(ctx, b)
+		kv, err := g.e.js.KeyValue(ctx, b)
 		if err != nil {
 			return fmt.Errorf("opening %s: %w", b, err)
 		}

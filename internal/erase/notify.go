@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -25,6 +26,9 @@ func (g *guard) follow(ctx context.Context) error {
 			FilterSubjects: []string{f.filter},
 			DeliverPolicy:  jetstream.DeliverNewPolicy,
 			HeadersOnly:    true,
+			// Stopped when the last tombstone expires: the server drops
+			// the consumer soon after, not minutes later.
+			InactiveThreshold: 5 * time.Second,
 		})
 		if err != nil {
 			return fmt.Errorf("following %s: %w", f.stream, err)
