@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -123,15 +122,5 @@ func TestContextEditing(t *testing.T) {
 
 func editHTTP(t *testing.T, url, session, body string) *events.EditReply {
 	t.Helper()
-	resp, err := http.Post(url+"/v1/sessions/"+session+"/edit", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var r events.EditReply
-	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &r) != nil {
-		t.Fatalf("edit answered %d: %.300s", resp.StatusCode, b)
-	}
-	return &r
+	return postFor[events.EditReply](t, url+"/v1/sessions/"+session+"/edit", body)
 }

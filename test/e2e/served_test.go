@@ -34,15 +34,22 @@ func postBatch(t *testing.T, url string, evs []map[string]any) {
 // compactWith asks the HTTP edge for a compaction with the given request body.
 func compactWith(t *testing.T, url, session, body string) *events.CompactReply {
 	t.Helper()
-	resp, err := http.Post(url+"/v1/sessions/"+session+"/compact", "application/json", strings.NewReader(body))
+	return postFor[events.CompactReply](t, url+"/v1/sessions/"+session+"/compact", body)
+}
+
+// postFor POSTs a JSON body and decodes a 200 answer into a T; any other
+// answer fails the test.
+func postFor[T any](t *testing.T, url, body string) *T {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var r events.CompactReply
+	var r T
 	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &r) != nil {
-		t.Fatalf("compact answered %d: %.300s", resp.StatusCode, b)
+		t.Fatalf("%s answered %d: %.300s", url, resp.StatusCode, b)
 	}
 	return &r
 }
