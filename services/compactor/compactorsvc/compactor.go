@@ -81,8 +81,14 @@ func New(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg Config,
 	if !cfg.FullCompact {
 		provider = nil
 	}
-	return &Compactor{cfg: cfg, js: js, events: eventpub.New(js, Component), reader: transcript.NewReader(nc), memory: mem, status: st, tenants: tenants,
+	return &Compactor{cfg: cfg, js: js, events: eventpub.New(js, Component), reader: transcript.NewReader(nc, cfg.Layout()), memory: mem, status: st, tenants: tenants,
 		provider: provider, breaker: newBreaker(cfg.BreakerFailures), tails: newTailCache(cfg.TailCacheBytes), log: log}, nil
+}
+
+// transcriptRef tells the model where the session's full transcript is:
+// its subject in its shard stream.
+func (c *Compactor) transcriptRef(tenant, session string) string {
+	return "transcript " + c.reader.Layout().Subject(tenant, session)
 }
 
 // settings are one request's effective parameters.
@@ -187,7 +193,7 @@ func (c *Compactor) compact(ctx context.Context, tenant, session string, s setti
 		SectionMaxChars: c.cfg.SectionMaxChars,
 		ContextTokens:   s.context,
 		NotesRef:        "memory " + key,
-		TranscriptRef:   "transcript " + events.TranscriptSubject(tenant, session),
+		TranscriptRef:   c.transcriptRef(tenant, session),
 	}
 	if rec != nil {
 		in.HasMemory, in.Notes, in.LastSummarizedID = true, rec.Notes, rec.LastSummarizedID

@@ -44,7 +44,8 @@ type env struct {
 	cl     *client.Client
 	mem    jetstream.KeyValue
 	status jetstream.KeyValue
-	n      int // events published, for unique ids
+	layout events.Layout // the transcript's shards
+	n      int           // events published, for unique ids
 	// stopRun cancels Run and returns its error (once; later calls return
 	// the same).
 	stopRun func() error
@@ -70,7 +71,7 @@ func startEnv(t *testing.T, o envOptions) *env {
 	if err := provision.Ensure(ctx, js, pc); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, nc: nc, js: js}
+	e := &env{t: t, nc: nc, js: js, layout: pc.Layout()}
 	e.cl, _ = client.New(js, tenant)
 	e.mem, _ = js.KeyValue(ctx, events.BucketMemory)
 	e.status, _ = js.KeyValue(ctx, events.BucketStatus)
@@ -324,11 +325,15 @@ func TestServedFromSessionMemory(t *testing.T) {
 		t.Errorf("compaction.served %s %+v", ev.Type(), served)
 	}
 
-	// Reads used Direct Get: no consumer on the transcript stream.
-	ts, _ := e.js.Stream(ctx, events.StreamTranscript)
-	info, _ := ts.Info(ctx)
-	if info.State.Consumers != 0 {
-		t.Errorf("transcript stream has %d consumers", info.State.Consumers)
+	// Reads used Direct Get: no consumer on any transcript shard stream.
+	for _, name := range e.layout.Streams() {
+		ts, err := e.js.Stream(ctx, name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", name, err)
+		}
+		if n := ts.CachedInfo().State.Consumers; n != 0 {
+			t.Errorf("transcript stream %s has %d consumers", name, n)
+		}
 	}
 }
 
@@ -553,7 +558,10 @@ func TestChunkedReply(t *testing.T) {
 		t.Fatalf("outcome %q, %d kept", r.Outcome, len(r.Kept))
 	}
 	// Every kept record is byte-identical to what is stored.
-	ts, _ := e.js.Stream(ctx, events.StreamTranscript)
+	ts, err := e.js.Stream(ctx, e.layout.Stream(tenant, "big"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i, ev := range r.Kept {
 		raw, err := ts.GetMsg(ctx, seqs[12+i])
 		if err != nil {

@@ -130,7 +130,7 @@ func (c *Compactor) fullInput(ctx context.Context, tenant, session string, s set
 	// session, or one summarized to its end): those records are kept
 	// verbatim anyway, and only the notes are summarized.
 	in := fullInput{notes: notes, h: h, es: es, from: min(from, w.Start), w: w, context: s.context,
-		ref: "transcript " + events.TranscriptSubject(tenant, session)}
+		ref: c.transcriptRef(tenant, session)}
 	if in.context <= 0 {
 		in.context = memory.ContextEstimate(es, w.Floor)
 	}
