@@ -368,7 +368,7 @@ func TestLongSessionReadFromItsWindow(t *testing.T) {
 	more := e.appendMessages(t, "acme", "s1", 10)
 	e.request(t, "acme", "s1", more[9])
 	testpoll.Until(t, 10*time.Second, "the third extraction", func() bool { return len(e.completed()) == 3 })
-	recs, err := transcript.NewReader(e.nc).Read(context.Background(), "acme", "s1", 1, more[9], 0)
+	recs, err := transcript.NewReader(e.nc, e.layout).Read(context.Background(), "acme", "s1", 1, more[9], 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,8 @@ type env struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
 	log *slog.Logger
+	// layout is the transcript's shards as provisioned.
+	layout events.Layout
 
 	mu     sync.Mutex
 	events []*nats.Msg // lifecycle notifications seen
@@ -44,14 +46,15 @@ func newEnv(t *testing.T) *env {
 	nc, js := s.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := provision.Ensure(ctx, js, provision.Config{Partitions: testPartitions, MemoryStorage: true}); err != nil {
+	pc := provision.Config{Partitions: testPartitions, MemoryStorage: true}
+	if err := provision.Ensure(ctx, js, pc); err != nil {
 		t.Fatal(err)
 	}
 	level := slog.LevelError
 	if testing.Verbose() && os.Getenv("EXTRACTOR_TEST_LOG") != "" {
 		level = slog.LevelDebug
 	}
-	e := &env{srv: s, nc: nc, js: js, log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))}
+	e := &env{srv: s, nc: nc, js: js, layout: pc.Layout(), log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))}
 	sub, err := nc.Subscribe(events.SubjectEventsRoot+".>", func(m *nats.Msg) {
 		e.mu.Lock()
 		e.events = append(e.events, m)
@@ -203,7 +206,7 @@ func (e *env) tryAppend(tenant, session string, m events.Message) (uint64, error
 	if err := ev.SetData(event.ApplicationJSON, m); err != nil {
 		return 0, err
 	}
-	msg := natsce.NewMsg(events.TranscriptSubject(tenant, session), &ev)
+	msg := natsce.NewMsg(e.layout.Subject(tenant, session), &ev)
 	ack, err := e.js.PublishMsg(context.Background(), msg, jetstream.WithMsgID(events.DedupID(tenant, m.UUID)))
 	if err != nil {
 		return 0, fmt.Errorf("appending to %s: %w", session, err)

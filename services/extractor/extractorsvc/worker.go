@@ -82,7 +82,7 @@ func NewWorker(nc *nats.Conn, cfg Config, p llm.Provider, log *slog.Logger) (*Wo
 		return nil, fmt.Errorf("opening JetStream: %w", err)
 	}
 	w := &Worker{cfg: cfg, nc: nc, js: js, events: eventpub.New(js, Component), provider: p, log: log.With("worker", cfg.WorkerID),
-		reader: transcript.NewReader(nc), extract: extraction.Run}
+		reader: transcript.NewReader(nc, cfg.Layout()), extract: extraction.Run}
 	w.group, err = pcgroup.New(js, pcgroup.Config{
 		Stream:        events.StreamExtract,
 		Partitions:    cfg.Partitions,
