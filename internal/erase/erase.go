@@ -8,7 +8,8 @@
 //     removes whatever a service still writes for it;
 //  2. waits Config.Drain, so events accepted just before the tombstone are
 //     stored (and purged with the rest);
-//  3. purges, subject by subject, the transcript, notifications, queued
+//  3. purges, subject by subject, the transcript (the session's subject in
+//     its shard stream), notifications, queued
 //     extraction requests, memory, status, trigger snapshot, parked
 //     requests, index entry and lease, commit records and parked commits
 //     (a stream purge with a subject filter removes every revision of a KV
@@ -72,25 +73,27 @@ type Actor struct {
 
 // Eraser erases sessions and users. It is safe for concurrent use.
 type Eraser struct {
-	js    jetstream.JetStream
-	nc    *nats.Conn
-	cfg   Config
-	pub   *eventpub.Publisher
-	tombs *Tombstones
-	log   *slog.Logger
+	js     jetstream.JetStream
+	nc     *nats.Conn
+	layout events.Layout // where the transcript is: the session's shard stream
+	cfg    Config
+	pub    *eventpub.Publisher
+	tombs  *Tombstones
+	log    *slog.Logger
 }
 
 // New returns an Eraser over js (its connection also serves the Direct
-// Get reads). tombs, when not nil, learns each tombstone at once (the
-// set ingest checks); log may be nil.
-func New(js jetstream.JetStream, cfg Config, tombs *Tombstones, log *slog.Logger) *Eraser {
+// Get reads) of the transcript stored in layout's shards. tombs, when not
+// nil, learns each tombstone at once (the set ingest checks); log may be
+// nil.
+func New(js jetstream.JetStream, layout events.Layout, cfg Config, tombs *Tombstones, log *slog.Logger) *Eraser {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if tombs == nil {
 		tombs = NewTombstones()
 	}
-	return &Eraser{js: js, nc: js.Conn(), cfg: cfg.withDefaults(), pub: eventpub.New(js, "eraser"), tombs: tombs, log: log}
+	return &Eraser{js: js, nc: js.Conn(), layout: layout, cfg: cfg.withDefaults(), pub: eventpub.New(js, "eraser"), tombs: tombs, log: log}
 }
 
 // JetStream is the handle the eraser works through.
@@ -153,14 +156,16 @@ type part struct {
 	store, what    string
 }
 
-// sessionParts are the subjects that hold nothing but the session.
-func sessionParts(tenant, session string) []part {
+// sessionParts are the subjects that hold nothing but the session: its
+// transcript is its subject in its shard stream.
+func sessionParts(layout events.Layout, tenant, session string) []part {
 	key := events.MemoryKey(tenant, session)
 	kv := func(bucket, what, key string) part {
 		return part{stream: "KV_" + bucket, filter: "$KV." + bucket + "." + key, store: bucket, what: what}
 	}
+	shard := layout.Stream(tenant, session)
 	return []part{
-		{events.StreamTranscript, events.TranscriptSubject(tenant, session), events.StreamTranscript, "transcript"},
+		{shard, layout.Subject(tenant, session), shard, "transcript"},
 		{events.StreamExtract, events.SubjectExtractPartitioned + ".*." + tenant + "." + session, events.StreamExtract, "extraction requests"},
 		kv(events.BucketMemory, "memory", key),
 		kv(events.BucketStatus, "extraction status", key),
@@ -198,7 +203,7 @@ func (e *Eraser) traces(ctx context.Context, tenant, session string, r *events.E
 	if err := e.notifications(ctx, tenant, session, r); err != nil {
 		return err
 	}
-	for _, p := range sessionParts(tenant, session) {
+	for _, p := range sessionParts(e.layout, tenant, session) {
 		n, err := e.purge(ctx, p.stream, p.filter)
 		if err != nil {
 			return fmt.Errorf("erasing the %s: %w", p.what, err)

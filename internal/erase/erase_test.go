@@ -16,13 +16,20 @@ import (
 	"github.com/recallhq/recall/pkg/events"
 )
 
+// testConfig is what setup provisions; testLayout is its transcript's
+// shards.
+var (
+	testConfig = provision.Config{Partitions: 2, MemoryStorage: true}
+	testLayout = testConfig.Layout()
+)
+
 func setup(t *testing.T) (jetstream.JetStream, context.Context) {
 	t.Helper()
 	srv := natstest.Start(t)
 	_, js := srv.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
-	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 2, MemoryStorage: true}); err != nil {
+	if err := provision.Ensure(ctx, js, testConfig); err != nil {
 		t.Fatal(err)
 	}
 	return js, ctx
@@ -52,8 +59,8 @@ func publish(t *testing.T, ctx context.Context, js jetstream.JetStream, subject,
 
 // seed stores a session of tenant t1 with something in every part.
 func seed(t *testing.T, ctx context.Context, js jetstream.JetStream, session string) {
-	publish(t, ctx, js, events.TranscriptSubject("t1", session), `{"secret":"MARKER"}`)
-	publish(t, ctx, js, events.TranscriptSubject("t1", session), `{"secret":"MARKER 2"}`)
+	publish(t, ctx, js, testLayout.Subject("t1", session), `{"secret":"MARKER"}`)
+	publish(t, ctx, js, testLayout.Subject("t1", session), `{"secret":"MARKER 2"}`)
 	publish(t, ctx, js, events.EventsSubject(events.KindExtractionCompleted, "t1", session), `{}`)
 	for i := range 3 {
 		kvPut(t, ctx, js, events.BucketMemory, events.MemoryKey("t1", session), events.MemoryRecord{Notes: "MARKER " + string(rune('a'+i))})
@@ -78,7 +85,7 @@ func TestEraseSessionReceiptAndIdempotency(t *testing.T) {
 	kvPut(t, ctx, js, events.BucketLTM, key, events.StoredMemoryDocument{Content: "kept fact", Session: "keep"})
 	kvPut(t, ctx, js, events.BucketLTM, key, events.StoredMemoryDocument{Content: "MARKER fact", Session: "s1"})
 	kvPut(t, ctx, js, events.BucketLTM, key, events.StoredMemoryDocument{Content: "MARKER fact 2", Session: "s1"})
-	e := New(js, Config{Drain: time.Millisecond}, nil, nil)
+	e := New(js, testLayout, Config{Drain: time.Millisecond}, nil, nil)
 
 	r, err := e.Session(ctx, "t1", "s1", Actor{})
 	if err != nil {
@@ -88,7 +95,7 @@ func TestEraseSessionReceiptAndIdempotency(t *testing.T) {
 		store, what string
 		want        uint64
 	}{
-		{events.StreamTranscript, "transcript", 2},
+		{testLayout.Stream("t1", "s1"), "transcript", 2},
 		{events.StreamEvents, "notifications", 1},
 		{events.BucketMemory, "memory", 3},
 		{events.BucketIndex, "index entry", 1},
@@ -131,12 +138,20 @@ func TestEraseSessionReceiptAndIdempotency(t *testing.T) {
 	if _, err := mem.Get(ctx, events.MemoryKey("t1", "s1")); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Errorf("the erased session's memory: %v", err)
 	}
+	ts, err := js.Stream(ctx, testLayout.Stream("t1", "keep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := ts.Info(ctx, jetstream.WithSubjectFilter(testLayout.Subject("t1", "keep")))
+	if err != nil || info.State.Subjects[testLayout.Subject("t1", "keep")] != 2 {
+		t.Errorf("the other session's transcript: %v %v", info.State.Subjects, err)
+	}
 }
 
 func TestGuardRemovesLateWrites(t *testing.T) {
 	js, ctx := setup(t)
 	seed(t, ctx, js, "s1")
-	e := New(js, Config{Drain: time.Millisecond}, nil, nil)
+	e := New(js, testLayout, Config{Drain: time.Millisecond}, nil, nil)
 	gctx, stop := context.WithCancel(ctx)
 	defer stop()
 	if err := e.Guard(gctx); err != nil {
@@ -159,7 +174,7 @@ func TestGuardRemovesLateWrites(t *testing.T) {
 		return errors.Is(err, jetstream.ErrKeyNotFound) && info != nil && len(info.State.Subjects) == 0
 	})
 	// A second eraser (another ingest replica) learns the tombstone.
-	other := New(js, Config{}, nil, nil)
+	other := New(js, testLayout, Config{}, nil, nil)
 	if err := other.Guard(gctx); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +193,7 @@ func TestEraseUser(t *testing.T) {
 	kvPut(t, ctx, js, events.BucketLTM, events.LTMKey("t1", "u2", "u1", "profile"), events.StoredMemoryDocument{Content: "MARKER about u1"})
 	kvPut(t, ctx, js, events.BucketLTM, events.LTMKey("t1", "u2", "", "profile"), events.StoredMemoryDocument{Content: "u2 keeps this"})
 	kvPut(t, ctx, js, events.BucketLTMState, events.CommitKey("t1", "s1"), events.CommitRecord{Tenant: "t1", Session: "s1", User: "u1"})
-	e := New(js, Config{Drain: time.Millisecond}, nil, nil)
+	e := New(js, testLayout, Config{Drain: time.Millisecond}, nil, nil)
 
 	r, err := e.User(ctx, "t1", "u1", true, Actor{Operator: true})
 	if err != nil {
@@ -207,7 +222,7 @@ func TestEraseUser(t *testing.T) {
 // straight to the transcript after the erase is removed.
 func TestGuardRemovesDirectRecords(t *testing.T) {
 	js, ctx := setup(t)
-	e := New(js, Config{Drain: time.Millisecond}, nil, nil)
+	e := New(js, testLayout, Config{Drain: time.Millisecond}, nil, nil)
 	gctx, stop := context.WithCancel(ctx)
 	defer stop()
 	if err := e.Guard(gctx); err != nil {
@@ -216,10 +231,13 @@ func TestGuardRemovesDirectRecords(t *testing.T) {
 	if _, err := e.Session(ctx, "t1", "s1", Actor{}); err != nil {
 		t.Fatal(err)
 	}
-	publish(t, ctx, js, events.TranscriptSubject("t1", "s1"), `{"secret":"MARKER direct"}`)
-	s, _ := js.Stream(ctx, events.StreamTranscript)
+	publish(t, ctx, js, testLayout.Subject("t1", "s1"), `{"secret":"MARKER direct"}`)
+	s, err := js.Stream(ctx, testLayout.Stream("t1", "s1"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	testpoll.Until(t, 10*time.Second, "the direct record is removed", func() bool {
-		info, err := s.Info(ctx, jetstream.WithSubjectFilter(events.TranscriptSubject("t1", "s1")))
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(testLayout.Subject("t1", "s1")))
 		return err == nil && len(info.State.Subjects) == 0
 	})
 }

@@ -11,17 +11,27 @@ import (
 	"github.com/recallhq/recall/pkg/events"
 )
 
-// follow follows the messages stored on stream from now on (headers only,
-// an ordered consumer) and erases again a tombstoned session that gets
-// one: the transcript records trusted producers publish directly (pkg/client,
-// not through ingest's tombstone check) and the notifications, erase
-// announcements excepted. It returns once the consumers run; they stop
-// when ctx is done.
+// followedStream is a stream the guard follows, and its filter.
+type followedStream struct{ stream, filter string }
+
+// followed are the streams the guard follows: every transcript shard
+// stream, then the notifications.
+func (g *guard) followed() []followedStream {
+	out := make([]followedStream, 0, g.e.layout.Shards()+1)
+	for k, name := range g.e.layout.Streams() {
+		out = append(out, followedStream{name, events.ShardSubjects(k)})
+	}
+	return append(out, followedStream{events.StreamEvents, events.SubjectEventsRoot + ".>"})
+}
+
+// follow follows the messages stored on the followed streams from now on
+// (headers only, an ordered consumer each) and erases again a tombstoned
+// session that gets one: the transcript records trusted producers publish
+// directly (pkg/client, not through ingest's tombstone check) and the
+// notifications, erase announcements excepted. It returns once the
+// consumers run; they stop when ctx is done.
 func (g *guard) follow(ctx context.Context) error {
-	for _, f := range []struct{ stream, filter string }{
-		{events.StreamTranscript, events.SubjectTranscriptRoot + ".>"},
-		{events.StreamEvents, events.SubjectEventsRoot + ".>"},
-	} {
+	for _, f := range g.followed() {
 		c, err := g.e.js.OrderedConsumer(ctx, f.stream, jetstream.OrderedConsumerConfig{
 			FilterSubjects: []string{f.filter},
 			DeliverPolicy:  jetstream.DeliverNewPolicy,

@@ -33,8 +33,9 @@ const sweepLease = "lease.retention"
 // with reason "retention"), and purges the tenant's notifications older than
 // NotificationsMaxAge. Sessions are found through the session index and
 // the memory bucket (their newest write, then the transcript's newest
-// record confirms); a session in neither is capped by the stream-wide
-// RECALL_TRANSCRIPT_MAX_AGE only. The stream-wide limits cap every tenant.
+// record, read from the session's shard stream, confirms); a session in
+// neither is capped by the shard streams' RECALL_TRANSCRIPT_MAX_AGE only.
+// The stream-wide limits cap every tenant.
 type Sweeper struct {
 	e       *Eraser
 	cfg     SweepConfig
@@ -169,7 +170,8 @@ func (s *Sweeper) expired(ctx context.Context, tenant string, cutoff time.Time) 
 		if len(out) == s.cfg.Batch {
 			break
 		}
-		last, err := transcript.LastOfEach(ctx, s.e.nc, events.StreamTranscript, []string{events.TranscriptSubject(tenant, id)}, 0, 1)
+		layout := s.e.layout
+		last, err := transcript.LastOfEach(ctx, s.e.nc, layout.Stream(tenant, id), []string{layout.Subject(tenant, id)}, 0, 1)
 		if err != nil {
 			return nil, fmt.Errorf("reading the newest record of %s: %w", id, err)
 		}

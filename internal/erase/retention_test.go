@@ -21,7 +21,7 @@ func TestRetentionSweep(t *testing.T) {
 	mid := time.Now()
 	testpoll.Until(t, time.Second, "the clock moves on", func() bool { return time.Since(mid) > 5*time.Millisecond })
 	seed(t, ctx, js, "new")
-	e := New(js, Config{Drain: time.Millisecond}, nil, nil)
+	e := New(js, testLayout, Config{Drain: time.Millisecond}, nil, nil)
 	sw := e.Sweeper(SweepConfig{Batch: 10}, "test", nil)
 
 	res, err := sw.Tenant(ctx, "t1", events.Retention{SessionMaxAge: "24h", NotificationsMaxAge: "1h"}, mid.Add(24*time.Hour))
