@@ -59,28 +59,44 @@ func (f *Follower) open(ctx context.Context) (cons jetstream.Consumer, err error
 }
 
 func (f *Follower) consume(ctx context.Context, cons jetstream.Consumer) error {
-	opts := []jetstream.PullMessagesOpt{jetstream.PullMaxMessages(256)}
+	group := ""
 	if len(f.Consumer.PriorityGroups) > 0 {
-		opts = append(opts, jetstream.PullPriorityGroup(f.Consumer.PriorityGroups[0]))
+		group = f.Consumer.PriorityGroups[0]
 	}
+	return Messages(ctx, cons, group, f.Log, f.consuming.Store, f.Handle)
+}
+
+// Messages hands every message of cons (pulled as a member of priority
+// group, when set) to handle, one after the other, until ctx ends or the
+// iterator closes (an error: the caller restarts it). live, when not nil,
+// is told when the iterator starts (true) and when it ends (false).
+func Messages(ctx context.Context, cons jetstream.Consumer, group string, log *slog.Logger, live func(bool),
+	handle func(context.Context, jetstream.Msg)) error {
+	opts := []jetstream.PullMessagesOpt{jetstream.PullMaxMessages(256)}
+	if group != "" {
+		opts = append(opts, jetstream.PullPriorityGroup(group))
+	}
+	durable := cons.CachedInfo().Name
 	it, err := cons.Messages(opts...)
 	if err != nil {
-		return fmt.Errorf("consuming %s: %w", f.Consumer.Durable, err)
+		return fmt.Errorf("consuming %s: %w", durable, err)
 	}
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
 	defer it.Stop()
-	f.consuming.Store(true)
-	defer f.consuming.Store(false)
+	if live != nil {
+		live(true)
+		defer live(false)
+	}
 	for {
 		m, err := it.Next()
 		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 			return errors.New("the message iterator closed")
 		}
 		if err != nil {
-			f.Log.Debug("consume", "durable", f.Consumer.Durable, "err", err)
+			log.Debug("consume", "durable", durable, "err", err)
 			continue
 		}
-		f.Handle(ctx, m)
+		handle(ctx, m)
 	}
 }

@@ -167,7 +167,7 @@ func kv(buckets ...string) []string {
 func Service(name string) (User, error) {
 	common := serviceCommon()
 	apiAll := func(verb string) string { return events.APISubject(verb, "*", "*") }
-	transcript := events.TranscriptSubject("*", "*")
+	transcript := events.AllTranscripts
 	extract := events.ExtractSubject("*", "*")
 	notify := events.EventsSubject("*", "*", "*")
 	var pub, sub []string
@@ -239,8 +239,9 @@ func Service(name string) (User, error) {
 
 // ErasePurges are the streams whose subjects the eraser (in the ingest
 // service) purges: every stream and bucket that holds a session's or a
-// user's data. The ingest user may purge these and no other stream.
-var ErasePurges = []string{events.StreamTranscript, events.StreamEvents, events.StreamExtract, events.StreamCommits,
+// user's data (the transcript: every shard stream). The ingest user may
+// purge these and no other stream.
+var ErasePurges = []string{events.StreamTranscriptShardPrefix + "<shard>", events.StreamEvents, events.StreamExtract, events.StreamCommits,
 	"KV_" + events.BucketMemory, "KV_" + events.BucketStatus, "KV_" + events.BucketTriggerState, "KV_" + events.BucketParked,
 	"KV_" + events.BucketIndex, "KV_" + events.BucketLTM, "KV_" + events.BucketLTMState, "OBJ_" + events.BucketBlobs}
 

@@ -1,7 +1,11 @@
 package pcgroup
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"hash/fnv"
+	"os"
+	"regexp"
 	"slices"
 	"strconv"
 )
@@ -73,4 +77,19 @@ func score(member string, p int) uint64 {
 	x *= 0x94d049bb133111eb
 	x ^= x >> 31
 	return x
+}
+
+var badMemberChars = regexp.MustCompile(`[^-_a-zA-Z0-9]+`)
+
+// MemberID is a member id from a configured one (characters a KV key
+// cannot hold become "_"), or, when it is empty, the hostname and a random
+// suffix: unique per process, readable in logs and in the bucket.
+func MemberID(configured string) string {
+	if configured == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		configured = host + "-" + hex.EncodeToString(b[:])
+	}
+	return badMemberChars.ReplaceAllString(configured, "_")
 }

@@ -28,12 +28,19 @@ func (g *Group) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("opening membership bucket %s: %w", g.cfg.Bucket, err)
 	}
-	stream, err := g.js.Stream(ctx, g.cfg.Stream)
-	if err != nil {
-		return fmt.Errorf("opening stream %s: %w", g.cfg.Stream, err)
+	streams := make([]jetstream.Stream, g.cfg.Partitions)
+	for p := range streams {
+		name := g.cfg.StreamOf(p)
+		if p > 0 && name == g.cfg.StreamOf(p-1) {
+			streams[p] = streams[p-1]
+			continue
+		}
+		if streams[p], err = g.js.Stream(ctx, name); err != nil {
+			return fmt.Errorf("opening stream %s: %w", name, err)
+		}
 	}
 	info, _ := json.Marshal(memberInfo{Member: g.cfg.Member, Since: time.Now().UTC(), Partitions: g.cfg.Partitions})
-	m := &membership{g: g, ctx: ctx, kv: kv, stream: stream, info: info,
+	m := &membership{g: g, ctx: ctx, kv: kv, streams: streams, info: info,
 		members: map[string]bool{}, runners: map[int]*runner{}, runnerDone: make(chan *runner, g.cfg.Partitions),
 		settled: g.cfg.Settle <= 0}
 	if err := m.beat(); err != nil {
@@ -62,7 +69,7 @@ type membership struct {
 	g          *Group
 	ctx, hctx  context.Context // Run's; the handlers' (outlives ctx for the drain)
 	kv         jetstream.KeyValue
-	stream     jetstream.Stream
+	streams    []jetstream.Stream // by partition
 	info       []byte
 	w          jetstream.KeyWatcher
 	members    map[string]bool
@@ -188,7 +195,7 @@ func (m *membership) reconcile() {
 		m.runners[p] = r
 		g.log.InfoContext(m.ctx, "acquiring partition", "member", g.cfg.Member, "partition", p)
 		go func() {
-			g.runPartition(m.hctx, m.stream, r)
+			g.runPartition(m.hctx, m.streams[p], r)
 			m.runnerDone <- r
 		}()
 	}

@@ -41,7 +41,7 @@ func (g *Group) consumerConfig(p int) jetstream.ConsumerConfig {
 	}
 	return jetstream.ConsumerConfig{
 		Durable:        g.cfg.Durable(p),
-		Description:    fmt.Sprintf("partition %d of %s", p, g.cfg.Stream),
+		Description:    fmt.Sprintf("partition %d of %s", p, g.cfg.StreamOf(p)),
 		FilterSubject:  g.cfg.Filter(p),
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		AckPolicy:      jetstream.AckExplicitPolicy,

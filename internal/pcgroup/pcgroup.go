@@ -80,6 +80,10 @@ var (
 type Config struct {
 	// Stream is the partitioned stream.
 	Stream string
+	// StreamOf, when set, puts partition p's consumer on its own stream
+	// StreamOf(p) instead of Stream: a group over a sharded stream, one
+	// partition per shard (the transcript's readers).
+	StreamOf func(p int) string
 	// Partitions is the fixed partition count P.
 	Partitions int
 	// Filter and Durable name partition p's filter subject and durable.
@@ -158,8 +162,12 @@ type Config struct {
 var memberRE = regexp.MustCompile(`^[-/_=a-zA-Z0-9]+$`)
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Stream == "" || c.Partitions <= 0 || (c.Filter == nil && c.Consumer == nil) || c.Durable == nil || c.Bucket == "" || c.PriorityGroup == "" {
+	if (c.Stream == "" && c.StreamOf == nil) || c.Partitions <= 0 || (c.Filter == nil && c.Consumer == nil) || c.Durable == nil || c.Bucket == "" || c.PriorityGroup == "" {
 		return c, fmt.Errorf("%w: Stream, Partitions, Filter, Durable, PriorityGroup and Bucket are required", ErrInvalidConfig)
+	}
+	if c.StreamOf == nil {
+		stream := c.Stream
+		c.StreamOf = func(int) string { return stream }
 	}
 	if !memberRE.MatchString(c.Member) {
 		return c, fmt.Errorf("%w: member id %q must be letters, digits, - _ = /", ErrInvalidConfig, c.Member)

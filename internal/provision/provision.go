@@ -31,6 +31,7 @@ var ErrIncompatible = errors.New("incompatible existing configuration")
 type Config struct {
 	Replicas         int           `envconfig:"REPLICAS" default:"1" desc:"replicas of every stream and bucket (1 or 3 on a cluster)"`
 	Partitions       int           `envconfig:"PARTITIONS" default:"16" desc:"extraction partitions; fixed once the stream exists"`
+	Shards           int           `envconfig:"SHARDS" default:"4" desc:"transcript shards, one stream each (docs/operations.md, \"Shards\"); fixed once the streams exist, changed with recall migrate"`
 	MemoryStorage    bool          `envconfig:"MEMORY_STORAGE" default:"false" desc:"keep streams in memory instead of files (tests, benchmarks)"`
 	TranscriptMaxAge time.Duration `envconfig:"TRANSCRIPT_MAX_AGE" default:"720h" desc:"how long transcripts are kept"`
 	EventsMaxAge     time.Duration `envconfig:"EVENTS_MAX_AGE" default:"24h" desc:"how long lifecycle notifications are kept"`
@@ -48,6 +49,10 @@ func (c Config) withDefaults() Config {
 	if c.Partitions <= 0 {
 		c.Partitions = 16
 	}
+	if c.Shards <= 0 {
+		c.Shards = events.DefaultShards
+	}
+	c.Shards = min(c.Shards, events.MaxShards)
 	if c.TranscriptMaxAge == 0 {
 		c.TranscriptMaxAge = 720 * time.Hour
 	}
@@ -66,6 +71,9 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// Layout is the transcript's shard layout these settings create.
+func (c Config) Layout() events.Layout { return events.NewLayout(c.withDefaults().Shards) }
+
 func (c Config) storage() jetstream.StorageType {
 	if c.MemoryStorage {
 		return jetstream.MemoryStorage
@@ -76,19 +84,7 @@ func (c Config) storage() jetstream.StorageType {
 // Streams returns the stream configurations Ensure creates.
 func Streams(c Config) []jetstream.StreamConfig {
 	c = c.withDefaults()
-	return []jetstream.StreamConfig{
-		{
-			Name:        events.StreamTranscript,
-			Description: "Recall session transcripts (CloudEvents, binary mode)",
-			Subjects:    []string{events.SubjectTranscriptRoot + ".*.*"},
-			Retention:   jetstream.LimitsPolicy,
-			Storage:     c.storage(),
-			Replicas:    c.Replicas,
-			MaxAge:      c.TranscriptMaxAge,
-			Duplicates:  c.DedupWindow,
-			AllowDirect: true,
-			Discard:     jetstream.DiscardOld,
-		},
+	return append(TranscriptStreams(c), []jetstream.StreamConfig{
 		{
 			Name:        events.StreamExtract,
 			Description: "Recall extraction requests, partitioned by session",
@@ -130,7 +126,31 @@ func Streams(c Config) []jetstream.StreamConfig {
 			Duplicates:  c.DedupWindow,
 			AllowDirect: true,
 		},
+	}...)
+}
+
+// TranscriptStreams returns the configurations of the transcript's shard
+// streams, RECALL_TRANSCRIPT_0 … RECALL_TRANSCRIPT_<S-1>, each recording S
+// and its own number in its metadata.
+func TranscriptStreams(c Config) []jetstream.StreamConfig {
+	c = c.withDefaults()
+	out := make([]jetstream.StreamConfig, c.Shards)
+	for k := range out {
+		out[k] = jetstream.StreamConfig{
+			Name:        events.TranscriptShardStream(k),
+			Description: fmt.Sprintf("Recall session transcripts, shard %d of %d (CloudEvents, binary mode)", k, c.Shards),
+			Subjects:    []string{events.ShardSubjects(k)},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     c.storage(),
+			Replicas:    c.Replicas,
+			MaxAge:      c.TranscriptMaxAge,
+			Duplicates:  c.DedupWindow,
+			AllowDirect: true,
+			Discard:     jetstream.DiscardOld,
+			Metadata:    map[string]string{events.ShardsMetadataKey: strconv.Itoa(c.Shards), events.ShardMetadataKey: strconv.Itoa(k)},
+		}
 	}
+	return out
 }
 
 // PartitionDestination is the subject transform destination of RECALL_EXTRACT:
@@ -158,6 +178,8 @@ func Buckets(c Config) []jetstream.KeyValueConfig {
 		{Bucket: events.BucketTriggerState, Description: "trigger state snapshots of long sessions", History: 1, Storage: c.storage(), Replicas: c.Replicas, TTL: c.TranscriptMaxAge},
 		{Bucket: events.BucketLTM, Description: "long-term memory documents per user and peer", History: 16, Storage: c.storage(), Replicas: c.Replicas},
 		{Bucket: events.BucketLTMMembers, Description: "long-term memory replica membership heartbeats", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
+		{Bucket: events.BucketIndexMembers, Description: "indexer replicas sharing the transcript's shards (membership heartbeats)", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
+		{Bucket: events.BucketLTMFollowers, Description: "long-term memory replicas sharing the transcript's shards (membership heartbeats)", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
 		{Bucket: events.BucketLTMState, Description: "long-term memory commit records and leases", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
 		{Bucket: events.BucketIndex, Description: "session index: names, summaries, tags (and name claims, indexing leases)", History: 8, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
 		// Erased sessions: each tombstone expires with its own TTL (RECALL_ERASE_TOMBSTONE_TTL).
@@ -170,6 +192,9 @@ func Buckets(c Config) []jetstream.KeyValueConfig {
 // AttemptTimeout (within ctx), so one hung request fails the attempt in
 // seconds; EnsureRetry tries again.
 func Ensure(ctx context.Context, js jetstream.JetStream, c Config) error {
+	if err := checkLayout(ctx, js, c); err != nil {
+		return err
+	}
 	for _, sc := range Streams(c) {
 		cctx, cancel := context.WithTimeout(ctx, AttemptTimeout)
 		err := ensureStream(cctx, js, sc)

@@ -1,5 +1,5 @@
-// Package transcript reads a session's stored transcript from
-// RECALL_TRANSCRIPT with batch Direct Get: no consumer is created and the
+// Package transcript reads a session's stored transcript from its shard
+// stream (events.Layout) with batch Direct Get: no consumer is created and the
 // stream is never scanned, so a read costs what it returns, however large the
 // stream is.
 //
@@ -62,18 +62,21 @@ const DefaultBatch = 512
 // Reader reads transcripts. It is safe for concurrent use.
 type Reader struct {
 	nc     *nats.Conn
-	stream string
+	layout events.Layout
 	batch  int
 	stubs  bool // leave claim-checked records unresolved
 	blobs  *atomic.Pointer[jetstream.ObjectStore]
 }
 
-// NewReader returns a reader of events.StreamTranscript over nc. It
-// resolves claim-checked records (see Resolve): one object fetch per stub,
-// while the scan holds that record only.
-func NewReader(nc *nats.Conn) *Reader {
-	return &Reader{nc: nc, stream: events.StreamTranscript, batch: DefaultBatch, blobs: new(atomic.Pointer[jetstream.ObjectStore])}
+// NewReader returns a reader over nc of the transcript stored in layout's
+// shards. It resolves claim-checked records (see Resolve): one object fetch
+// per stub, while the scan holds that record only.
+func NewReader(nc *nats.Conn, layout events.Layout) *Reader {
+	return &Reader{nc: nc, layout: layout, batch: DefaultBatch, blobs: new(atomic.Pointer[jetstream.ObjectStore])}
 }
+
+// Layout is the shard layout the reader reads.
+func (r *Reader) Layout() events.Layout { return r.layout }
 
 // Stubs returns a reader that leaves claim-checked records as stubs (their
 // preview data, ClaimCheck set, its token estimate in ClaimCheck.Tokens):
@@ -120,9 +123,9 @@ func (r *Reader) Read(ctx context.Context, tenant, session string, from, to uint
 // resolved one at a time, before fn sees them (unless the reader is from
 // Stubs); a failed resolution ends the scan with its error.
 func (r *Reader) Scan(ctx context.Context, tenant, session string, from, to uint64, fn func(Record) bool) error {
-	subject := events.TranscriptSubject(tenant, session)
+	subject := r.layout.Subject(tenant, session)
 	var decodeErr error
-	err := ScanRaw(ctx, r.nc, r.stream, subject, from, to, r.batch, func(m Raw) bool {
+	err := ScanRaw(ctx, r.nc, r.layout.Stream(tenant, session), subject, from, to, r.batch, func(m Raw) bool {
 		rec, err := Decode(m.Header, m.Data)
 		if err != nil {
 			decodeErr = fmt.Errorf("record %d of %s: %w", m.Seq, subject, err)
@@ -245,8 +248,8 @@ func batchGet(ctx context.Context, nc *nats.Conn, stream, subject string, from, 
 // LastSeq returns the stream sequence of the session's newest record, or 0
 // when the session has none.
 func (r *Reader) LastSeq(ctx context.Context, tenant, session string) (uint64, error) {
-	req, _ := json.Marshal(map[string]string{"last_by_subj": events.TranscriptSubject(tenant, session)})
-	m, err := r.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+r.stream, req)
+	req, _ := json.Marshal(map[string]string{"last_by_subj": r.layout.Subject(tenant, session)})
+	m, err := r.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+r.layout.Stream(tenant, session), req)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
 			return 0, ErrNoResponders

@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -34,6 +35,9 @@ type Client struct {
 	js      jetstream.JetStream
 	tenant  string
 	ordered bool
+
+	mu     sync.Mutex
+	layout events.Layout // zero until known
 }
 
 // Option configures a Client.
@@ -49,6 +53,10 @@ type Option func(*Client)
 // for one session's bulk, but a failed event retried later lands after the
 // session's newer events that succeeded.
 func Ordered() Option { return func(c *Client) { c.ordered = true } }
+
+// Shards tells the client the transcript's shard count (RECALL_SHARDS), so
+// it does not read it from the server before its first publish.
+func Shards(n int) Option { return func(c *Client) { c.layout = events.NewLayout(n) } }
 
 // ErrNotAttempted is the error of an event an Ordered batch did not
 // publish because an earlier event of its session failed.
@@ -84,10 +92,39 @@ func (c *Client) Msg(ctx context.Context, e event.Event) (*nats.Msg, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := natsce.NewMsg(events.TranscriptSubject(c.tenant, s.Session), &s.Event)
+	layout, err := c.Layout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := natsce.NewMsg(layout.Subject(c.tenant, s.Session), &s.Event)
 	m.Header.Set(jetstream.MsgIDHeader, events.DedupID(c.tenant, e.ID()))
 	natsce.Inject(ctx, m.Header)
 	return m, nil
+}
+
+// Layout is the transcript's shard layout: the one given with Shards, or
+// else read once from the first shard stream's metadata.
+func (c *Client) Layout(ctx context.Context) (events.Layout, error) {
+	c.mu.Lock()
+	known := c.layout
+	c.mu.Unlock()
+	if known != (events.Layout{}) {
+		return known, nil
+	}
+	// Concurrent first publishes may each read it: no I/O under the lock.
+	name := events.TranscriptShardStream(0)
+	st, err := c.js.Stream(ctx, name)
+	if err != nil {
+		return events.Layout{}, fmt.Errorf("reading the transcript's shard count from stream %s: %w", name, err)
+	}
+	n, err := strconv.Atoi(st.CachedInfo().Config.Metadata[events.ShardsMetadataKey])
+	if err != nil || n <= 0 {
+		return events.Layout{}, fmt.Errorf("stream %s does not record the transcript's shard count (%s)", name, events.ShardsMetadataKey)
+	}
+	c.mu.Lock()
+	c.layout = events.NewLayout(n)
+	c.mu.Unlock()
+	return events.NewLayout(n), nil
 }
 
 // Publish stores one event and returns once JetStream acknowledged it.

@@ -10,8 +10,12 @@ import "time"
 // session), with history.
 const BucketIndex = "RECALL_INDEX"
 
-// DurableIndexer is the indexer's consumer on StreamTranscript.
+// DurableIndexer is the indexer's consumer on every transcript shard.
 const DurableIndexer = "recall-indexer"
+
+// BucketIndexMembers holds the indexer replicas' membership heartbeats
+// (per-key TTL): the replicas share the transcript's shards.
+const BucketIndexMembers = "RECALL_INDEX_MEMBERS"
 
 // Index API verbs, served by the indexer. VerbSessions and VerbResolve
 // address a tenant, not a session: their session token is TenantScope.

@@ -13,9 +13,13 @@ const BucketLTM = "RECALL_LTM"
 // the per-user commit leases (per-key TTL).
 const BucketLTMState = "RECALL_LTM_STATE"
 
-// DurableLongTerm is the long-term memory service's consumer on
-// StreamTranscript: it turns commit points into commit requests.
+// DurableLongTerm is the long-term memory service's consumer on every
+// transcript shard (commit points: session ends, compactions).
 const DurableLongTerm = "recall-longterm"
+
+// BucketLTMFollowers holds the membership heartbeats (per-key TTL) of the
+// long-term memory replicas that share the transcript's shards.
+const BucketLTMFollowers = "RECALL_LTM_FOLLOWERS"
 
 // Commit requests: the work queue that spreads commits over the long-term
 // memory replicas by user, the way RECALL_EXTRACT spreads extractions by

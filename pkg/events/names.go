@@ -17,9 +17,8 @@ import (
 
 // Streams.
 const (
-	// StreamTranscript stores every accepted session event (messages and
-	// lifecycle) on TranscriptSubject(tenant, session).
-	StreamTranscript = "RECALL_TRANSCRIPT"
+	// The transcript — every accepted session event, messages and
+	// lifecycle — is stored in shard streams: see Layout (shards.go).
 	// StreamExtract is the work queue of extraction requests, partitioned by
 	// session with a subject transform.
 	StreamExtract = "RECALL_EXTRACT"
@@ -52,11 +51,8 @@ const (
 
 // Durable consumers.
 const (
-	// DurableTrigger is the trigger's consumer on StreamTranscript.
+	// DurableTrigger is the trigger's consumer on every transcript shard.
 	DurableTrigger = "recall-trigger"
-	// DurableTriggerPrefix starts the names of the trigger's consumers of
-	// session partitions when it is partitioned (see TriggerDurable).
-	DurableTriggerPrefix = "recall-trigger-"
 	// DurableExtractPrefix + partition number names the consumer of one
 	// extraction partition, e.g. "recall-extract-7".
 	DurableExtractPrefix = "recall-extract-"
@@ -102,12 +98,6 @@ const (
 	KindCompactionServed    = "compaction_served"
 )
 
-// TranscriptSubject is the subject a session's events are stored on.
-// Tenant and session must already be valid ids (see ValidateID).
-func TranscriptSubject(tenant, session string) string {
-	return SubjectTranscriptRoot + "." + tenant + "." + session
-}
-
 // ExtractSubject is the subject extraction requests are published to; the
 // stream maps it to a partition.
 func ExtractSubject(tenant, session string) string {
@@ -137,12 +127,6 @@ func SessionPartition(tenant, session string, n int) int {
 	}
 	return int(h % uint32(n))
 }
-
-// TriggerDurable names the trigger's durable consumer of partition p of n,
-// e.g. "recall-trigger-3-of-8". The count is part of the name: another
-// count maps sessions differently, so it gets new durables (a durable's
-// position is only valid for the sessions it was following).
-func TriggerDurable(p, n int) string { return DurableTriggerPrefix + itoa(p) + "-of-" + itoa(n) }
 
 // EventsSubject is the subject a lifecycle notification is published on.
 func EventsSubject(kind, tenant, session string) string {

@@ -25,6 +25,8 @@ type Config struct {
 	LLMConfig
 
 	OpsAddr string `envconfig:"INDEXER_OPS_ADDR" desc:"listen address of /healthz /readyz /metrics (empty = off)"`
+	// MemberID names the replica in the indexers' shard group.
+	MemberID string `envconfig:"INDEXER_MEMBER_ID" desc:"this replica's id in the indexers' shard group (default: hostname + random suffix)"`
 
 	// IndexModel overrides RECALL_LLM_MODEL for indexing and questions (a
 	// cheap model is enough).

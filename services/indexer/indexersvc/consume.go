@@ -8,17 +8,19 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/recallhq/recall/internal/follow"
+	"github.com/recallhq/recall/internal/pcgroup"
+	"github.com/recallhq/recall/internal/shardgroup"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
 )
 
-// PriorityGroup is the pinned priority group of the indexer's consumer:
-// one replica consumes, the others stand by and take over within PinnedTTL.
+// PriorityGroup is the pinned priority group of the indexer's consumers:
+// one replica at a time reads a shard.
 const PriorityGroup = "recall"
 
-// consumerConfig is the indexer's durable consumer on RECALL_TRANSCRIPT.
+// consumerConfig is the indexer's durable consumer on every shard stream
+// of the transcript.
 // Records are acknowledged one by one, a record that causes an indexing
 // only once the indexing's outcome is stored (AckWait covers the longest).
 func (c Config) consumerConfig() jetstream.ConsumerConfig {
@@ -36,24 +38,30 @@ func (c Config) consumerConfig() jetstream.ConsumerConfig {
 	}
 }
 
-// consumer follows the transcript and starts indexings.
+// consumer follows the transcript shards this replica owns (the replicas
+// share them through RECALL_INDEX_MEMBERS) and starts indexings.
 type consumer struct {
-	x      *Indexer
-	follow *follow.Follower
-	jobs   sync.WaitGroup
+	x     *Indexer
+	group *shardgroup.Group
+	jobs  sync.WaitGroup
 }
 
-func newConsumer(x *Indexer, js jetstream.JetStream) *consumer {
+func newConsumer(x *Indexer, js jetstream.JetStream) (*consumer, error) {
 	c := &consumer{x: x}
-	c.follow = &follow.Follower{JS: js, Stream: events.StreamTranscript, Consumer: x.cfg.consumerConfig(), Handle: c.handle, Log: x.log}
-	return c
+	g, err := shardgroup.New(js, shardgroup.Config{Layout: x.cfg.Layout(), Bucket: events.BucketIndexMembers,
+		Member: pcgroup.MemberID(x.cfg.MemberID), Consumer: x.cfg.consumerConfig(), Handle: c.handle, Log: x.log})
+	if err != nil {
+		return nil, err
+	}
+	c.group = g
+	return c, nil
 }
 
 // run consumes until ctx is done, then waits (bounded) for running
 // indexings, whose records are then acknowledged or left for redelivery.
 func (c *consumer) run(ctx context.Context) error {
 	defer c.wait(10 * time.Second)
-	return c.follow.Run(ctx)
+	return c.group.Run(ctx)
 }
 
 func (c *consumer) wait(limit time.Duration) {

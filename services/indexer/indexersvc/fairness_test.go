@@ -101,7 +101,7 @@ func startFair(t *testing.T, cfg Config, sessions []string, n, size int) *fairne
 			e.SetExtension(events.ExtTenant, tenant)
 			_ = e.SetData(event.ApplicationJSON, events.Message{UUID: fmt.Sprintf("%s-u%d", session, i), Role: events.RoleUser,
 				Content: events.Content{{Type: events.BlockText, Text: fmt.Sprintf("message %d %s", i, strings.Repeat("word ", size/5))}}})
-			if _, err := js.PublishMsg(ctx, natsce.NewMsg(events.TranscriptSubject(tenant, session), &e)); err != nil {
+			if _, err := js.PublishMsg(ctx, natsce.NewMsg(testLayout.Subject(tenant, session), &e)); err != nil {
 				t.Fatal(err)
 			}
 		}

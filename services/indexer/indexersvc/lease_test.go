@@ -64,7 +64,7 @@ func TestOneIndexingAtATimeAcrossReplicas(t *testing.T) {
 	e.SetSubject("s1")
 	e.SetExtension(events.ExtTenant, "acme")
 	_ = e.SetData(event.ApplicationJSON, events.Message{UUID: "u1", Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: "Index me."}}})
-	if _, err := js.PublishMsg(ctx, natsce.NewMsg(events.TranscriptSubject("acme", "s1"), &e)); err != nil {
+	if _, err := js.PublishMsg(ctx, natsce.NewMsg(testLayout.Subject("acme", "s1"), &e)); err != nil {
 		t.Fatal(err)
 	}
 	model := &slowModel{}

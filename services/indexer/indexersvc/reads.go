@@ -6,6 +6,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/recallhq/recall/internal/transcript"
+	"github.com/recallhq/recall/pkg/events"
 )
 
 // reads is the indexer's lane for transcript reads (STYLE 21): its own
@@ -18,8 +19,8 @@ type reads struct {
 	r, stubs *transcript.Reader
 }
 
-func newReads(nc *nats.Conn, batch int) *reads {
-	r := transcript.NewReader(nc).WithBatch(batch)
+func newReads(nc *nats.Conn, layout events.Layout, batch int) *reads {
+	r := transcript.NewReader(nc, layout).WithBatch(batch)
 	return &reads{r: r, stubs: r.Stubs()}
 }
 

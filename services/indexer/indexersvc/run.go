@@ -3,8 +3,8 @@
 // and session ends), references to past sessions by id or name, and
 // questions to a past session. See docs/sessions.md.
 //
-// One replica consumes the transcript at a time (a pinned priority group;
-// the others stand by); every replica serves the API.
+// The replicas share the transcript's shards (internal/shardgroup): each
+// reads only the shards it owns; every replica serves the API.
 package indexersvc
 
 import (
@@ -52,7 +52,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("connecting the transcript reads: %w", err)
 	}
 	defer rnc.Close()
-	x, err := open(ctx, life.NC, life.JS, newReads(rnc, cfg.ReadBatch), cfg, prices, log)
+	x, err := open(ctx, life.NC, life.JS, newReads(rnc, cfg.Layout(), cfg.ReadBatch), cfg, prices, log)
 	if err != nil {
 		return nil // ctx is done: stopped while starting
 	}
@@ -61,10 +61,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("adding the micro service: %w", err)
 	}
 	life.Adopt(svc)
-	c := newConsumer(x, life.JS)
+	c, err := newConsumer(x, life.JS)
+	if err != nil {
+		return err
+	}
 	life.SetReady(func() error {
-		if !c.follow.Consuming() {
-			return errors.New("not consuming the transcript yet")
+		if !c.group.Joined() {
+			return errors.New("not a member of the indexers' shard group yet")
 		}
 		return nil
 	})

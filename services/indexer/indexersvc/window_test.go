@@ -63,7 +63,7 @@ func TestLongSessionIndexedFromItsTail(t *testing.T) {
 			}
 			_ = e.SetData(event.ApplicationJSON, events.Message{UUID: fmt.Sprintf("u%d", n), Role: role, Model: model,
 				Content: events.Content{{Type: events.BlockText, Text: fmt.Sprintf("message %d %s", n, strings.Repeat("x", 40))}}})
-			if _, err := js.PublishMsg(ctx, natsce.NewMsg(events.TranscriptSubject("acme", "s1"), &e)); err != nil {
+			if _, err := js.PublishMsg(ctx, natsce.NewMsg(testLayout.Subject("acme", "s1"), &e)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -98,7 +98,7 @@ func TestLongSessionIndexedFromItsTail(t *testing.T) {
 	}
 	publish(1) // fewer bytes than the input keeps: it starts in the old tail
 	second := reindex()
-	recs, err := transcript.NewReader(nc).Read(ctx, "acme", "s1", 1, 0, 0)
+	recs, err := transcript.NewReader(nc, testLayout).Read(ctx, "acme", "s1", 1, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func newTranscriptFixture(t *testing.T, maxBatch int) *transcriptFixture {
 		t.Fatal(err)
 	}
 	cfg := Config{MaxBatch: maxBatch}.withDefaults()
-	return &transcriptFixture{js: js, c: &committer{reader: transcript.NewReader(nc), cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	return &transcriptFixture{js: js, c: &committer{reader: transcript.NewReader(nc, testLayout), cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 }
 
 // add stores an event of type typ with data in session s1 of acme and
@@ -52,7 +52,7 @@ func (f *transcriptFixture) add(t *testing.T, typ string, data any) uint64 {
 	e.SetSubject("s1")
 	e.SetExtension(events.ExtTenant, "acme")
 	_ = e.SetData(event.ApplicationJSON, data)
-	ack, err := f.js.PublishMsg(context.Background(), natsce.NewMsg(events.TranscriptSubject("acme", "s1"), &e))
+	ack, err := f.js.PublishMsg(context.Background(), natsce.NewMsg(testLayout.Subject("acme", "s1"), &e))
 	if err != nil {
 		t.Fatal(err)
 	}

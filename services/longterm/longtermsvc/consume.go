@@ -7,13 +7,13 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/recallhq/recall/internal/follow"
+	"github.com/recallhq/recall/internal/shardgroup"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
 )
 
-// PriorityGroup is the pinned priority group of the service's consumer:
-// one replica consumes, the others stand by.
+// PriorityGroup is the pinned priority group of the service's consumers:
+// one replica at a time reads a shard.
 const PriorityGroup = "recall"
 
 // consumerConfig follows the transcript for commit points: a session's end
@@ -34,19 +34,25 @@ func (c Config) consumerConfig() jetstream.ConsumerConfig {
 	}
 }
 
-// consumer turns commit points into queued commit requests. It runs on
-// every replica; the pinned priority group lets one read at a time. The
-// commits themselves run wherever the commit group places their user.
+// consumer turns commit points into queued commit requests. The replicas
+// share the transcript's shards (RECALL_LTM_FOLLOWERS), each reading only
+// its own; the commits themselves run wherever the commit group places
+// their user.
 type consumer struct {
-	c      *committer
-	js     jetstream.JetStream
-	follow *follow.Follower
+	c     *committer
+	js    jetstream.JetStream
+	group *shardgroup.Group
 }
 
-func newConsumer(c *committer, js jetstream.JetStream) *consumer {
+func newConsumer(c *committer, js jetstream.JetStream) (*consumer, error) {
 	k := &consumer{c: c, js: js}
-	k.follow = &follow.Follower{JS: js, Stream: events.StreamTranscript, Consumer: c.cfg.consumerConfig(), Handle: k.handle, Log: c.log}
-	return k
+	g, err := shardgroup.New(js, shardgroup.Config{Layout: c.cfg.Layout(), Bucket: events.BucketLTMFollowers,
+		Member: c.cfg.ID, Consumer: c.cfg.consumerConfig(), Handle: k.handle, Log: c.log})
+	if err != nil {
+		return nil, err
+	}
+	k.group = g
+	return k, nil
 }
 
 // handle queues a commit at a session's end or a reported compaction; every

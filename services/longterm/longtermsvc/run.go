@@ -71,7 +71,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return nil
 	}
-	c := &committer{ltm: ltm, state: state, reader: transcript.NewReader(life.NC), tenants: tenants, provider: provider,
+	c := &committer{ltm: ltm, state: state, reader: transcript.NewReader(life.NC, cfg.Layout()), tenants: tenants, provider: provider,
 		pub: eventpub.New(life.JS, "longterm"), cfg: cfg, log: log, m: newMetrics(), holder: cfg.ID,
 		slots: make(chan struct{}, cfg.Concurrency)}
 	svc, err := c.serve(life.NC, log)
@@ -83,10 +83,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	k := newConsumer(c, life.JS)
+	k, err := newConsumer(c, life.JS)
+	if err != nil {
+		return err
+	}
 	life.SetReady(func() error {
-		if !k.follow.Consuming() {
-			return errors.New("not consuming the transcript yet")
+		if !k.group.Joined() {
+			return errors.New("not a member of the transcript's shard group yet")
 		}
 		if !slices.Contains(group.Members(), cfg.ID) {
 			return errors.New("not a member of the commit group yet")
@@ -99,7 +102,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		// group's drain time).
 		_ = provision.Retry(ctx, log, "joining the commit group", func(context.Context) error { return group.Run(ctx) })
 	})
-	err = k.follow.Run(ctx)
+	err = k.group.Run(ctx)
 	wg.Wait()
 	return err
 }

@@ -1,13 +1,10 @@
 package triggersvc
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"os"
-	"regexp"
 	"time"
 
 	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/pcgroup"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/pkg/memory"
 )
@@ -34,20 +31,16 @@ type Config struct {
 	PullBatch        int           `envconfig:"TRIGGER_PULL_BATCH" default:"2000" desc:"messages buffered per pull"`
 	AckEvery         int           `envconfig:"TRIGGER_ACK_EVERY" default:"1000" desc:"records processed between acknowledgements (AckAll)"`
 	SnapshotEvery    int           `envconfig:"TRIGGER_SNAPSHOT_EVERY" default:"2000" desc:"records of one session between snapshots of its state in RECALL_TRIGGER_STATE (a rebuild replays only what follows the newest; negative: none)"`
-	PinnedTTL        time.Duration `envconfig:"TRIGGER_PINNED_TTL" default:"10s" desc:"a lost replica's consumers (partitions, or the single consumer) move to another replica after it stopped pulling for this long"`
+	PinnedTTL        time.Duration `envconfig:"TRIGGER_PINNED_TTL" default:"10s" desc:"a lost replica's consumers (its shards) move to another replica after it stopped pulling for this long"`
 
-	// TriggerPartitions > 0 partitions the trigger by session: the live
-	// replicas share the partitions (internal/pcgroup); 0 runs one active
-	// replica and keeps the others standby.
-	TriggerPartitions int    `envconfig:"TRIGGER_PARTITIONS" default:"0" desc:"session partitions shared by the trigger replicas (0 = one active replica, the others standby)"`
-	MemberID          string `envconfig:"TRIGGER_MEMBER_ID" desc:"this replica's id in the partitioned trigger (default: hostname + random suffix)"`
+	// MemberID names the replica in the trigger's group: the replicas
+	// share the transcript's shards (RECALL_SHARDS).
+	MemberID string `envconfig:"TRIGGER_MEMBER_ID" desc:"this replica's id in the trigger's shard group (default: hostname + random suffix)"`
 
 	ExtractTimeout time.Duration `envconfig:"MANUAL_EXTRACT_TIMEOUT" default:"60s" desc:"how long a manual extraction waits for its result by default"`
 	OpsAddr        string        `envconfig:"TRIGGER_OPS_ADDR" desc:"address of /healthz /readyz /metrics (empty = off)"`
 }
 
-// badIDChars are the characters a member id (a KV key) may not hold.
-var badIDChars = regexp.MustCompile(`[^-/_=a-zA-Z0-9]`)
 
 // WithDefaults returns c with zero values replaced by the defaults.
 func (c Config) WithDefaults() Config {
@@ -90,13 +83,7 @@ func (c Config) WithDefaults() Config {
 	if c.PinnedTTL <= 0 {
 		c.PinnedTTL = 10 * time.Second
 	}
-	if c.MemberID == "" {
-		host, _ := os.Hostname()
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		c.MemberID = host + "-" + hex.EncodeToString(b[:])
-	}
-	c.MemberID = badIDChars.ReplaceAllString(c.MemberID, "_")
+	c.MemberID = pcgroup.MemberID(c.MemberID)
 	if c.ExtractTimeout <= 0 {
 		c.ExtractTimeout = 60 * time.Second
 	}

@@ -14,10 +14,13 @@ import (
 )
 
 // sessionKey returns "<tenant>.<session>" of a transcript subject
-// (recall.transcript.<tenant>.<session>) and the index of the dot that
-// separates tenant and session.
+// (recall.transcript.<shard>.<tenant>.<session>) and the index of the dot
+// that separates tenant and session.
 func sessionKey(subject string) (key string, dot int, ok bool) {
 	if key, ok = strings.CutPrefix(subject, events.SubjectTranscriptRoot+"."); !ok {
+		return "", 0, false
+	}
+	if _, key, ok = strings.Cut(key, "."); !ok { // the shard
 		return "", 0, false
 	}
 	dot = strings.IndexByte(key, '.')

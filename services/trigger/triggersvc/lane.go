@@ -14,6 +14,7 @@ import (
 
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/internal/transcript"
+	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
 )
 
@@ -34,9 +35,8 @@ type lane struct {
 	stream  string // the stream cons reads (gaps are read from it by Direct Get)
 	filter  string // subject filter of cons for Direct Get ("" = every subject)
 	durable string
-	// part, parts: the lane processes only the sessions of partition part
-	// of parts (parts == 0: every session).
-	part, parts int
+	// shard is the transcript shard the lane follows.
+	shard int
 
 	cache    *sessionCache
 	led      ledger
@@ -62,6 +62,7 @@ type lane struct {
 type laneDeps struct {
 	id      int64 // the trigger's instance number (logs)
 	cfg     Config
+	layout  events.Layout // the transcript's shards
 	base    memory.Thresholds // cfg's thresholds, before tenant overrides
 	nc      *nats.Conn
 	js      jetstream.JetStream

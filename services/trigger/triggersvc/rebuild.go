@@ -44,10 +44,11 @@ func rebuildWith(ctx context.Context, l *lane, s *session, seq uint64, th *memor
 // starting from its snapshot when there is one before seq (snapshot.go).
 // A replay of Config.SnapshotEvery records or more stores one at its end.
 func replay(ctx context.Context, d *laneDeps, tenant, session string, seq uint64, th *memory.Thresholds) (memory.TriggerState, error) {
-	key, subject := events.MemoryKey(tenant, session), events.TranscriptSubject(tenant, session)
+	layout := d.layout
+	key, stream, subject := events.MemoryKey(tenant, session), layout.Stream(tenant, session), layout.Subject(tenant, session)
 	var st memory.TriggerState
 	from := uint64(1)
-	if snap, ok := d.snaps.load(ctx, key, subject, seq); ok {
+	if snap, ok := d.snaps.load(ctx, key, stream, subject, seq); ok {
 		st, from = snap.st, snap.seq+1
 		d.stats.fromSnapshot.Add(1)
 	}
@@ -55,7 +56,7 @@ func replay(ctx context.Context, d *laneDeps, tenant, session string, seq uint64
 	var n int
 	var lastSeq uint64
 	var lastTS int64
-	err := directRange(ctx, d.nc, events.StreamTranscript, subject, from, seq-1, func(rseq uint64, ts int64, _ string, h nats.Header, data []byte) bool {
+	err := directRange(ctx, d.nc, stream, subject, from, seq-1, func(rseq uint64, ts int64, _ string, h nats.Header, data []byte) bool {
 		rec, _ := decodeOrSkip(rseq, ts, h, data)
 		discard = st.Observe(rec, th, discard[:0])
 		n, lastSeq, lastTS = n+1, rseq, ts
@@ -131,7 +132,9 @@ func (l *lane) adopt(s *session) {
 	l.cache.add(s)
 }
 
-// mine reports whether the session of key belongs to this lane.
+// mine reports whether the session of key belongs to this lane: a lane
+// follows one shard stream, which holds only its own sessions, so a
+// session of another shard is a misrouted record (never processed).
 func (l *lane) mine(key string, dot int) bool {
-	return l.parts == 0 || events.SessionPartition(key[:dot], key[dot+1:], l.parts) == l.part
+	return l.deps.layout.Shard(key[:dot], key[dot+1:]) == l.shard
 }

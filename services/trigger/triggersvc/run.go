@@ -1,6 +1,6 @@
 // Package triggersvc is Recall's trigger service. It follows every
-// session's transcript (durable consumer events.DurableTrigger on
-// RECALL_TRANSCRIPT), decides with memory.TriggerState when a session's
+// session's transcript (durable consumer events.DurableTrigger on every
+// shard stream), decides with memory.TriggerState when a session's
 // memory should be refreshed, and publishes extraction.requested events to
 // RECALL_EXTRACT (deduplicated by tenant:session:up_to_seq) and
 // RECALL_EVENTS. It also serves manual extraction on
@@ -10,8 +10,8 @@
 // configuration, so state is rebuilt from the transcript after a restart,
 // an eviction or a failover, and a re-emitted decision is stored once. A
 // record is acknowledged only after every decision it caused is stored.
-// Replicas run active/standby on a pinned priority group, or share session
-// partitions (Config.TriggerPartitions); see docs/trigger.md.
+// Replicas share the transcript's shards (a consumer group in
+// RECALL_TRIGGERS, each shard read by one replica); see docs/trigger.md.
 //
 // Shutdown, when the context given to Run is done: the consumers stop
 // delivering, publications are awaited (at most 5 s) and what they cover is
@@ -67,6 +67,6 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return nil
 	})
 	log.InfoContext(ctx, "trigger running", "thresholds", cfg.Thresholds(), "max_sessions", cfg.MaxSessions,
-		"partitions", cfg.TriggerPartitions, "member", cfg.MemberID)
+		"shards", cfg.Layout().Shards(), "member", cfg.MemberID)
 	return t.Run(ctx)
 }

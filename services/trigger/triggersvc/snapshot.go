@@ -137,7 +137,7 @@ func (s *snapshotStore) save(ctx context.Context, key string, seq uint64, ts int
 
 // load returns the session's stored state when it follows a record before
 // seq that the transcript still holds, under subject, with the same time.
-func (s *snapshotStore) load(ctx context.Context, key, subject string, seq uint64) (snapshot, bool) {
+func (s *snapshotStore) load(ctx context.Context, key, stream, subject string, seq uint64) (snapshot, bool) {
 	kv := s.kv.Load()
 	if kv == nil || !s.has(key) {
 		return snapshot{}, false
@@ -153,7 +153,7 @@ func (s *snapshotStore) load(ctx context.Context, key, subject string, seq uint6
 		return snapshot{}, false
 	}
 	found := false
-	err = directRange(actx, s.nc, events.StreamTranscript, subject, snap.seq, snap.seq, func(rseq uint64, ts int64, _ string, _ nats.Header, _ []byte) bool {
+	err = directRange(actx, s.nc, stream, subject, snap.seq, snap.seq, func(rseq uint64, ts int64, _ string, _ nats.Header, _ []byte) bool {
 		found = rseq == snap.seq && ts == snap.ts
 		return false
 	})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.opentelemetry.io/otel"
 
-	"github.com/recallhq/recall/internal/follow"
 	"github.com/recallhq/recall/internal/pcgroup"
 	"github.com/recallhq/recall/internal/retry"
 	"github.com/recallhq/recall/internal/tenantcfg"
@@ -36,7 +34,8 @@ const PriorityGroup = "recall"
 // and the NATS server that timestamps records.
 const skewMargin = time.Second
 
-// Trigger follows RECALL_TRANSCRIPT and publishes extraction requests.
+// Trigger follows the transcript's shards and publishes extraction
+// requests.
 // Create it with New, run it with Run. Its exported methods are safe for
 // concurrent use.
 type Trigger struct {
@@ -48,9 +47,9 @@ type Trigger struct {
 	group atomic.Pointer[pcgroup.Group]
 }
 
-// Ready reports whether the trigger consumes: a lane is running, or (when
-// partitioned) the replica joined its group, which may give it no
-// partition when there are more replicas than partitions.
+// Ready reports whether the trigger consumes: a lane is running, or the
+// replica joined its group, which gives it no shard when there are more
+// replicas than shards.
 func (t *Trigger) Ready() bool {
 	if t.consuming.Load() {
 		return true
@@ -99,17 +98,17 @@ func New(nc *nats.Conn, cfg Config, tenants *tenantcfg.Store, log *slog.Logger) 
 	}
 	t := &Trigger{log: log, lanes: map[*lane]struct{}{}}
 	t.laneDeps = laneDeps{
-		id: instances.Add(1), cfg: cfg, base: cfg.Thresholds(), nc: nc, js: js,
-		reader: transcript.NewReader(nc).Stubs(), tenants: tenants, tracer: otel.Tracer("recall/trigger"),
+		id: instances.Add(1), cfg: cfg, layout: cfg.Layout(), base: cfg.Thresholds(), nc: nc, js: js,
+		reader: transcript.NewReader(nc, cfg.Layout()).Stubs(), tenants: tenants, tracer: otel.Tracer("recall/trigger"),
 		m: newMetrics(),
 	}
 	t.snaps = newSnapshotStore(js, nc, log, cfg.SnapshotEvery, &t.stats.snapshots)
 	return t, nil
 }
 
-// ConsumerConfig is the trigger's durable consumer on RECALL_TRANSCRIPT
-// when it runs unpartitioned: AckAll (one ack covers every record below
-// it), a pinned priority group for active/standby replicas, and no
+// ConsumerConfig is the trigger's durable consumer on every shard stream
+// of the transcript: AckAll (one ack covers every record below it), a
+// pinned priority group (one replica at a time reads a shard), and no
 // InactiveThreshold (a durable must never be reaped).
 func (c Config) ConsumerConfig() jetstream.ConsumerConfig {
 	c = c.WithDefaults()
@@ -140,35 +139,7 @@ func (t *Trigger) Run(ctx context.Context) error {
 	}
 	defer func() { _ = reg.Unregister() }()
 	t.snaps.open(ctx)
-	if t.cfg.TriggerPartitions > 0 {
-		return t.runGroup(ctx)
-	}
-	return t.runSingle(ctx)
-}
-
-// runSingle follows RECALL_TRANSCRIPT with the durable DurableTrigger
-// (active/standby replicas), restarting its lane when the consumer fails
-// (follow.Consume, waiting laneRestart). A lane stopped by the end of ctx
-// unpins the consumer, so a standby takes over now rather than after
-// PinnedTTL.
-func (t *Trigger) runSingle(ctx context.Context) error {
-	open := func(ctx context.Context) (cons jetstream.Consumer, err error) {
-		err = effects.Do(ctx, t.log, "creating consumer "+events.DurableTrigger, func(ctx context.Context) (err error) {
-			cons, err = t.js.CreateOrUpdateConsumer(ctx, events.StreamTranscript, t.cfg.ConsumerConfig())
-			return err
-		})
-		return cons, err
-	}
-	consume := func(ctx context.Context, cons jetstream.Consumer) error {
-		l := t.newLane(cons, events.StreamTranscript, "", events.DurableTrigger, t.cfg.MaxSessions)
-		err := t.runLane(ctx, l)
-		if ctx.Err() != nil {
-			t.unpin(ctx, events.StreamTranscript, events.DurableTrigger)
-		}
-		return err
-	}
-	follow.Consume(ctx, t.log, events.DurableTrigger, laneRestart, open, consume)
-	return nil
+	return t.runGroup(ctx)
 }
 
 // laneRestart is the wait before a stopped lane is started again: 100 ms,
@@ -187,15 +158,6 @@ func (t *Trigger) runLane(ctx context.Context, l *lane) error {
 		l.cache.dropAll() // its sessions leave the gauges
 	}()
 	return l.run(ctx)
-}
-
-// unpin releases the pin of durable (bounded to 2 s).
-func (t *Trigger) unpin(ctx context.Context, stream, durable string) {
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	if s, err := t.js.Stream(uctx, stream); err == nil {
-		_ = s.UnpinConsumer(uctx, durable, PriorityGroup)
-	}
 }
 
 // Stats returns the current counters.
@@ -219,72 +181,36 @@ func (t *Trigger) Stats() Stats {
 	return s
 }
 
-// partitionConsumer is partition p's durable when the trigger is
-// partitioned: like ConsumerConfig, on the whole transcript (the lane keeps
-// only its sessions), starting where the trigger's earlier consumers all
-// were (see startSeq). It has no filter subject, on purpose: the server
-// does not recognise a wildcard covering the stream's subjects as
-// "everything" and searched each block's subject tree on every delivery
-// (TestPartitionDurablesUnfiltered).
-func (t *Trigger) partitionConsumer(p int, start uint64) jetstream.ConsumerConfig {
-	c := t.cfg.ConsumerConfig()
-	c.Durable = events.TriggerDurable(p, t.cfg.TriggerPartitions)
-	c.Description = fmt.Sprintf("Recall trigger: extraction decisions, session partition %d of %d", p, t.cfg.TriggerPartitions)
-	if start > 1 {
-		c.DeliverPolicy, c.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
-	}
-	return c
-}
-
-// startSeq is where a new partition consumer starts: the lowest position
-// of the trigger's existing consumers (the unpartitioned one, or those of
-// another partition count), so switching modes re-reads rather than skips;
-// 0 when there are none.
-func (t *Trigger) startSeq(ctx context.Context) uint64 {
-	s, err := t.js.Stream(ctx, events.StreamTranscript)
-	if err != nil {
-		return 0
-	}
-	var start uint64
-	infos := s.ListConsumers(ctx)
-	for info := range infos.Info() {
-		if info.Name != events.DurableTrigger && !strings.HasPrefix(info.Name, events.DurableTriggerPrefix) {
-			continue
-		}
-		if next := info.AckFloor.Stream + 1; start == 0 || next < start {
-			start = next
-		}
-	}
-	return start
-}
-
-// runGroup runs the partitioned trigger: this replica joins the group in
-// RECALL_TRIGGERS and runs a lane for every partition it owns; a lane
-// follows its durable over the whole transcript and processes only the
-// sessions of its partition.
+// runGroup runs the trigger's replicas as a group over the transcript's
+// shards: this replica joins it in RECALL_TRIGGERS and runs a lane for
+// every shard it owns; a lane follows the durable DurableTrigger of its
+// shard stream, which holds only that shard's sessions, so no replica
+// receives a record it would drop. One replica owns every shard.
 func (t *Trigger) runGroup(ctx context.Context) error {
-	n := t.cfg.TriggerPartitions
+	n := t.layout.Shards()
 	perLane := max(t.cfg.MaxSessions/n, 1)
-	var start atomic.Uint64
 	g, err := pcgroup.New(t.js, pcgroup.Config{
-		Stream: events.StreamTranscript, Partitions: n, Durable: func(p int) string { return events.TriggerDurable(p, n) },
+		StreamOf: events.TranscriptShardStream, Partitions: n, Durable: func(int) string { return events.DurableTrigger },
 		PriorityGroup: PriorityGroup, Bucket: events.BucketTriggers, Member: t.cfg.MemberID,
 		HeartbeatTTL: t.cfg.PinnedTTL, AckWait: t.cfg.AckWait, PinnedTTL: t.cfg.PinnedTTL, Log: t.log,
 		// Replicas started together (a rollout, a restarted cluster) take
-		// their partitions once, instead of one taking all and handing
-		// them over, each hand-off a rebuild of the partition's sessions.
-		Settle:   min(t.cfg.PinnedTTL/4, time.Second),
-		Consumer: func(p int) jetstream.ConsumerConfig { return t.partitionConsumer(p, start.Load()) },
-		Consume: func(ctx context.Context, p int, cons jetstream.Consumer) error {
-			l := t.newLane(cons, events.StreamTranscript, "", events.TriggerDurable(p, n), perLane)
-			l.part, l.parts = p, n
+		// their shards once, instead of one taking all and handing them
+		// over, each hand-off a rebuild of the shard's sessions.
+		Settle: min(t.cfg.PinnedTTL/4, time.Second),
+		Consumer: func(k int) jetstream.ConsumerConfig {
+			c := t.cfg.ConsumerConfig()
+			c.Description = fmt.Sprintf("Recall trigger: extraction decisions, shard %d of %d", k, n)
+			return c
+		},
+		Consume: func(ctx context.Context, k int, cons jetstream.Consumer) error {
+			l := t.newLane(cons, events.TranscriptShardStream(k), "", events.DurableTrigger, perLane)
+			l.shard = k
 			return t.runLane(ctx, l)
 		},
 	}, nil)
 	if err != nil {
 		return err
 	}
-	start.Store(t.startSeq(ctx))
 	t.group.Store(g)
 	// The attempt runs with ctx itself: it lasts as long as the replica
 	// serves, and returns early only when it cannot join.
