@@ -73,17 +73,17 @@ type Stats struct {
 }
 
 // SessionJSONL writes the session's records to w as Claude Code JSONL,
-// reading the transcript over nc in bounded batches. start, when not nil,
-// runs once before the first line is written (an HTTP handler sets its
-// headers there); a session without records is ErrNotFound and writes
-// nothing.
-func SessionJSONL(ctx context.Context, nc *nats.Conn, tenant, session string, w io.Writer, start func()) (Stats, error) {
+// reading the transcript stored in layout's shards over nc in bounded
+// batches. start, when not nil, runs once before the first line is written
+// (an HTTP handler sets its headers there); a session without records is
+// ErrNotFound and writes nothing.
+func SessionJSONL(ctx context.Context, nc *nats.Conn, layout events.Layout, tenant, session string, w io.Writer, start func()) (Stats, error) {
 	st := Stats{Skipped: map[string]int{}}
 	bw := bufio.NewWriterSize(w, 64<<10)
 	enc := json.NewEncoder(bw)
 	var cwd, model string
 	var werr error
-	err := transcript.NewReader(nc).WithBatch(64).Scan(ctx, tenant, session, 0, 0, func(rec transcript.Record) bool {
+	err := transcript.NewReader(nc, layout).WithBatch(64).Scan(ctx, tenant, session, 0, 0, func(rec transcript.Record) bool {
 		if rec.Started != nil {
 			cwd, model = rec.Started.CWD, rec.Started.Model
 		}
