@@ -44,7 +44,7 @@ func TestEnsureConcurrentAndIdempotent(t *testing.T) {
 	if err := provision.Ensure(ctx, js, cfg); err != nil {
 		t.Fatalf("second Ensure: %v", err)
 	}
-	for _, name := range []string{events.StreamTranscript, events.StreamExtract, events.StreamEvents} {
+	for _, name := range append(cfg.Layout().Streams(), events.StreamExtract, events.StreamEvents) {
 		if _, err := js.Stream(ctx, name); err != nil {
 			t.Errorf("stream %s: %v", name, err)
 		}
@@ -119,9 +119,11 @@ func TestCompatibleChangeIsApplied(t *testing.T) {
 	if err := provision.Ensure(ctx, js, provision.Config{TranscriptMaxAge: 48 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	st, _ := js.Stream(ctx, events.StreamTranscript)
-	if got := st.CachedInfo().Config.MaxAge; got != 48*time.Hour {
-		t.Fatalf("MaxAge = %v", got)
+	for _, name := range (provision.Config{}).Layout().Streams() {
+		st, _ := js.Stream(ctx, name)
+		if got := st.CachedInfo().Config.MaxAge; got != 48*time.Hour {
+			t.Fatalf("%s: MaxAge = %v", name, got)
+		}
 	}
 }
 
@@ -151,7 +153,7 @@ func TestEnsureRetryWaitsForNATS(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("EnsureRetry: %v", err)
 	}
-	if _, err := js.Stream(ctx, events.StreamTranscript); err != nil {
+	if _, err := js.Stream(ctx, events.TranscriptShardStream(0)); err != nil {
 		t.Fatal(err)
 	}
 }

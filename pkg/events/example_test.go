@@ -33,13 +33,13 @@ func ExampleValidateIngest() {
 	})
 	s, err := events.ValidateIngest(e, "acme")
 	fmt.Println(err, s.Session, s.Message.Content[0].Text)
-	fmt.Println(events.TranscriptSubject(s.Tenant, s.Session))
+	fmt.Println(events.NewLayout(4).Subject(s.Tenant, s.Session))
 
 	e.SetData(event.ApplicationJSON, map[string]any{"uuid": "u1", "role": "robot", "content": "x"})
 	_, err = events.ValidateIngest(e, "acme")
 	fmt.Println(err)
 	// Output:
 	// <nil> session-42 Add a --by-month flag.
-	// recall.transcript.acme.session-42
+	// recall.transcript.2.acme.session-42
 	// data.role: "robot" is not a role (use "user" or "assistant")
 }

@@ -52,14 +52,18 @@ func FuzzValidateID(f *testing.F) {
 				t.Fatalf("accepted %q containing %q", id, r)
 			}
 		}
-		for _, subj := range []string{TranscriptSubject("t", id), ExtractSubject(id, id), APISubject(VerbCompact, id, "s"), EventsSubject(KindCompactionServed, "t", id)} {
+		layout := NewLayout(DefaultShards)
+		for _, subj := range []string{layout.Subject("t", id), ExtractSubject(id, id), APISubject(VerbCompact, id, "s"), EventsSubject(KindCompactionServed, "t", id)} {
 			if n := strings.Count(subj, "."); n < 3 {
 				t.Fatalf("subject %q has %d tokens", subj, n+1)
 			}
 		}
-		tenant, session, ok := SplitSessionSubject(TranscriptSubject(id, id+"x"))
+		tenant, session, ok := SplitSessionSubject(layout.Subject(id, id+"x"))
 		if !ok && len(id) < MaxIDLength || ok && (tenant != id || session != id+"x") {
-			t.Fatalf("split(%q) = %q %q %v", TranscriptSubject(id, id+"x"), tenant, session, ok)
+			t.Fatalf("split(%q) = %q %q %v", layout.Subject(id, id+"x"), tenant, session, ok)
+		}
+		if k, t2, s2, ok2 := ParseTranscriptSubject(layout.Subject(id, id+"x")); ok != ok2 || ok && (t2 != id || s2 != id+"x" || k != layout.Shard(id, id+"x")) {
+			t.Fatalf("ParseTranscriptSubject disagrees with SplitSessionSubject on %q", id)
 		}
 	})
 }
