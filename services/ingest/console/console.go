@@ -73,7 +73,7 @@ type Console struct {
 	nc        *nats.Conn
 	js        jetstream.JetStream
 	auth      Authenticator
-	reader    *transcript.Reader
+	layout    events.Layout // the transcript's shards
 	series    lru[series]
 	timelines lru[timeline]
 	cfg       Config
@@ -88,10 +88,10 @@ type Console struct {
 // Close ends the live streams; register it with http.Server.RegisterOnShutdown.
 func (c *Console) Close() { c.closeOnce.Do(func() { close(c.closing) }) }
 
-// New returns the console reading through nc. Its reads can be large
-// (transcripts, listings): give it a connection of its own, not one that
-// carries control traffic.
-func New(nc *nats.Conn, auth Authenticator, cfg Config) (*Console, error) {
+// New returns the console reading through nc the transcript stored in
+// layout's shards. Its reads can be large (transcripts, listings): give it
+// a connection of its own, not one that carries control traffic.
+func New(nc *nats.Conn, layout events.Layout, auth Authenticator, cfg Config) (*Console, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -106,7 +106,7 @@ func New(nc *nats.Conn, auth Authenticator, cfg Config) (*Console, error) {
 		cfg.Admit = func(http.ResponseWriter, *http.Request, string, string) (func(), bool) { return func() {}, true }
 	}
 	cfg.Tenants = slices.Compact(slices.Sorted(slices.Values(cfg.Tenants)))
-	return &Console{nc: nc, js: js, auth: auth, reader: transcript.NewReader(nc), series: lru[series]{max: 32}, timelines: lru[timeline]{max: 32}, cfg: cfg, closing: make(chan struct{}),
+	return &Console{nc: nc, js: js, auth: auth, layout: layout, series: lru[series]{max: 32}, timelines: lru[timeline]{max: 32}, cfg: cfg, closing: make(chan struct{}),
 		streams: microapi.NewAdmission(maxStreamsPer, maxStreams, 10*time.Second)}, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,10 +40,11 @@ func testAuth(r *http.Request) (console.Identity, error) {
 }
 
 type fixture struct {
-	con *console.Console
-	url string
-	js  jetstream.JetStream
-	nc  *nats.Conn
+	con    *console.Console
+	url    string
+	js     jetstream.JetStream
+	nc     *nats.Conn
+	layout events.Layout // the transcript's shards
 }
 
 func start(t *testing.T, mods ...func(*console.Config)) *fixture {
@@ -51,14 +53,15 @@ func start(t *testing.T, mods ...func(*console.Config)) *fixture {
 	nc, js := srv.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 2}); err != nil {
+	pc := provision.Config{Partitions: 2}
+	if err := provision.Ensure(ctx, js, pc); err != nil {
 		t.Fatal(err)
 	}
 	cfg := console.Config{Tenants: []string{"beta", "acme", "acme"}, Timeout: time.Second}
 	for _, mod := range mods {
 		mod(&cfg)
 	}
-	c, err := console.New(nc, testAuth, cfg)
+	c, err := console.New(nc, pc.Layout(), testAuth, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +69,7 @@ func start(t *testing.T, mods ...func(*console.Config)) *fixture {
 	c.Register(mux)
 	hs := httptest.NewServer(mux)
 	t.Cleanup(hs.Close)
-	return &fixture{con: c, url: hs.URL, js: js, nc: nc}
+	return &fixture{con: c, url: hs.URL, js: js, nc: nc, layout: pc.Layout()}
 }
 
 // say stores a user message in the transcript, binary mode.
@@ -77,7 +80,7 @@ func (f *fixture) say(t *testing.T, tenant, session, id, text string) {
 	e.SetSource("/test")
 	e.SetType(events.TypeMessage)
 	_ = e.SetData("application/json", events.Message{UUID: id, Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: text}}})
-	if _, err := f.js.PublishMsg(context.Background(), natsce.NewMsg(events.TranscriptSubject(tenant, session), &e)); err != nil {
+	if _, err := f.js.PublishMsg(context.Background(), natsce.NewMsg(f.layout.Subject(tenant, session), &e)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -343,13 +346,19 @@ func TestConsoleCloseEndsLiveStreams(t *testing.T) {
 }
 
 // TestConsoleManySessions: a tenant with more sessions than one multi_last
-// read answers (1,024) is listed whole, page by page (cursor), each page
-// most recently active first.
+// read answers (1,024), stored across every shard, is listed whole, page
+// by page (cursor) in the order of the session ids whatever their shard,
+// each page most recently active first.
 func TestConsoleManySessions(t *testing.T) {
 	f := start(t)
 	const n = 1100
+	shards := map[int]int{}
 	for i := range n {
 		f.say(t, "acme", fmt.Sprintf("s%04d", i), "m1", "hello")
+		shards[f.layout.Shard("acme", fmt.Sprintf("s%04d", i))]++
+	}
+	if len(shards) != f.layout.Shards() || f.layout.Shards() < 2 {
+		t.Fatalf("sessions per shard %v: the test needs sessions in every one of several shards", shards)
 	}
 	f.say(t, "acme", "s0003", "m2", "the newest record")
 	type page struct {
@@ -375,6 +384,10 @@ func TestConsoleManySessions(t *testing.T) {
 				t.Fatalf("%s listed twice", s.Session)
 			}
 			seen[s.Session] = true
+			// Page k holds the sessions s[500k, 500k+500).
+			if i, _ := strconv.Atoi(strings.TrimPrefix(s.Session, "s")); i/500 != pages {
+				t.Fatalf("page %d lists %s", pages+1, s.Session)
+			}
 		}
 		pages++
 		if cursor = p.NextCursor; cursor == "" {

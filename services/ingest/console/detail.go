@@ -175,7 +175,7 @@ func (c *Console) readSeries(ctx context.Context, p *sessionPage) error {
 	s := c.series.get(key)
 	next := s.clone()
 	read, soft := 0, time.Now().Add(maxPageTime)
-	err := transcript.ScanRaw(ctx, c.nc, events.StreamTranscript, events.TranscriptSubject(p.Tenant, p.Session), s.lastSeq+1, 0, readBatch,
+	err := transcript.ScanRaw(ctx, c.nc, c.layout.Stream(p.Tenant, p.Session), c.layout.Subject(p.Tenant, p.Session), s.lastSeq+1, 0, readBatch,
 		func(m transcript.Raw) bool {
 			next.add(m)
 			read += len(m.Data)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"sort"
@@ -99,8 +100,10 @@ func (c *Console) sessions(w http.ResponseWriter, r *http.Request) {
 }
 
 // listSessions reads one page: the tenant's session ids after cursor from
-// the stream's per-subject state (no message is read), then the page's
-// heads, memory, index and context in batches of readBatch.
+// the shard streams' per-subject state (no message is read; the ids of
+// every shard are merged, then ordered, so pages follow the session ids
+// whatever shard holds them), then the page's heads, memory, index and
+// context in batches of readBatch.
 func (c *Console) listSessions(ctx context.Context, tenant, q, cursor string, limit int) (*sessionsPage, error) {
 	counts, err := c.recordCounts(ctx, tenant)
 	if err != nil {
@@ -165,22 +168,29 @@ func matches(row *sessionRow, q string) bool {
 	return true
 }
 
-// joinHeads adds each row's newest record (sequence, time) and the
-// context size at its last extraction request.
+// joinHeads adds each row's newest record (sequence in its shard stream,
+// time) and the context size at its last extraction request: one batch
+// read per shard stream that holds listed sessions.
 func (c *Console) joinHeads(ctx context.Context, tenant string, list []*sessionRow) error {
 	rows := make(map[string]*sessionRow, len(list))
-	subjects := make([]string, 0, len(list))
+	byStream := map[string][]string{}
 	for _, row := range list {
 		rows[row.Session] = row
-		subjects = append(subjects, events.TranscriptSubject(tenant, row.Session))
+		stream := c.layout.Stream(tenant, row.Session)
+		byStream[stream] = append(byStream[stream], c.layout.Subject(tenant, row.Session))
 	}
-	err := c.lastOfEach(ctx, events.StreamTranscript, subjects, func(m transcript.Raw) {
-		if _, session, ok := events.SplitSessionSubject(m.Subject); ok && rows[session] != nil {
-			rows[session].LastSeq, rows[session].LastActivity = m.Seq, m.Time
+	for _, stream := range c.layout.Streams() {
+		if len(byStream[stream]) == 0 {
+			continue
 		}
-	})
-	if err != nil {
-		return err
+		err := c.lastOfEach(ctx, stream, byStream[stream], func(m transcript.Raw) {
+			if _, _, session, ok := events.ParseTranscriptSubject(m.Subject); ok && rows[session] != nil {
+				rows[session].LastSeq, rows[session].LastActivity = m.Seq, m.Time
+			}
+		})
+		if err != nil {
+			return err
+		}
 	}
 	c.joinContext(ctx, tenant, rows)
 	return nil
@@ -224,23 +234,40 @@ func (c *Console) joinContext(ctx context.Context, tenant string, rows map[strin
 func lastToken(subject string) string { return subject[strings.LastIndexByte(subject, '.')+1:] }
 
 // recordCounts returns the record count of each of the tenant's sessions,
-// from the stream's per-subject state (the client pages through it).
+// from every shard stream's per-subject state.
 func (c *Console) recordCounts(ctx context.Context, tenant string) (map[string]uint64, error) {
-	st, err := c.js.Stream(ctx, events.StreamTranscript)
+	counts := map[string]uint64{}
+	err := c.subjectCounts(ctx, events.TenantTranscripts(tenant), func(_, session string, n uint64) {
+		counts[session] += n
+	})
 	if err != nil {
 		return nil, err
-	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(events.TranscriptSubject(tenant, "*")))
-	if err != nil {
-		return nil, err
-	}
-	counts := make(map[string]uint64, len(info.State.Subjects))
-	for subj, n := range info.State.Subjects {
-		if _, session, ok := events.SplitSessionSubject(subj); ok {
-			counts[session] = n
-		}
 	}
 	return counts, nil
+}
+
+// subjectCounts calls fn with the tenant, session and record count of
+// every transcript subject matching filter, read from the per-subject
+// state of every shard stream in turn (no message is read; the client
+// pages through each stream's state). A session lives in one shard, so fn
+// sees each session once.
+func (c *Console) subjectCounts(ctx context.Context, filter string, fn func(tenant, session string, n uint64)) error {
+	for _, name := range c.layout.Streams() {
+		st, err := c.js.Stream(ctx, name)
+		if err != nil {
+			return fmt.Errorf("reading stream %s: %w", name, err)
+		}
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+		if err != nil {
+			return fmt.Errorf("reading the sessions of stream %s: %w", name, err)
+		}
+		for subj, n := range info.State.Subjects {
+			if _, tenant, session, ok := events.ParseTranscriptSubject(subj); ok {
+				fn(tenant, session, n)
+			}
+		}
+	}
+	return nil
 }
 
 // joinBuckets adds memory, index and extraction state: for each bucket one

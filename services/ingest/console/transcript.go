@@ -71,7 +71,7 @@ func (c *Console) transcriptPage(w http.ResponseWriter, r *http.Request) {
 		Records   []entry `json:"records"`
 		NextAfter uint64  `json:"next_after,omitempty"`
 	}{Records: []entry{}}
-	err := transcript.ScanRaw(ctx, c.nc, events.StreamTranscript, events.TranscriptSubject(tenant, session), after+1, 0, min(limit+1, readBatch),
+	err := transcript.ScanRaw(ctx, c.nc, c.layout.Stream(tenant, session), c.layout.Subject(tenant, session), after+1, 0, min(limit+1, readBatch),
 		func(m transcript.Raw) bool {
 			if len(out.Records) == limit {
 				out.NextAfter = out.Records[limit-1].Seq

@@ -116,8 +116,8 @@ type tenantSummary struct {
 }
 
 // overview answers every tenant's sessions, records and parked requests
-// (operators only): one read of the transcript stream's per-subject state
-// and one of RECALL_PARKED.
+// (operators only): one read of each transcript shard stream's
+// per-subject state and one of RECALL_PARKED.
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	id, ok := c.identify(w, r)
 	if !ok {
@@ -144,22 +144,14 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	for _, t := range c.cfg.Tenants {
 		get(t)
 	}
-	st, err := c.js.Stream(ctx, events.StreamTranscript)
+	err := c.subjectCounts(ctx, events.AllTranscripts, func(tenant, _ string, n uint64) {
+		s := get(tenant)
+		s.Sessions++
+		s.Records += n
+	})
 	if err != nil {
 		unavailable(w, err)
 		return
-	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(events.TranscriptSubject("*", "*")))
-	if err != nil {
-		unavailable(w, err)
-		return
-	}
-	for subj, n := range info.State.Subjects {
-		if tenant, _, ok := events.SplitSessionSubject(subj); ok {
-			s := get(tenant)
-			s.Sessions++
-			s.Records += n
-		}
 	}
 	if list, err := parked.List(ctx, c.js); err == nil {
 		for _, p := range list {

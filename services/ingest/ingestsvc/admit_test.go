@@ -166,17 +166,17 @@ func TestNATSEndpointTenantShare(t *testing.T) {
 		t.Fatal(err)
 	}
 	var published atomic.Int64
-	sub, err := nc.Subscribe(events.SubjectTranscriptRoot+".>", func(m *nats.Msg) {
+	sub, err := nc.Subscribe(events.AllTranscripts, func(m *nats.Msg) {
 		n := published.Add(1)
 		time.AfterFunc(400*time.Millisecond, func() {
-			_ = m.Respond(fmt.Appendf(nil, `{"stream":%q,"seq":%d}`, events.StreamTranscript, n))
+			_ = m.Respond(fakeAck(m, int64(n)))
 		})
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	h := NewNATSHandler(nc, NewIngester(js, 1<<20, 5*time.Second), Limits{MaxEventBytes: 1 << 20, MaxBatchEvents: 100, MaxBodyBytes: 8 << 20}, 8)
+	h := NewNATSHandler(nc, NewIngester(js, testLayout, 1<<20, 5*time.Second), Limits{MaxEventBytes: 1 << 20, MaxBatchEvents: 100, MaxBodyBytes: 8 << 20}, 8)
 	h.tenantShare(1)
 	svc, err := micro.AddService(nc, micro.Config{Name: "ingest-share-test", Version: "1.0.0"})
 	if err != nil {

@@ -37,7 +37,7 @@ func BenchmarkBatchPath(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			m := natsce.NewMsg(events.TranscriptSubject("acme", s.Session), &s.Event)
+			m := natsce.NewMsg(testLayout.Subject("acme", s.Session), &s.Event)
 			m.Header["Nats-Msg-Id"] = []string{events.DedupID("acme", s.Event.ID())}
 			results[i] = EventResult{Index: i, ID: s.Event.ID(), Status: 202, Seq: uint64(i)}
 		}

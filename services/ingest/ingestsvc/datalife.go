@@ -46,7 +46,8 @@ const EraseEndpointSubject = events.SubjectAPIRoot + "." + events.VerbErase + ".
 // on the bulk-read connection.
 type DataAPI struct {
 	eraser *erase.Eraser
-	nc     *nats.Conn // bulk reads (the transcript)
+	nc     *nats.Conn    // bulk reads (the transcript)
+	layout events.Layout // the transcript's shards
 	js     jetstream.JetStream
 	auth   *Auth
 	limits Limits
@@ -67,7 +68,7 @@ func (s *Service) startEraser() error {
 		s.eraseNC.Close()
 		return fmt.Errorf("opening JetStream for the eraser: %w", err)
 	}
-	s.eraser = erase.New(js, s.cfg.Erase, nil, s.log)
+	s.eraser = erase.New(js, s.cfg.Layout(), s.cfg.Erase, nil, s.log)
 	gctx, cancel := context.WithCancel(context.Background())
 	if err := s.eraser.Guard(gctx); err != nil {
 		cancel()
@@ -95,7 +96,7 @@ func (s *Service) sweep(ctx context.Context) {
 
 // dataAPI is the lifecycle API over the console's bulk-read connection.
 func (s *Service) dataAPI(auth *Auth, limits Limits) *DataAPI {
-	return &DataAPI{eraser: s.eraser, nc: s.conNC, auth: auth, limits: limits, log: s.log}
+	return &DataAPI{eraser: s.eraser, nc: s.conNC, layout: s.cfg.Layout(), auth: auth, limits: limits, log: s.log}
 }
 
 // Register adds the lifecycle routes to mux; it fails only when the
@@ -193,7 +194,7 @@ func (a *DataAPI) exportSession(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	switch part := r.URL.Query().Get("part"); part {
 	case "", "transcript":
-		_, err := export.SessionJSONL(r.Context(), a.nc, tenant, session, w, func() {
+		_, err := export.SessionJSONL(r.Context(), a.nc, a.layout, tenant, session, w, func() {
 			w.Header().Set("Content-Type", "application/x-ndjson")
 			w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", session+".jsonl"))
 		})

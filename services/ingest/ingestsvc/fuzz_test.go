@@ -49,7 +49,7 @@ func FuzzHTTPDecode(f *testing.F) {
 			if events.ValidateID(s.Session) != nil || strings.ContainsAny(s.Session, ".*> \t\r\n") {
 				t.Fatalf("accepted unsafe session %q", s.Session)
 			}
-			m := natsce.NewMsg(events.TranscriptSubject("fuzz", s.Session), &s.Event)
+			m := natsce.NewMsg(testLayout.Subject("fuzz", s.Session), &s.Event)
 			back, err := natsce.Decode(m.Header, m.Data)
 			if err != nil {
 				t.Fatalf("stored form does not decode: %v", err)

@@ -33,10 +33,12 @@ type item struct {
 	err error  // decode or size error: the event is rejected as is
 }
 
-// Ingester validates events and stores them on the transcript stream. It is
-// safe for concurrent use.
+// Ingester validates events and stores each on its session's subject in
+// the session's transcript shard stream (events.Layout). It is safe for
+// concurrent use.
 type Ingester struct {
 	js             Publisher
+	layout         events.Layout
 	claim          *claimChecker // nil: no claim check
 	maxEventBytes  int
 	publishTimeout time.Duration
@@ -57,11 +59,12 @@ type Ingester struct {
 	afterSubmit atomic.Pointer[func()]
 }
 
-// NewIngester returns an Ingester publishing through js. Events larger than
-// maxEventBytes are rejected; acknowledgements not received within
-// publishTimeout fail the event with 503.
-func NewIngester(js Publisher, maxEventBytes int, publishTimeout time.Duration) *Ingester {
-	in := &Ingester{js: js, maxEventBytes: maxEventBytes, publishTimeout: publishTimeout, tracer: otel.Tracer("recall/ingest")}
+// NewIngester returns an Ingester publishing through js to the transcript
+// shards of layout. Events larger than maxEventBytes are rejected;
+// acknowledgements not received within publishTimeout fail the event with
+// 503.
+func NewIngester(js Publisher, layout events.Layout, maxEventBytes int, publishTimeout time.Duration) *Ingester {
+	in := &Ingester{js: js, layout: layout, maxEventBytes: maxEventBytes, publishTimeout: publishTimeout, tracer: otel.Tracer("recall/ingest")}
 	m := otel.Meter("recall/ingest")
 	in.events, _ = m.Int64Counter("recall_ingest_events", metric.WithDescription("events submitted to ingest, by outcome (accepted, duplicate, rejected, failed)"))
 	in.rejections, _ = m.Int64Counter("recall_ingest_rejections", metric.WithDescription("rejected events and requests, by reason"))
@@ -193,7 +196,7 @@ func (in *Ingester) submit(ctx context.Context, tenant, session string, items []
 			p.results[i] = r
 			continue
 		}
-		subject := events.TranscriptSubject(tenant, s.Session)
+		subject := in.layout.Subject(tenant, s.Session)
 		if p.stopped[subject] {
 			p.results[i] = EventResult{Index: i, ID: s.Event.ID(), Status: http.StatusServiceUnavailable, Error: errNotAttempted.Error()}
 			continue

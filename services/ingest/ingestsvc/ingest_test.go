@@ -22,11 +22,12 @@ const (
 	traceParEv = "00-" + traceIDEv + "-b7ad6b7169203331-01"
 )
 
-// checkStored asserts what a stored event carries: binary-mode attributes,
-// data, Nats-Msg-Id and a trace context of wantTrace.
-func checkStored(t *testing.T, m *jetstream.RawStreamMsg, tenant, session, id, wantTrace string) {
+// checkStored asserts what a stored event carries: its session's subject
+// in layout, binary-mode attributes, data, Nats-Msg-Id and a trace context
+// of wantTrace.
+func checkStored(t *testing.T, layout events.Layout, m *jetstream.RawStreamMsg, tenant, session, id, wantTrace string) {
 	t.Helper()
-	if want := events.TranscriptSubject(tenant, session); m.Subject != want {
+	if want := layout.Subject(tenant, session); m.Subject != want {
 		t.Errorf("subject %q, want %q", m.Subject, want)
 	}
 	h := m.Header
@@ -78,7 +79,7 @@ func TestHTTPStructured(t *testing.T) {
 	if len(msgs) != 1 {
 		t.Fatalf("%d stored", len(msgs))
 	}
-	checkStored(t, msgs[0], "acme", "s1", "e1", traceID)
+	checkStored(t, e.layout, msgs[0], "acme", "s1", "e1", traceID)
 }
 
 func TestHTTPBinary(t *testing.T) {
@@ -102,7 +103,7 @@ func TestHTTPBinary(t *testing.T) {
 		t.Fatalf("%d stored", len(msgs))
 	}
 	// The event's own trace wins over the (absent) request trace.
-	checkStored(t, msgs[0], "beta", "s2", "b1", traceIDEv)
+	checkStored(t, e.layout, msgs[0], "beta", "s2", "b1", traceIDEv)
 	if got := msgs[0].Header.Get("ce-traceparent"); got != traceParEv {
 		t.Errorf("ce-traceparent %q kept as extension, want %q", got, traceParEv)
 	}
@@ -134,7 +135,7 @@ func TestHTTPBatch(t *testing.T) {
 		if r.Results[i].Index != i || r.Results[i].ID != id || r.Results[i].Seq != uint64(i+1) {
 			t.Errorf("result %d = %+v", i, r.Results[i])
 		}
-		checkStored(t, m, "acme", "s3", id, traceID)
+		checkStored(t, e.layout, m, "acme", "s3", id, traceID)
 	}
 }
 
@@ -177,7 +178,7 @@ func TestNATSEndpoint(t *testing.T) {
 		t.Fatalf("%d stored, want 4", len(msgs))
 	}
 	for i, id := range []string{"n1", "n2", "n3", "n4"} {
-		checkStored(t, msgs[i], "acme", "s4", id, traceID)
+		checkStored(t, e.layout, msgs[i], "acme", "s4", id, traceID)
 	}
 
 	// Errors are micro errors with the HTTP status as code.
@@ -240,7 +241,7 @@ func TestOpenModeServesDefaultTenant(t *testing.T) {
 		t.Fatalf("status %d: %s", status, body)
 	}
 	msgs := e.stored()
-	if len(msgs) != 1 || msgs[0].Subject != events.TranscriptSubject(DefaultTenant, "s6") {
+	if len(msgs) != 1 || msgs[0].Subject != e.layout.Subject(DefaultTenant, "s6") {
 		t.Fatalf("stored %v", msgs)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,6 +49,8 @@ type env struct {
 	nc   *nats.Conn
 	js   jetstream.JetStream
 	base string
+	// layout is the transcript's shards as the service provisioned them.
+	layout events.Layout
 }
 
 func startEnv(t *testing.T, mod func(*Config)) *env {
@@ -76,7 +79,7 @@ func startEnv(t *testing.T, mod func(*Config)) *env {
 	})
 	// API replies go only to the requesting tenant's inbox prefix.
 	nc, js := s.Connect(t, nats.CustomInboxPrefix(events.InboxPrefix("acme")))
-	return &env{t: t, srv: s, svc: svc, nc: nc, js: js, base: "http://" + svc.Addr()}
+	return &env{t: t, srv: s, svc: svc, nc: nc, js: js, base: "http://" + svc.Addr(), layout: cfg.Layout()}
 }
 
 // post sends a request to the edge and returns the status and body.
@@ -101,28 +104,40 @@ func (e *env) post(path, token string, hdr map[string]string, body []byte) (int,
 	return resp.StatusCode, resp.Header, b
 }
 
-// stored returns every message of the transcript stream.
+// stored returns every message of the transcript's shard streams, in the
+// order they were stored (each stream's order, merged by stored time).
 func (e *env) stored() []*jetstream.RawStreamMsg {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := e.js.Stream(ctx, events.StreamTranscript)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
 	var out []*jetstream.RawStreamMsg
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		m, err := st.GetMsg(ctx, seq)
+	for _, name := range e.layout.Streams() {
+		st, err := e.js.Stream(ctx, name)
 		if err != nil {
-			e.t.Fatalf("reading seq %d: %v", seq, err)
+			e.t.Fatal(err)
 		}
-		out = append(out, m)
+		info := st.CachedInfo()
+		for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+			m, err := st.GetMsg(ctx, seq)
+			if err != nil {
+				e.t.Fatalf("reading seq %d of %s: %v", seq, name, err)
+			}
+			out = append(out, m)
+		}
 	}
+	slices.SortStableFunc(out, func(a, b *jetstream.RawStreamMsg) int { return a.Time.Compare(b.Time) })
 	return out
+}
+
+// testLayout is the transcript layout of the tests that run an Ingester
+// on its own, against a fake stream.
+var testLayout = events.NewLayout(events.DefaultShards)
+
+// fakeAck is the acknowledgement a fake transcript shard stream answers m
+// with, storing it at seq.
+func fakeAck(m *nats.Msg, seq int64) []byte {
+	k, _, _, _ := events.ParseTranscriptSubject(m.Subject)
+	return fmt.Appendf(nil, `{"stream":%q,"seq":%d}`, events.TranscriptShardStream(k), seq)
 }
 
 // message returns the data of a valid transcript message event.

@@ -3,7 +3,6 @@ package ingestsvc
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,17 +31,17 @@ func TestNATSEndpointShedsWhenEverySlotWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	var published atomic.Int64
-	sub, err := nc.Subscribe(events.TranscriptSubject("acme", "*"), func(m *nats.Msg) {
+	sub, err := nc.Subscribe(events.TenantTranscripts("acme"), func(m *nats.Msg) {
 		n := published.Add(1)
 		time.AfterFunc(400*time.Millisecond, func() {
-			_ = m.Respond(fmt.Appendf(nil, `{"stream":%q,"seq":%d}`, events.StreamTranscript, n))
+			_ = m.Respond(fakeAck(m, int64(n)))
 		})
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	h := NewNATSHandler(nc, NewIngester(js, 1<<20, 5*time.Second), Limits{MaxEventBytes: 1 << 20, MaxBatchEvents: 100, MaxBodyBytes: 8 << 20}, 1)
+	h := NewNATSHandler(nc, NewIngester(js, testLayout, 1<<20, 5*time.Second), Limits{MaxEventBytes: 1 << 20, MaxBatchEvents: 100, MaxBodyBytes: 8 << 20}, 1)
 	svc, err := micro.AddService(nc, micro.Config{Name: "ingest-shed-test", Version: "1.0.0"})
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +108,7 @@ func TestSessionOrderWithinARequest(t *testing.T) {
 	outstanding := map[string]int{}
 	var seen []string
 	overlap := ""
-	sub, err := nc.Subscribe(events.TranscriptSubject("acme", "*"), func(m *nats.Msg) {
+	sub, err := nc.Subscribe(events.TenantTranscripts("acme"), func(m *nats.Msg) {
 		id := m.Header.Get("ce-id")
 		mu.Lock()
 		seen = append(seen, id)
@@ -127,14 +126,14 @@ func TestSessionOrderWithinARequest(t *testing.T) {
 				_ = m.Respond([]byte(`{"error":{"code":503,"err_code":10008,"description":"stream leader lost"}}`))
 				return
 			}
-			_ = m.Respond(fmt.Appendf(nil, `{"stream":%q,"seq":%d}`, events.StreamTranscript, n))
+			_ = m.Respond(fakeAck(m, int64(n)))
 		})
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	in := NewIngester(js, 1<<20, 5*time.Second)
+	in := NewIngester(js, testLayout, 1<<20, 5*time.Second)
 	var items []item
 	for _, e := range [][2]string{{"o1", "s1"}, {"p1", "s2"}, {"o2", "s1"}, {"p2", "s2"}, {"o3", "s1"}, {"p3", "s2"}, {"o4", "s1"}} {
 		items = append(items, decodeStructured(mustMarshal(t, structured(e[0], e[1])), 1<<20))

@@ -26,8 +26,8 @@ type EventResult struct {
 	// (invalid), 403 (tenant mismatch), 413 (too large) or 503 (JetStream
 	// did not acknowledge; retry).
 	Status int `json:"status"`
-	// Seq is the transcript stream sequence of the stored event; for a
-	// duplicate, the sequence of the original.
+	// Seq is the sequence of the stored event in its session's transcript
+	// shard stream; for a duplicate, the sequence of the original.
 	Seq uint64 `json:"seq,omitempty"`
 	// Duplicate is true when the event id was stored before (within the
 	// dedup window) and this copy was not stored again.

@@ -85,7 +85,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 	}
 	limits := Limits{MaxEventBytes: cfg.MaxEventBytes, MaxBatchEvents: cfg.MaxBatchEvents, MaxBodyBytes: cfg.MaxBodyBytes,
 		BodyTimeout: cfg.BodyTimeout, adm: newAdmission(cfg)}
-	in := NewIngester(s.js, cfg.MaxEventBytes, cfg.PublishTimeout)
+	in := NewIngester(s.js, cfg.Layout(), cfg.MaxEventBytes, cfg.PublishTimeout)
 	blobs, err := s.js.ObjectStore(ctx, events.BucketBlobs)
 	if err != nil {
 		s.nc.Close()
@@ -131,7 +131,7 @@ func (s *Service) startEndpoint(ctx context.Context, in *Ingester, limits Limits
 	s.svc, err = micro.AddService(s.apiNC, micro.Config{
 		Name:         ServiceName,
 		Version:      "1.0.0",
-		Description:  "Recall ingest: validates session CloudEvents and stores them on " + events.StreamTranscript,
+		Description:  "Recall ingest: validates session CloudEvents and stores them on the transcript's shard streams (" + events.StreamTranscriptShardPrefix + "<shard>)",
 		StatsHandler: s.nh.Stats,
 	})
 	if err == nil {
@@ -169,7 +169,7 @@ func (s *Service) serveHTTP(ctx context.Context, in *Ingester, auth *Auth, limit
 	if s.conNC, err = natsconn.ConnectLogged(cfg.NATS, "recall-ingest-console", s.log); err != nil {
 		return err
 	}
-	con, err := console.New(s.conNC, auth.Identify, console.Config{Tenants: auth.ConsoleTenants(), Timeout: cfg.APITimeout, Log: s.log,
+	con, err := console.New(s.conNC, cfg.Layout(), auth.Identify, console.Config{Tenants: auth.ConsoleTenants(), Timeout: cfg.APITimeout, Log: s.log,
 		Admit: func(w http.ResponseWriter, r *http.Request, tenant, endpoint string) (func(), bool) {
 			return admit(r.Context(), w, limits.adm.lane(calls), tenant, endpoint)
 		}})
@@ -233,8 +233,10 @@ func (s *Service) readyErr() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if _, err := s.js.Stream(ctx, events.StreamTranscript); err != nil {
-		return fmt.Errorf("stream %s: %w", events.StreamTranscript, err)
+	for _, name := range s.cfg.Layout().Streams() {
+		if _, err := s.js.Stream(ctx, name); err != nil {
+			return fmt.Errorf("stream %s: %w", name, err)
+		}
 	}
 	return nil
 }
