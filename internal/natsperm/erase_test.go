@@ -23,16 +23,16 @@ func TestIngestUserErases(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	_, adminJS := s.Connect(t, nats.UserInfo("admin", adminPwd))
-	if _, err := adminJS.Publish(ctx, events.TranscriptSubject("acme", "s1"), []byte("{}")); err != nil {
+	if _, err := adminJS.Publish(ctx, e.layout.Subject("acme", "s1"), []byte("{}")); err != nil {
 		t.Fatal(err)
 	}
 	c := e.connect(t, "recall-ingest", nats.UserInfo("recall-ingest", "pw"))
-	er := erase.New(c.js, erase.Config{Drain: time.Millisecond}, nil, nil)
+	er := erase.New(c.js, e.layout, erase.Config{Drain: time.Millisecond}, nil, nil)
 	if err := er.Guard(ctx); err != nil {
 		t.Fatalf("guard: %v", err)
 	}
 	r, err := er.Session(ctx, "acme", "s1", erase.Actor{})
-	if err != nil || r.Count(events.StreamTranscript, "") != 1 {
+	if err != nil || r.Count(e.layout.Stream("acme", "s1"), "") != 1 {
 		t.Fatalf("session erase: %+v, %v", r, err)
 	}
 	if _, err := er.User(ctx, "acme", "u1", true, erase.Actor{}); err != nil {

@@ -34,8 +34,9 @@ func password(user string) string { return "pw-" + user }
 // env is a server configured with an admin, the two tenant users and the
 // service users.
 type env struct {
-	srv   *natstest.Server
-	admin *nats.Conn
+	srv    *natstest.Server
+	admin  *nats.Conn
+	layout events.Layout // the transcript's shards
 }
 
 // startFromOptions configures users through server.Options.
@@ -94,10 +95,11 @@ func newEnv(t *testing.T, s *natstest.Server) *env {
 	admin, js := s.Connect(t, nats.UserInfo("admin", adminPwd))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 2}); err != nil {
+	pc := provision.Config{Partitions: 2}
+	if err := provision.Ensure(ctx, js, pc); err != nil {
 		t.Fatal(err)
 	}
-	return &env{srv: s, admin: admin}
+	return &env{srv: s, admin: admin, layout: pc.Layout()}
 }
 
 // conn is a client connection that records asynchronous errors
@@ -159,12 +161,18 @@ func message(id, session string) event.Event {
 	return e
 }
 
+// subjectCount is the number of records stored on a transcript subject,
+// read from its shard stream.
 func subjectCount(t *testing.T, admin *nats.Conn, subject string) uint64 {
 	t.Helper()
+	k, _, _, ok := events.ParseTranscriptSubject(subject)
+	if !ok {
+		t.Fatalf("%s is not a transcript subject", subject)
+	}
 	js, _ := jetstream.New(admin)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, events.StreamTranscript)
+	s, err := js.Stream(ctx, events.TranscriptShardStream(k))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +197,7 @@ func testIsolation(t *testing.T, e *env) {
 		// A direct publish chooses its own Nats-Msg-Id, and deduplication
 		// is stream-wide: "globex:victim-1" here would make tenant B's
 		// event of that id a duplicate. Tenants publish through ingest.
-		m := nats.NewMsg(events.TranscriptSubject(tenantA, "s1"))
+		m := nats.NewMsg(e.layout.Subject(tenantA, "s1"))
 		m.Header.Set(jetstream.MsgIDHeader, events.DedupID(tenantB, "victim-1"))
 		m.Data = []byte("{}")
 		if err := a.nc.PublishMsg(m); err != nil {
@@ -202,20 +210,22 @@ func testIsolation(t *testing.T, e *env) {
 	})
 
 	t.Run("cannot publish as another tenant", func(t *testing.T) {
-		cl, _ := client.New(a.js, tenantB)
+		// The shard count is given: a tenant may not read stream info.
+		cl, _ := client.New(a.js, tenantB, client.Shards(e.layout.Shards()))
 		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		defer cancel()
 		if _, err := cl.Publish(pctx, message("x1", "s1")); err == nil {
 			t.Fatal("publishing to another tenant's transcript succeeded")
 		}
-		a.waitViolation(t, "publish", events.TranscriptSubject(tenantB, "s1"))
-		for _, subj := range []string{"recall.transcript.globex.s2", "recall.extract.acme.s1", "recall.events.extraction_completed.acme.s1", "$KV.RECALL_MEMORY.acme.s1", "$JS.API.STREAM.PURGE.RECALL_TRANSCRIPT"} {
+		a.waitViolation(t, "publish", e.layout.Subject(tenantB, "s1"))
+		for _, subj := range []string{e.layout.Subject(tenantB, "s2"), "recall.transcript.globex.s2", "recall.extract.acme.s1", "recall.events.extraction_completed.acme.s1",
+			"$KV.RECALL_MEMORY.acme.s1", "$JS.API.STREAM.PURGE." + e.layout.Stream(tenantA, "s1"), "$JS.API.STREAM.PURGE." + provision.StreamLegacyTranscript} {
 			if err := a.nc.Publish(subj, []byte("{}")); err != nil {
 				t.Fatal(err)
 			}
 			a.waitViolation(t, "publish", subj)
 		}
-		if n := subjectCount(t, e.admin, events.TranscriptSubject(tenantB, "s1")); n != 0 {
+		if n := subjectCount(t, e.admin, e.layout.Subject(tenantB, "s1")); n != 0 {
 			t.Fatalf("tenant B's transcript holds %d events written by A", n)
 		}
 	})
@@ -278,8 +288,9 @@ func testIsolation(t *testing.T, e *env) {
 		natsperm.InboxPrefix(tenantB) + ".>",
 		"$KV.RECALL_MEMORY.>",
 		"$KV.RECALL_MEMORY." + events.MemoryKey(tenantB, "s1"),
-		events.TranscriptSubject(tenantB, "*"),
-		events.TranscriptSubject(tenantA, "*"), // the stream is read through the API, not the wire
+		events.TenantTranscripts(tenantB),
+		events.TenantTranscripts(tenantA), // the streams are read through the API, not the wire
+		e.layout.Subject(tenantA, "s1"),
 		events.APISubject(events.VerbCompact, tenantA, "s1"),
 		events.APISubject(events.VerbCompact, tenantB, "*"),
 		"$JS.API.>",
@@ -313,9 +324,10 @@ func testIsolation(t *testing.T, e *env) {
 		}
 		for _, subj := range []string{
 			"$JS.API.DIRECT.GET.KV_" + events.BucketMemory + ".$KV." + events.BucketMemory + "." + events.MemoryKey(tenantB, "s1"),
-			"$JS.API.STREAM.MSG.GET." + events.StreamTranscript,
-			"$JS.API.CONSUMER.CREATE." + events.StreamTranscript,
-			"$JS.API.STREAM.INFO." + events.StreamTranscript,
+			"$JS.API.STREAM.MSG.GET." + e.layout.Stream(tenantA, "s1"),
+			"$JS.API.DIRECT.GET." + e.layout.Stream(tenantA, "s1"),
+			"$JS.API.CONSUMER.CREATE." + e.layout.Stream(tenantA, "s1"),
+			"$JS.API.STREAM.INFO." + events.TranscriptShardStream(0),
 		} {
 			if m, err := a.nc.Request(subj, []byte(`{"seq":1}`), 300*time.Millisecond); err == nil {
 				t.Fatalf("%s answered: %s", subj, m.Data)
@@ -398,16 +410,17 @@ func TestServiceUsers(t *testing.T) {
 	}
 	// A reply subject in the JetStream API stays denied: nothing lets a
 	// reply pass the deny list.
-	_ = e.admin.PublishRequest(events.APISubject(events.VerbCompact, tenantA, "s1"), "$JS.API.STREAM.PURGE."+events.StreamTranscript, nil)
-	c.waitViolation(t, "publish", "$JS.API.STREAM.PURGE."+events.StreamTranscript)
-	if err := c.nc.Publish("$JS.API.STREAM.DELETE."+events.StreamTranscript, nil); err != nil {
+	shard := e.layout.Stream(tenantA, "s1")
+	_ = e.admin.PublishRequest(events.APISubject(events.VerbCompact, tenantA, "s1"), "$JS.API.STREAM.PURGE."+shard, nil)
+	c.waitViolation(t, "publish", "$JS.API.STREAM.PURGE."+shard)
+	if err := c.nc.Publish("$JS.API.STREAM.DELETE."+shard, nil); err != nil {
 		t.Fatal(err)
 	}
-	c.waitViolation(t, "publish", "$JS.API.STREAM.DELETE."+events.StreamTranscript)
-	if err := c.nc.Publish(events.TranscriptSubject(tenantA, "s1"), nil); err != nil {
+	c.waitViolation(t, "publish", "$JS.API.STREAM.DELETE."+shard)
+	if err := c.nc.Publish(e.layout.Subject(tenantA, "s1"), nil); err != nil {
 		t.Fatal(err)
 	}
-	c.waitViolation(t, "publish", events.TranscriptSubject(tenantA, "s1"))
+	c.waitViolation(t, "publish", e.layout.Subject(tenantA, "s1"))
 }
 
 func mustService(t *testing.T, name string) natsperm.User {
