@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
+
+	"github.com/recallhq/recall/internal/retry"
 )
 
 // RetryPolicy bounds the retries of transient provider errors.
@@ -14,8 +15,8 @@ type RetryPolicy struct {
 	// 4).
 	Attempts int
 	// BaseDelay is the delay before the second call (<= 0: 500ms); it
-	// doubles per attempt up to MaxDelay (<= 0: 20s). Each delay is drawn
-	// uniformly from [delay/2, delay] (jitter).
+	// doubles per attempt up to MaxDelay (<= 0: 20s). Each delay is spread
+	// over [delay/2, 3·delay/2) (internal/retry's jitter).
 	BaseDelay time.Duration
 	MaxDelay  time.Duration
 	// OnRetry, when set, is called before each retry with the attempt that
@@ -60,7 +61,7 @@ func WithRetry(p Provider, policy RetryPolicy) Provider {
 
 // Complete implements Provider.
 func (r *retrying) Complete(ctx context.Context, req Request) (*Response, error) {
-	delay := r.policy.BaseDelay
+	waits := retry.Policy{First: r.policy.BaseDelay, Max: r.policy.MaxDelay, Jitter: true}.Backoff()
 	for attempt := 1; ; attempt++ {
 		resp, err := r.Provider.Complete(ctx, req)
 		if err == nil || !errors.Is(err, ErrRetryable) {
@@ -72,14 +73,8 @@ func (r *retrying) Complete(ctx context.Context, req Request) (*Response, error)
 		if r.policy.OnRetry != nil {
 			r.policy.OnRetry(attempt, err)
 		}
-		wait := delay/2 + rand.N(delay/2+1)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !retry.Pause(ctx.Done(), waits.Next()) {
 			return nil, fmt.Errorf("waiting to retry: %w", ctx.Err())
-		case <-t.C:
 		}
-		delay = min(delay*2, r.policy.MaxDelay)
 	}
 }
