@@ -51,7 +51,7 @@ func publishStub(t *testing.T, js jetstream.JetStream, session, id, object, sum 
 	preview, _ := json.Marshal(events.PreviewMessage(&msg))
 	_ = e.SetData(event.ApplicationJSON, json.RawMessage(preview))
 	events.ClaimCheck{Object: object, Size: int64(len(data)), SHA256: sum, Tokens: 4242}.SetOn(&e)
-	if _, err := js.PublishMsg(ctx, natsce.NewMsg(events.TranscriptSubject("t1", session), &e)); err != nil {
+	if _, err := js.PublishMsg(ctx, natsce.NewMsg(testLayout.Subject("t1", session), &e)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -71,7 +71,7 @@ func TestClaimCheckResolve(t *testing.T) {
 	s := natstest.Start(t)
 	nc, js := s.Connect(t)
 	ctx := context.Background()
-	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 2}); err != nil {
+	if err := provision.Ensure(ctx, js, testConfig); err != nil {
 		t.Fatal(err)
 	}
 	full := bigMessage("u-big")
@@ -80,7 +80,7 @@ func TestClaimCheckResolve(t *testing.T) {
 	publishStub(t, js, "other", "e3", events.BlobName("t1", "ok", "e1", strings.Repeat("0", 64)), "", full, false)
 	publishStub(t, js, "tampered", "e4", "", strings.Repeat("ab", 32), full, true)
 
-	r := NewReader(nc)
+	r := NewReader(nc, testLayout)
 	recs, err := r.Read(ctx, "t1", "ok", 0, 0, 0)
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("read: %d records, %v", len(recs), err)

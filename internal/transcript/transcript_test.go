@@ -13,6 +13,27 @@ import (
 	"github.com/recallhq/recall/pkg/events"
 )
 
+// testConfig is what the tests provision; testLayout is its transcript's
+// shards.
+var (
+	testConfig = provision.Config{Partitions: 2}
+	testLayout = testConfig.Layout()
+)
+
+// sibling returns a session of tenant stored in the same shard as session
+// (same) or in another shard.
+func sibling(t *testing.T, tenant, session string, same bool) string {
+	t.Helper()
+	for i := range 1000 {
+		s := fmt.Sprint("s", i)
+		if (testLayout.Shard(tenant, s) == testLayout.Shard(tenant, session)) == same {
+			return s
+		}
+	}
+	t.Fatalf("no session in %d shards is in the same shard as %s: %v", testLayout.Shards(), session, same)
+	return ""
+}
+
 func msgEvent(t *testing.T, session string, i int) event.Event {
 	t.Helper()
 	e := event.New()
@@ -34,23 +55,33 @@ func TestReadRanges(t *testing.T) {
 	s := natstest.Start(t)
 	nc, js := s.Connect(t)
 	ctx := context.Background()
-	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 2}); err != nil {
+	if err := provision.Ensure(ctx, js, testConfig); err != nil {
 		t.Fatal(err)
 	}
 	c, err := client.New(js, "t1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Interleave two sessions so per-session reads must skip the other.
+	// Interleave a session of a's shard, so per-session reads must skip
+	// it, and one of another shard.
+	same, other := sibling(t, "t1", "a", true), sibling(t, "t1", "a", false)
 	var evs []event.Event
 	for i := 0; i < 25; i++ {
-		evs = append(evs, msgEvent(t, "a", i), msgEvent(t, "b", i))
+		evs = append(evs, msgEvent(t, "a", i), msgEvent(t, same, i), msgEvent(t, other, i))
 	}
 	if _, err := c.PublishBatch(ctx, evs); err != nil {
 		t.Fatal(err)
 	}
-	r := NewReader(nc)
+	r := NewReader(nc, testLayout)
 	r.batch = 7 // force several round trips
+	if r.Layout() != testLayout {
+		t.Fatalf("Layout() = %v, want %v", r.Layout(), testLayout)
+	}
+	for _, s := range []string{same, other} {
+		if recs, err := r.Read(ctx, "t1", s, 0, 0, 0); err != nil || len(recs) != 25 {
+			t.Fatalf("session %s: %d records, %v; want 25", s, len(recs), err)
+		}
+	}
 
 	all, err := r.Read(ctx, "t1", "a", 0, 0, 0)
 	if err != nil {
