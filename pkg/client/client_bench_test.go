@@ -6,13 +6,14 @@ import (
 
 	"github.com/recallhq/recall/internal/benchgen"
 	"github.com/recallhq/recall/pkg/client"
+	"github.com/recallhq/recall/pkg/events"
 )
 
 // BenchmarkMsg measures what the client adds per event before publishing:
 // validation, binary-mode encoding, Nats-Msg-Id and trace injection.
 func BenchmarkMsg(b *testing.B) {
 	evs := benchgen.New(1).Interleaved(benchgen.SessionIDs("s", 50), 1000)
-	c, err := client.New(nil, "bench")
+	c, err := client.New(nil, "bench", client.Shards(events.DefaultShards))
 	if err != nil {
 		b.Fatal(err)
 	}

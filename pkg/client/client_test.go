@@ -64,12 +64,16 @@ func TestPublishAndBatch(t *testing.T) {
 	if res[0].Seq != 2 || res[1].Err == nil || res[2].Seq != 3 || !res[3].Duplicate || res[3].Seq != 1 {
 		t.Fatalf("batch results %+v", res)
 	}
-	st, _ := js.Stream(ctx, events.StreamTranscript)
+	layout := provision.Config{}.Layout()
+	st, err := js.Stream(ctx, layout.Stream("acme", "s1"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	m, err := st.GetMsg(ctx, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Subject != events.TranscriptSubject("acme", "s1") || m.Header.Get(jetstream.MsgIDHeader) != "acme:b3" || m.Header.Get("ce-recalltenant") != "acme" {
+	if m.Subject != layout.Subject("acme", "s1") || m.Header.Get(jetstream.MsgIDHeader) != "acme:b3" || m.Header.Get("ce-recalltenant") != "acme" {
 		t.Fatalf("stored %s %v", m.Subject, m.Header)
 	}
 	info, _ := st.Info(ctx)
@@ -97,9 +101,16 @@ func TestOrderedBatchStopsASessionAtItsFirstFailure(t *testing.T) {
 	big := newEvent("s1-2", "s1")
 	_ = big.SetData(event.ApplicationJSON, events.Message{UUID: "u-big", Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: strings.Repeat("x", 5000)}}})
 	batch := []event.Event{newEvent("s1-1", "s1"), newEvent("s2-1", "s2"), big, newEvent("s2-2", "s2"), newEvent("s1-3", "s1")}
-	// The stream refuses the big event for now, as it would refuse a
-	// publish during a leader change.
-	st, _ := js.Stream(ctx, events.StreamTranscript)
+	// s1's shard stream refuses the big event for now, as it would refuse
+	// a publish during a leader change; s2 is in another shard.
+	layout := provision.Config{}.Layout()
+	if layout.Shard("acme", "s1") == layout.Shard("acme", "s2") {
+		t.Fatal("s1 and s2 share a shard: the test needs them apart")
+	}
+	st, err := js.Stream(ctx, layout.Stream("acme", "s1"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := st.CachedInfo().Config
 	cfg.MaxMsgSize = 4000
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
@@ -118,12 +129,12 @@ func TestOrderedBatchStopsASessionAtItsFirstFailure(t *testing.T) {
 	}
 	// s1's records are stored in the batch's order.
 	var ids []string
-	for seq := uint64(1); seq <= 5; seq++ {
+	for seq := uint64(1); seq <= 3; seq++ {
 		m, err := st.GetMsg(ctx, seq)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Subject == events.TranscriptSubject("acme", "s1") {
+		if m.Subject == layout.Subject("acme", "s1") {
 			ids = append(ids, m.Header.Get("ce-id"))
 		}
 	}
@@ -146,17 +157,19 @@ func TestBatchWaitsForRoomWhenTheServerIsSlow(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seq atomic.Uint64
-	sub, err := nc.Subscribe(events.TranscriptSubject("acme", ">"), func(m *nats.Msg) {
+	layout := events.NewLayout(events.DefaultShards)
+	sub, err := nc.Subscribe(events.TenantTranscripts("acme"), func(m *nats.Msg) {
 		n := seq.Add(1)
 		time.AfterFunc(300*time.Millisecond, func() {
-			_ = m.Respond(fmt.Appendf(nil, `{"stream":%q,"seq":%d}`, events.StreamTranscript, n))
+			_ = m.Respond(fmt.Appendf(nil, `{"stream":%q,"seq":%d}`, layout.Stream("acme", "s1"), n))
 		})
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	c, err := client.New(js, "acme")
+	// No stream records the shard count here: the client is told it.
+	c, err := client.New(js, "acme", client.Shards(layout.Shards()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,5 +190,43 @@ func TestBatchWaitsForRoomWhenTheServerIsSlow(t *testing.T) {
 	}
 	if got := seq.Load(); got != 6 {
 		t.Fatalf("the server received %d publishes, want 6", got)
+	}
+}
+
+// TestLayoutIsReadFromTheServer: a client not told the shard count reads
+// it from the shard streams (here 3, not the default) and publishes to the
+// session's shard; with no shard streams its publish fails and says why.
+func TestLayoutIsReadFromTheServer(t *testing.T) {
+	s := natstest.Start(t)
+	_, js := s.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c, err := client.New(js, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Publish(ctx, newEvent("e0", "s1")); err == nil || !strings.Contains(err.Error(), events.TranscriptShardStream(0)) {
+		t.Fatalf("publish with no shard streams: %v", err)
+	}
+	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 2, Shards: 3, MemoryStorage: true}); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := c.Layout(ctx); err != nil || l != events.NewLayout(3) {
+		t.Fatalf("Layout() = %v, %v; want 3 shards", l, err)
+	}
+	want := events.NewLayout(3)
+	for _, session := range []string{"s1", "s2", "s3", "s4"} {
+		r, err := c.Publish(ctx, newEvent("e-"+session, session))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := js.Stream(ctx, want.Stream("acme", session))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := st.GetMsg(ctx, r.Seq)
+		if err != nil || m.Subject != want.Subject("acme", session) || m.Header.Get("ce-id") != "e-"+session {
+			t.Fatalf("%s stored at %d of %s: %v %v", session, r.Seq, want.Stream("acme", session), m, err)
+		}
 	}
 }

@@ -16,8 +16,9 @@ import (
 )
 
 // A trusted producer publishes a session's messages straight to the
-// transcript stream. Publishing the same event again (a retry) stores it
-// once.
+// transcript (the session's shard stream; the client reads the shard count
+// from the server once). Publishing the same event again (a retry) stores
+// it once.
 func Example() {
 	dir, _ := os.MkdirTemp("", "recall-example")
 	defer os.RemoveAll(dir)
