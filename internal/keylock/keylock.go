@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/retry"
 )
 
 // Locks is one lock per key, taken with a context. The zero value is ready.
@@ -51,25 +53,27 @@ func (k *Locks) Lock(ctx context.Context, key string) (unlock func(), err error)
 // (polling every 100 ms) while another holds it, until ctx ends. release
 // deletes it; a holder that dies leaves it to expire after ttl.
 func Lease(ctx context.Context, kv jetstream.KeyValue, key, holder string, ttl time.Duration) (release func(), err error) {
-	for {
-		rev, err := kv.Create(ctx, key, []byte(holder), jetstream.KeyTTL(ttl))
-		if err == nil {
-			return func() {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-				defer cancel()
-				_ = kv.Delete(rctx, key, jetstream.LastRevision(rev))
-			}, nil
+	var rev uint64
+	err = leasePoll.Do(ctx, nil, "", func(ctx context.Context) error {
+		var err error
+		rev, err = kv.Create(ctx, key, []byte(holder), jetstream.KeyTTL(ttl))
+		if err != nil && !IsConflict(err) {
+			return retry.Permanent(fmt.Errorf("taking the lease %s: %w", key, err))
 		}
-		if !IsConflict(err) {
-			return nil, fmt.Errorf("taking the lease %s: %w", key, err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = kv.Delete(rctx, key, jetstream.LastRevision(rev))
+	}, nil
 }
+
+// leasePoll asks for a held lease again every 100 ms.
+var leasePoll = retry.Policy{First: 100 * time.Millisecond, Max: 100 * time.Millisecond}
 
 // IsConflict reports a failed KV create or compare-and-set, on a single
 // server (code 10071) or a replicated bucket (10164, which

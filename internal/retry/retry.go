@@ -118,6 +118,18 @@ func (b *Backoff) Next() time.Duration {
 	return w
 }
 
+// After is the wait after the n-th failure (n >= 1) without jitter:
+// First doubled n-1 times, at most Max. For a loop whose failures are
+// counted elsewhere — a redelivered message's delivery count, say — and
+// which therefore cannot keep a Backoff.
+func (p Policy) After(n int) time.Duration {
+	w := p.First
+	for i := 1; i < n && w < p.Max; i++ {
+		w *= 2
+	}
+	return min(w, p.Max)
+}
+
 // Reset starts the sequence again at First (after a success).
 func (b *Backoff) Reset() { b.next = 0 }
 

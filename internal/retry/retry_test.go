@@ -142,3 +142,12 @@ func TestPause(t *testing.T) {
 		t.Fatal("a closed stop did not end the wait")
 	}
 }
+
+func TestAfterDoublesToMax(t *testing.T) {
+	p := retry.Policy{First: 2 * time.Second, Max: 30 * time.Second}
+	for n, want := range map[int]time.Duration{0: 2 * time.Second, 1: 2 * time.Second, 2: 4 * time.Second, 4: 16 * time.Second, 5: 30 * time.Second, 50: 30 * time.Second} {
+		if got := p.After(n); got != want {
+			t.Errorf("After(%d) = %v, want %v", n, got, want)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/recallhq/recall/internal/eventpub"
 	"github.com/recallhq/recall/internal/parked"
 	"github.com/recallhq/recall/internal/pcgroup"
+	"github.com/recallhq/recall/internal/retry"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
 )
@@ -169,10 +170,11 @@ func (w *Worker) complete(ctx context.Context, m *pcgroup.Msg, req request, res 
 	return nil
 }
 
-func retryDelay(delivered int) time.Duration {
-	d := time.Second << min(delivered, 5)
-	return min(d, 30*time.Second)
-}
+// retryDelay is the Nak delay of a request delivered that many times: 2 s,
+// doubling, at most 30 s.
+func retryDelay(delivered int) time.Duration { return redelivery.After(delivered) }
+
+var redelivery = retry.Policy{First: 2 * time.Second, Max: 30 * time.Second}
 
 // publish sends a lifecycle notification on RECALL_EVENTS; its key (the
 // kind and the request's dedup id) makes a re-sent notification of the same

@@ -6,6 +6,7 @@ import (
 
 	"github.com/recallhq/recall/internal/parked"
 	"github.com/recallhq/recall/internal/pcgroup"
+	"github.com/recallhq/recall/internal/retry"
 )
 
 // A queued commit that fails (the model, a write, a read) is redelivered
@@ -49,5 +50,5 @@ func (c *committer) retryOrPark(ctx context.Context, m *pcgroup.Msg, job commitJ
 // retryDelay is the wait before delivery delivered+1 of a failed commit:
 // RetryBackoff, doubling per delivery, at most 32 times it.
 func (c Config) retryDelay(delivered int) time.Duration {
-	return c.RetryBackoff << min(max(delivered-1, 0), 5)
+	return retry.Policy{First: c.RetryBackoff, Max: 32 * c.RetryBackoff}.After(delivered)
 }
