@@ -104,8 +104,9 @@ func TestPreCompactIngestsTheTranscript(t *testing.T) {
 	s := natstest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	pc := provision.Config{Partitions: 1, MemoryStorage: true}
 	svc, err := ingestsvc.Start(ctx, ingestsvc.Config{NATS: natsconn.Config{URL: s.ClientURL()},
-		Config: provision.Config{Partitions: 1, MemoryStorage: true}, HTTPAddr: "127.0.0.1:0"},
+		Config: pc, HTTPAddr: "127.0.0.1:0"},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -127,13 +128,13 @@ func TestPreCompactIngestsTheTranscript(t *testing.T) {
 		return string(b)
 	}
 
+	// The session's records, in its shard stream.
 	stored := func() uint64 {
-		st, err := js.Stream(ctx, events.StreamTranscript)
+		st, err := js.Stream(ctx, pc.Layout().Stream(ingestsvc.DefaultTenant, "sess-hook"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		info, _ := st.Info(ctx)
-		return info.State.Msgs
+		return st.CachedInfo().State.Msgs
 	}
 	for i, step := range []struct {
 		event string

@@ -33,17 +33,19 @@ const (
 
 // recallEnv is a real ingest service (HTTP edge) on an embedded NATS.
 type recallEnv struct {
-	url string
-	js  jetstream.JetStream
+	url    string
+	js     jetstream.JetStream
+	layout events.Layout // the transcript's shards
 }
 
 func startRecall(t *testing.T) *recallEnv {
 	t.Helper()
 	s := natstest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
+	pc := provision.Config{Partitions: 1, MemoryStorage: true}
 	svc, err := ingestsvc.Start(ctx, ingestsvc.Config{
 		NATS:     natsconn.Config{URL: s.ClientURL()},
-		Config:   provision.Config{Partitions: 1, MemoryStorage: true},
+		Config:   pc,
 		HTTPAddr: "127.0.0.1:0",
 		Tenants:  tenant + ":" + ingestsvc.HashToken(token),
 	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -52,34 +54,33 @@ func startRecall(t *testing.T) *recallEnv {
 	}
 	t.Cleanup(func() { svc.Shutdown(context.Background()); cancel() })
 	_, js := s.Connect(t)
-	return &recallEnv{url: "http://" + svc.Addr(), js: js}
+	return &recallEnv{url: "http://" + svc.Addr(), js: js, layout: pc.Layout()}
 }
 
-// each calls fn with every record of the transcript stream.
+// each calls fn with every record of every transcript shard stream.
 func (r *recallEnv) each(t *testing.T, fn func(*jetstream.RawStreamMsg)) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := r.js.Stream(ctx, events.StreamTranscript)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
-		m, err := st.GetMsg(ctx, seq)
+	for _, name := range r.layout.Streams() {
+		st, err := r.js.Stream(ctx, name)
 		if err != nil {
-			t.Fatalf("reading record %d: %v", seq, err)
+			t.Fatal(err)
 		}
-		fn(m)
+		info := st.CachedInfo()
+		for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+			m, err := st.GetMsg(ctx, seq)
+			if err != nil {
+				t.Fatalf("reading record %d of %s: %v", seq, name, err)
+			}
+			fn(m)
+		}
 	}
 }
 
 // stored counts the transcript records of session by event id.
 func (r *recallEnv) stored(t *testing.T, session string) map[string]int {
 	t.Helper()
-	subject := events.TranscriptSubject(tenant, session)
+	subject := r.layout.Subject(tenant, session)
 	ids := map[string]int{}
 	r.each(t, func(m *jetstream.RawStreamMsg) {
 		if m.Subject == subject {
