@@ -409,7 +409,8 @@ func WaitAvailable(ctx context.Context, js jetstream.JetStream, c Config, log *s
 
 // Open is how every service starts: connect to NATS as name, open
 // JetStream (with opts), provision with EnsureRetry and wait until every
-// stream and bucket has a leader (WaitAvailable). It retries until ctx is
+// stream and bucket has a leader (WaitAvailable), then spread the shard
+// streams' leaders over the nodes (BalanceLeaders, best effort, logged). It retries until ctx is
 // done, so a degraded cluster delays a start but never fails it. On error the
 // connection is closed; when ctx ended first the error is ctx.Err(). The
 // caller owns the returned connection.
@@ -434,5 +435,6 @@ func Open(ctx context.Context, nc natsconn.Config, c Config, name string, log *s
 		conn.Close()
 		return nil, nil, err
 	}
+	balanceOnStart(ctx, js, c, log) // spread the shard streams' leaders (leaders.go); never fails
 	return conn, js, nil
 }

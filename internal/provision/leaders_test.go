@@ -1,0 +1,140 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/internal/natstest"
+	"github.com/recallhq/recall/internal/testpoll"
+)
+
+func TestPlanLeaderMoves(t *testing.T) {
+	all := []string{"a", "b", "c"}
+	led := func(leaders ...string) []streamLeader {
+		out := make([]streamLeader, len(leaders))
+		for i, l := range leaders {
+			out[i] = streamLeader{name: fmt.Sprintf("S%d", i), leader: l, peers: all}
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		view []streamLeader
+		want []LeaderMove
+	}{
+		{"balanced", led("a", "b", "c", "a", "b", "c"), nil},
+		{"within one", led("a", "a", "b", "c", "b"), nil},
+		{"all on one", led("a", "a", "a", "a", "a", "a"), []LeaderMove{
+			{"S0", "a", "b"}, {"S1", "a", "c"}, {"S2", "a", "b"}, {"S3", "a", "c"}}},
+		{"a returning node", led("a", "b", "a", "b", "a", "b"), []LeaderMove{{"S0", "a", "c"}, {"S1", "b", "c"}}},
+		{"two of three on one, none on the third", led("a", "a", "b"), []LeaderMove{{"S0", "a", "c"}}},
+		{"two on one, one elsewhere, two nodes", []streamLeader{
+			{name: "S0", leader: "a", peers: []string{"a", "b"}},
+			{name: "S1", leader: "a", peers: []string{"a", "b"}},
+			{name: "S2", leader: "b", peers: []string{"a", "b"}},
+		}, nil},
+		{"offline peer is never chosen", []streamLeader{
+			{name: "S0", leader: "a", peers: []string{"a", "b"}},
+			{name: "S1", leader: "a", peers: []string{"a", "b"}},
+			{name: "S2", leader: "a", peers: []string{"a", "b"}},
+		}, []LeaderMove{{"S0", "a", "b"}}},
+		{"a peer outside the stream's group is not a target", []streamLeader{
+			{name: "S0", leader: "a", peers: []string{"a", "b"}},
+			{name: "S1", leader: "a", peers: []string{"a", "b"}},
+			{name: "S2", leader: "b", peers: []string{"b", "c"}},
+		}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := planLeaderMoves(tt.view)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("moves %v, want %v", got, tt.want)
+			}
+			if again := planLeaderMoves(applyMoves(tt.view, got)); len(again) != 0 {
+				t.Fatalf("after the moves the plan is %v, want none (idempotent)", again)
+			}
+		})
+	}
+}
+
+func applyMoves(view []streamLeader, moves []LeaderMove) []streamLeader {
+	out := make([]streamLeader, len(view))
+	copy(out, view)
+	for _, m := range moves {
+		for i := range out {
+			if out[i].name == m.Stream {
+				out[i].leader = m.To
+			}
+		}
+	}
+	return out
+}
+
+// TestBalanceLeadersOnCluster moves every shard stream's leader to one node
+// of a three-node cluster, then balances: two leaders per node, and a
+// second call moves nothing.
+func TestBalanceLeadersOnCluster(t *testing.T) {
+	c := natstest.StartCluster(t, 3)
+	_, js := c.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cfg := Config{Replicas: 3, Shards: 6, MemoryStorage: true}
+	for _, sc := range TranscriptStreams(cfg) {
+		if err := ensureStream(ctx, js, sc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	concentrate(t, ctx, js, cfg, "n0")
+
+	testpoll.Until(t, 30*time.Second, "the leaders balanced", func() bool {
+		moves, err := BalanceLeaders(ctx, js, cfg)
+		if err != nil && !errors.Is(err, ErrLeaderless) {
+			t.Logf("balancing: %v", err)
+		}
+		return err == nil && len(moves) == 0
+	})
+	leaders, err := ShardLeaders(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := map[string]int{}
+	for _, l := range leaders {
+		per[l]++
+	}
+	t.Logf("leaders per node after balancing: %v", per)
+	if len(per) != 3 || per["n0"] != 2 || per["n1"] != 2 || per["n2"] != 2 {
+		t.Fatalf("leaders per node %v, want 2 on each of n0, n1, n2", per)
+	}
+	if moves, err := BalanceLeaders(ctx, js, cfg); err != nil || len(moves) != 0 {
+		t.Fatalf("a balanced cluster: moves %v, error %v; want none", moves, err)
+	}
+}
+
+// concentrate makes node the leader of every shard stream of cfg, asking
+// the others' leaders to step down for it until it leads them all.
+func concentrate(t *testing.T, ctx context.Context, js jetstream.JetStream, cfg Config, node string) {
+	t.Helper()
+	testpoll.Until(t, 30*time.Second, "every leader on "+node, func() bool {
+		view, err := readLeaders(ctx, js, cfg.Layout().Streams())
+		if err != nil {
+			return false
+		}
+		all := true
+		for _, s := range view {
+			if s.leader == node {
+				continue
+			}
+			all = false
+			if s.leader != "" {
+				_ = stepDown(ctx, js, LeaderMove{Stream: s.name, From: s.leader, To: node}) // retried on the next poll
+			}
+		}
+		return all
+	})
+}
