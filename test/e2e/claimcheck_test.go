@@ -96,10 +96,7 @@ func TestLargeLatestRequestIsStoredAndQuoted(t *testing.T) {
 // smaller than the event, naming a body of about size bytes.
 func checkStub(t *testing.T, js jetstream.JetStream, session string, seq uint64, size int) {
 	t.Helper()
-	ts, err := js.Stream(context.Background(), events.StreamTranscript)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ts, _ := sessionStream(t, js, "default", session)
 	m, err := ts.GetMsg(context.Background(), seq)
 	if err != nil {
 		t.Fatal(err)
@@ -132,8 +129,8 @@ func TestClaimCheckLimitsAndDuplicates(t *testing.T) {
 	if n := objects(t, js); n != 0 {
 		t.Fatalf("%d objects stored for a refused event", n)
 	}
-	ts, _ := js.Stream(context.Background(), events.StreamTranscript)
-	if _, err := ts.GetLastMsgForSubject(context.Background(), events.TranscriptSubject("default", session)); err == nil {
+	ts, subject := sessionStream(t, js, "default", session)
+	if _, err := ts.GetLastMsgForSubject(context.Background(), subject); err == nil {
 		t.Fatal("a record was stored for a refused event")
 	}
 

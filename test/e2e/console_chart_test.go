@@ -27,8 +27,9 @@ import (
 // spans the whole session, first record to last, with every compaction
 // on the axis. The console runs alone over an embedded NATS server (no
 // pipeline to take the records in), and the records are published
-// straight to the transcript stream. Under the race detector, which slows
-// the console's reads about fivefold, the session holds 60,000 records.
+// straight to the session's transcript shard stream. Under the race
+// detector, which slows the console's reads about fivefold, the session
+// holds 60,000 records.
 func TestConsoleLongSessionChart(t *testing.T) {
 	n, limit := 200_000, 40*time.Second
 	if raceEnabled {
@@ -40,12 +41,13 @@ func TestConsoleLongSessionChart(t *testing.T) {
 	nc, js := srv.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
-	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 1}); err != nil {
+	prov := provision.Config{Partitions: 1}
+	if err := provision.Ensure(ctx, js, prov); err != nil {
 		t.Fatal(err)
 	}
-	first, last := publishLong(t, ctx, js, n)
+	first, last := publishLong(t, ctx, js, prov.Layout(), n)
 	operator := func(*http.Request) (console.Identity, error) { return console.Identity{Operator: true}, nil }
-	con, err := console.New(nc, operator, console.Config{Tenants: []string{"acme"}})
+	con, err := console.New(nc, prov.Layout(), operator, console.Config{Tenants: []string{"acme"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,10 +83,18 @@ func TestConsoleLongSessionChart(t *testing.T) {
 	screenshot(t, tab, "long-session")
 }
 
-// publishLong stores n records of acme/long, every tenth stream sequence
-// another session's, and returns the first and last sequence of long.
-func publishLong(t *testing.T, ctx context.Context, js jetstream.JetStream, n int) (first, last uint64) {
+// publishLong stores n records of acme/long, every tenth sequence of its
+// shard stream another session's (one of the same shard), and returns the
+// first and last sequence of long.
+func publishLong(t *testing.T, ctx context.Context, js jetstream.JetStream, layout events.Layout, n int) (first, last uint64) {
 	t.Helper()
+	other := ""
+	for i := 0; other == ""; i++ {
+		if s := fmt.Sprint("other", i); layout.Shard("acme", s) == layout.Shard("acme", "long") {
+			other = s
+		}
+	}
+	stream := layout.Stream("acme", "long")
 	msg := func(session string, i int) *event.Event {
 		e := event.New()
 		e.SetID(fmt.Sprintf("%s-%d", session, i))
@@ -103,8 +113,8 @@ func publishLong(t *testing.T, ctx context.Context, js jetstream.JetStream, n in
 		for _, f := range futures {
 			select {
 			case ack := <-f.Ok():
-				if ack.Stream != events.StreamTranscript {
-					t.Fatalf("stored in %s", ack.Stream)
+				if ack.Stream != stream {
+					t.Fatalf("stored in %s, want %s", ack.Stream, stream)
 				}
 				if first == 0 && strings.HasSuffix(f.Msg().Subject, ".long") {
 					first = ack.Sequence
@@ -121,12 +131,12 @@ func publishLong(t *testing.T, ctx context.Context, js jetstream.JetStream, n in
 		futures = futures[:0]
 	}
 	for k, j := 0, 0; j < n; k++ {
-		session, i := "other", k
+		session, i := other, k
 		if k%10 != 9 {
 			session, i = "long", j
 			j++
 		}
-		f, err := js.PublishMsgAsync(natsce.NewMsg(events.TranscriptSubject("acme", session), msg(session, i)))
+		f, err := js.PublishMsgAsync(natsce.NewMsg(layout.Subject("acme", session), msg(session, i)))
 		if err != nil {
 			t.Fatal(err)
 		}

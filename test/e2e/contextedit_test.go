@@ -29,8 +29,8 @@ func TestContextEditing(t *testing.T) {
 		t.Fatal(err)
 	}
 	postEvents(t, p.httpURL, res.Events)
-	ts, _ := js.Stream(context.Background(), events.StreamTranscript)
-	last, err := ts.GetLastMsgForSubject(context.Background(), events.TranscriptSubject("default", session))
+	ts, subject := sessionStream(t, js, "default", session)
+	last, err := ts.GetLastMsgForSubject(context.Background(), subject)
 	if err != nil {
 		t.Fatal(err)
 	}

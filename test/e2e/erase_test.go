@@ -70,7 +70,8 @@ func TestEraseSessionEverywhere(t *testing.T) {
 	s := startFullStack(t)
 	buildSession(t, s, "doomed")
 	before := markerSeqs(t, s.js, marker)
-	for _, want := range []string{events.StreamTranscript, "OBJ_" + events.BucketBlobs, "KV_" + events.BucketMemory,
+	shard, _ := sessionStream(t, s.js, "default", "doomed")
+	for _, want := range []string{shard.CachedInfo().Config.Name, "OBJ_" + events.BucketBlobs, "KV_" + events.BucketMemory,
 		"KV_" + events.BucketParked, "KV_" + events.BucketTriggerState, "KV_" + events.BucketStatus, "KV_" + events.BucketLTMState, "KV_" + events.BucketLTM} {
 		if len(before[want]) == 0 {
 			t.Fatalf("the test session left nothing in %s: %v", want, before)
@@ -86,7 +87,7 @@ func TestEraseSessionEverywhere(t *testing.T) {
 	if bytes.Contains(b, []byte(marker)) {
 		t.Fatalf("the receipt holds content: %s", b)
 	}
-	for _, p := range []string{events.StreamTranscript, events.BucketMemory, events.BucketIndex, events.BucketBlobs, events.StreamEvents, events.BucketLTM} {
+	for _, p := range []string{shard.CachedInfo().Config.Name, events.BucketMemory, events.BucketIndex, events.BucketBlobs, events.StreamEvents, events.BucketLTM} {
 		if r.Count(p, "") == 0 {
 			t.Errorf("the receipt removed nothing from %s: %s", p, b)
 		}

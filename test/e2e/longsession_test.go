@@ -218,10 +218,6 @@ func (c replyContext) tokens() int64 {
 func TestLongToolLoopsCompactFromMemory(t *testing.T) {
 	p, srv := startPipeline(t)
 	_, js := srv.Connect(t)
-	ts, err := js.Stream(context.Background(), events.StreamTranscript)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, tc := range []struct {
 		calls    int
 		streamed bool
@@ -238,7 +234,8 @@ func TestLongToolLoopsCompactFromMemory(t *testing.T) {
 				t.Fatal(err)
 			}
 			postEvents(t, p.httpURL, res.Events)
-			last, err := ts.GetLastMsgForSubject(context.Background(), events.TranscriptSubject("default", session))
+			ts, subject := sessionStream(t, js, "default", session)
+			last, err := ts.GetLastMsgForSubject(context.Background(), subject)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -279,7 +276,7 @@ func TestRepeatedCompactionKeepsEveryRecord(t *testing.T) {
 	_, js := srv.Connect(t)
 	const session = "again"
 	rec, compacted := compactedOnce(t, p, js, session)
-	ts, _ := js.Stream(context.Background(), events.StreamTranscript)
+	ts, subject := sessionStream(t, js, "default", session)
 	batch := []map[string]any{compacted}
 	// Five short turns: too little growth for the trigger to extract.
 	for i := range 5 {
@@ -310,7 +307,7 @@ func TestRepeatedCompactionKeepsEveryRecord(t *testing.T) {
 	// Every message stored after the last summarized record is kept.
 	ctx := context.Background()
 	cons, err := ts.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{events.TranscriptSubject("default", session)}, DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq: second.LastSummarizedSeq + 1})
 	if err != nil {
 		t.Fatal(err)

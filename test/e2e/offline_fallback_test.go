@@ -82,8 +82,7 @@ func TestOfflineNotesCountEveryCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, _ := js.Stream(context.Background(), events.StreamTranscript)
-	subject := events.TranscriptSubject("default", session)
+	ts, subject := sessionStream(t, js, "default", session)
 	extractions := 0
 	for evs := res.Events; len(evs) > 0; {
 		n := min(len(evs), 81) // the request, then 40 calls; 40 calls after

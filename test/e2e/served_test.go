@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
 )
@@ -65,14 +66,28 @@ func servedMessages(t *testing.T, r *events.CompactReply) []*events.Message {
 	return msgs
 }
 
-// lastSeq is the session's newest transcript sequence.
-func lastSeq(t *testing.T, js jetstream.JetStream, session string) uint64 {
+// sessionStream is the transcript shard stream that holds a session of
+// tenant (the layout read from the server) and the session's subject in it.
+func sessionStream(t *testing.T, js jetstream.JetStream, tenant, session string) (jetstream.Stream, string) {
 	t.Helper()
-	ts, err := js.Stream(context.Background(), events.StreamTranscript)
+	ctx := context.Background()
+	layout, err := provision.DiscoverLayout(ctx, js)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := ts.GetLastMsgForSubject(context.Background(), events.TranscriptSubject("default", session))
+	ts, err := js.Stream(ctx, layout.Stream(tenant, session))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ts, layout.Subject(tenant, session)
+}
+
+// lastSeq is the session's newest transcript sequence (in its shard
+// stream).
+func lastSeq(t *testing.T, js jetstream.JetStream, session string) uint64 {
+	t.Helper()
+	ts, subject := sessionStream(t, js, "default", session)
+	m, err := ts.GetLastMsgForSubject(context.Background(), subject)
 	if err != nil {
 		t.Fatal(err)
 	}

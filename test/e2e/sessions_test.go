@@ -434,11 +434,8 @@ func isCode(err error, code string) bool {
 func (s *indexStack) waitIndexerRead(t *testing.T, session string) {
 	t.Helper()
 	ctx := context.Background()
-	ts, err := s.js.Stream(ctx, events.StreamTranscript)
-	if err != nil {
-		t.Fatal(err)
-	}
-	last, err := ts.GetLastMsgForSubject(ctx, events.TranscriptSubject("default", session))
+	ts, subject := sessionStream(t, s.js, "default", session)
+	last, err := ts.GetLastMsgForSubject(ctx, subject)
 	if err != nil {
 		t.Fatal(err)
 	}
