@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/recallhq/recall/internal/envconf"
 )
 
 // Provider kinds.
@@ -26,8 +28,8 @@ type Config struct {
 	Provider        string        `envconfig:"LLM_PROVIDER" desc:"anthropic, openai, offline, or empty to pick by configured key (offline when none)"`
 	Model           string        `envconfig:"LLM_MODEL" desc:"model name; empty uses the provider's default"`
 	BaseURL         string        `envconfig:"LLM_BASE_URL" desc:"API base URL (OpenAI-compatible servers: vLLM, Ollama, llama.cpp, LiteLLM)"`
-	AnthropicAPIKey string        `envconfig:"ANTHROPIC_API_KEY" desc:"Anthropic API key (secret; ANTHROPIC_API_KEY is used when unset)"`
-	OpenAIAPIKey    string        `envconfig:"OPENAI_API_KEY" desc:"OpenAI API key (secret; OPENAI_API_KEY is used when unset)"`
+	AnthropicAPIKey string        `envconfig:"ANTHROPIC_API_KEY" secret:"true" desc:"Anthropic API key (secret; ANTHROPIC_API_KEY is used when unset)"`
+	OpenAIAPIKey    string        `envconfig:"OPENAI_API_KEY" secret:"true" desc:"OpenAI API key (secret; OPENAI_API_KEY is used when unset)"`
 	MaxTokens       int           `envconfig:"LLM_MAX_TOKENS" default:"8192" desc:"most output tokens per model call"`
 	Timeout         time.Duration `envconfig:"LLM_TIMEOUT" default:"120s" desc:"time limit of one model call"`
 	RetryAttempts   int           `envconfig:"LLM_RETRY_ATTEMPTS" default:"4" desc:"attempts per model call on transport errors, 429 and 5xx"`
@@ -36,25 +38,7 @@ type Config struct {
 }
 
 // LogValue masks the API keys.
-func (c Config) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.String("provider", c.Provider),
-		slog.String("model", c.Model),
-		slog.String("base_url", c.BaseURL),
-		slog.String("anthropic_api_key", maskKey(c.AnthropicAPIKey)),
-		slog.String("openai_api_key", maskKey(c.OpenAIAPIKey)),
-		slog.Int("max_tokens", c.MaxTokens),
-		slog.Duration("timeout", c.Timeout),
-		slog.Int("retry_attempts", c.RetryAttempts),
-	)
-}
-
-func maskKey(s string) string {
-	if s == "" {
-		return ""
-	}
-	return "***"
-}
+func (c Config) LogValue() slog.Value { return envconf.LogValue(c) }
 
 // New builds the configured provider, wrapped with WithRetry per the retry
 // settings. With Provider empty it picks anthropic when an Anthropic key is

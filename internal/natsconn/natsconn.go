@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/recallhq/recall/internal/envconf"
 )
 
 // Config is the connection part of every service's configuration
@@ -18,33 +20,15 @@ type Config struct {
 	Creds    string `envconfig:"CREDS" desc:"path of a NATS .creds file (JWT + nkey)"`
 	NKeyFile string `envconfig:"NKEY_FILE" desc:"path of an nkey seed file"`
 	User     string `envconfig:"USER" desc:"user name for user/password auth"`
-	Password string `envconfig:"PASSWORD" desc:"password for user/password auth (secret)"`
-	Token    string `envconfig:"TOKEN" desc:"token auth (secret)"`
+	Password string `envconfig:"PASSWORD" secret:"true" desc:"password for user/password auth (secret)"`
+	Token    string `envconfig:"TOKEN" secret:"true" desc:"token auth (secret)"`
 	TLSCA    string `envconfig:"TLS_CA" desc:"PEM file of the CA that signed the server certificate"`
 	TLSCert  string `envconfig:"TLS_CERT" desc:"client certificate PEM file (mutual TLS)"`
 	TLSKey   string `envconfig:"TLS_KEY" desc:"client key PEM file (mutual TLS)"`
 }
 
 // LogValue masks secrets so a Config can be logged as is.
-func (c Config) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.String("url", c.URL),
-		slog.String("creds", c.Creds),
-		slog.String("nkey_file", c.NKeyFile),
-		slog.String("user", c.User),
-		slog.String("password", mask(c.Password)),
-		slog.String("token", mask(c.Token)),
-		slog.String("tls_ca", c.TLSCA),
-		slog.String("tls_cert", c.TLSCert),
-	)
-}
-
-func mask(s string) string {
-	if s == "" {
-		return ""
-	}
-	return "***"
-}
+func (c Config) LogValue() slog.Value { return envconf.LogValue(c) }
 
 // Options turns the configuration into nats.go options; name identifies the
 // client in server monitoring.

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/envconf"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/pkg/events"
 )
@@ -43,31 +44,9 @@ type Config struct {
 const PartitionsMetadataKey = "recall.partitions"
 
 func (c Config) withDefaults() Config {
-	if c.Replicas <= 0 {
-		c.Replicas = 1
-	}
-	if c.Partitions <= 0 {
-		c.Partitions = 16
-	}
-	if c.Shards <= 0 {
-		c.Shards = events.DefaultShards
-	}
+	envconf.Defaults(&c)
 	c.Shards = min(c.Shards, events.MaxShards)
-	if c.TranscriptMaxAge == 0 {
-		c.TranscriptMaxAge = 720 * time.Hour
-	}
-	if c.EventsMaxAge == 0 {
-		c.EventsMaxAge = 24 * time.Hour
-	}
-	if c.DedupWindow == 0 {
-		c.DedupWindow = 5 * time.Minute
-	}
-	if c.MemoryHistory <= 0 {
-		c.MemoryHistory = 16
-	}
-	if c.MemoryHistory > 64 {
-		c.MemoryHistory = 64
-	}
+	c.MemoryHistory = min(c.MemoryHistory, 64)
 	return c
 }
 

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/recallhq/recall/internal/envconf"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/provision"
-	"github.com/recallhq/recall/pkg/memory"
 )
 
 // LLMConfig is llm.Config under a name that can be embedded beside
@@ -52,54 +52,11 @@ type Config struct {
 }
 
 // LogValue masks secrets.
-func (c Config) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.Any("nats", c.NATS),
-		slog.Any("llm", c.LLMConfig),
-		slog.String("index_model", c.IndexModel),
-		slog.Int("min_new_user_messages", c.MinNewUserMessages),
-		slog.Int("concurrency", c.Concurrency),
-		slog.Int64("query_max_budget_tokens", c.QueryMaxBudgetTokens),
-		slog.Int("resolve_max_refs", c.ResolveMaxRefs),
-		slog.Int("tenant_requests", c.TenantRequests),
-		slog.Int("requests", c.Requests),
-	)
-}
+func (c Config) LogValue() slog.Value { return envconf.LogValue(c) }
 
+// withDefaults fills unset values from their tags (internal/envconf).
 func (c Config) withDefaults() Config {
-	if c.MinNewUserMessages <= 0 {
-		c.MinNewUserMessages = memory.DefaultMinNewUserMessages
-	}
-	if c.MaxInputBytes <= 0 {
-		c.MaxInputBytes = memory.DefaultIndexMaxBytes
-	}
-	if c.Concurrency <= 0 {
-		c.Concurrency = 4
-	}
-	if c.Timeout <= 0 {
-		c.Timeout = 120 * time.Second
-	}
-	if c.QueryBudgetTokens <= 0 {
-		c.QueryBudgetTokens = memory.DefaultQueryBudgetTokens
-	}
-	if c.ReindexWait <= 0 {
-		c.ReindexWait = 60 * time.Second
-	}
-	if c.QueryMaxBudgetTokens <= 0 {
-		c.QueryMaxBudgetTokens = DefaultQueryMaxBudgetTokens
-	}
-	if c.ResolveMaxRefs <= 0 {
-		c.ResolveMaxRefs = DefaultResolveMaxRefs
-	}
-	if c.TenantRequests <= 0 {
-		c.TenantRequests = 4
-	}
-	if c.Requests <= 0 {
-		c.Requests = 16
-	}
-	if c.ReadBatch <= 0 {
-		c.ReadBatch = 32
-	}
+	envconf.Defaults(&c)
 	return c
 }
 

@@ -4,7 +4,30 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/recallhq/recall/pkg/memory"
 )
+
+// TestDefaultsFromTags: a Config literal gets the environment's defaults
+// (one source: the tags), and those are the domain's.
+func TestDefaultsFromTags(t *testing.T) {
+	var env Config
+	if err := envconfig.Process("RECALL_DEFAULTS_TEST_UNSET", &env); err != nil {
+		t.Fatal(err)
+	}
+	lit := Config{}.withDefaults()
+	lit.Provider = env.Provider
+	if lit.LogValue().String() != env.LogValue().String() {
+		t.Fatalf("literal defaults %v\nenvironment's %v", lit.LogValue(), env.LogValue())
+	}
+	if lit.MinNewUserMessages != memory.DefaultMinNewUserMessages || lit.MaxInputBytes != memory.DefaultIndexMaxBytes ||
+		lit.QueryBudgetTokens != memory.DefaultQueryBudgetTokens || lit.QueryMaxBudgetTokens != DefaultQueryMaxBudgetTokens ||
+		lit.ResolveMaxRefs != DefaultResolveMaxRefs {
+		t.Fatalf("tag defaults differ from the domain's: %v", lit.LogValue())
+	}
+}
 
 func TestPrices(t *testing.T) {
 	p, err := parsePrices("my-model=2:10, claude-haiku-4-5=0.5:1")

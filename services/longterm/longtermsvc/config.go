@@ -1,13 +1,12 @@
 package longtermsvc
 
 import (
-	"fmt"
 	"log/slog"
-	"os"
-	"regexp"
 	"time"
 
+	"github.com/recallhq/recall/internal/envconf"
 	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/pcgroup"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/provision"
 )
@@ -38,7 +37,7 @@ type Config struct {
 	RetryBackoff time.Duration `envconfig:"LONGTERM_RETRY_BACKOFF" default:"10s" desc:"wait before the second try of a failed commit; doubles per try, at most 32 times it"`
 	// ID names the replica in the commit group; replicas share the
 	// RECALL_COMMITS partitions (RECALL_PARTITIONS of them) by user.
-	ID           string        `envconfig:"LONGTERM_ID" desc:"member id in the commit group (letters, digits, - _ = /); empty: <hostname>-<pid>"`
+	ID           string        `envconfig:"LONGTERM_ID" desc:"member id in the commit group and the transcript's shard group (letters, digits, - _); empty: hostname + random suffix"`
 	HeartbeatTTL time.Duration `envconfig:"LONGTERM_HEARTBEAT_TTL" default:"10s" desc:"a replica that stops heartbeating for this long loses its commit partitions"`
 
 	// Provider, when set, is used instead of building one (tests).
@@ -46,43 +45,12 @@ type Config struct {
 }
 
 // LogValue masks secrets.
-func (c Config) LogValue() slog.Value {
-	return slog.GroupValue(slog.Any("nats", c.NATS), slog.Any("llm", c.LLMConfig), slog.String("model", c.Model), slog.Int("concurrency", c.Concurrency),
-		slog.Int("max_attempts", c.MaxAttempts), slog.Duration("retry_backoff", c.RetryBackoff))
-}
+func (c Config) LogValue() slog.Value { return envconf.LogValue(c) }
 
-// invalidMember matches what a member id may not contain.
-var invalidMember = regexp.MustCompile(`[^-/_=a-zA-Z0-9]`)
-
+// withDefaults fills unset values from their tags (internal/envconf) and
+// names the replica.
 func (c Config) withDefaults() Config {
-	if c.Concurrency <= 0 {
-		c.Concurrency = 4
-	}
-	if c.Timeout <= 0 {
-		c.Timeout = 180 * time.Second
-	}
-	if c.MaxTurns <= 0 {
-		c.MaxTurns = 6
-	}
-	if c.MaxBatch <= 0 {
-		c.MaxBatch = 200000
-	}
-	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = 5
-	}
-	if c.RetryBackoff <= 0 {
-		c.RetryBackoff = 10 * time.Second
-	}
-	if c.CommitWait <= 0 {
-		c.CommitWait = 60 * time.Second
-	}
-	if c.Partitions <= 0 {
-		c.Partitions = 16 // provision's default: the partitions of RECALL_COMMITS
-	}
-	if c.ID == "" {
-		host, _ := os.Hostname()
-		c.ID = fmt.Sprintf("%s-%d", host, os.Getpid())
-	}
-	c.ID = invalidMember.ReplaceAllString(c.ID, "-")
+	envconf.Defaults(&c)
+	c.ID = pcgroup.MemberID(c.ID)
 	return c
 }

@@ -3,6 +3,7 @@ package triggersvc
 import (
 	"time"
 
+	"github.com/recallhq/recall/internal/envconf"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/pcgroup"
 	"github.com/recallhq/recall/internal/provision"
@@ -25,12 +26,12 @@ type Config struct {
 
 	MaxSessions      int           `envconfig:"TRIGGER_MAX_SESSIONS" default:"200000" desc:"sessions kept in memory; least recently used ones are evicted and rebuilt from the transcript on their next record"`
 	SessionIdle      time.Duration `envconfig:"TRIGGER_SESSION_IDLE" default:"10m" desc:"sessions without records for this long are evicted from memory"`
-	WarmStartRecords int           `envconfig:"TRIGGER_WARM_START_RECORDS" default:"5000000" desc:"at start, rebuild every session from one read of the transcript when it holds at most this many records before the trigger's position (negative = never: sessions are then rebuilt one by one on their next record)"`
+	WarmStartRecords int           `envconfig:"TRIGGER_WARM_START_RECORDS" default:"5000000" negative:"ok" desc:"at start, rebuild every session from one read of the transcript when it holds at most this many records before the trigger's position (negative = never: sessions are then rebuilt one by one on their next record)"`
 	MaxAckPending    int           `envconfig:"TRIGGER_MAX_ACK_PENDING" default:"200000" desc:"consumer MaxAckPending; must exceed the records stored per quiet period"`
 	AckWait          time.Duration `envconfig:"TRIGGER_ACK_WAIT" default:"30s" desc:"consumer AckWait"`
 	PullBatch        int           `envconfig:"TRIGGER_PULL_BATCH" default:"2000" desc:"messages buffered per pull"`
 	AckEvery         int           `envconfig:"TRIGGER_ACK_EVERY" default:"1000" desc:"records processed between acknowledgements (AckAll)"`
-	SnapshotEvery    int           `envconfig:"TRIGGER_SNAPSHOT_EVERY" default:"2000" desc:"records of one session between snapshots of its state in RECALL_TRIGGER_STATE (a rebuild replays only what follows the newest; negative: none)"`
+	SnapshotEvery    int           `envconfig:"TRIGGER_SNAPSHOT_EVERY" default:"2000" negative:"ok" desc:"records of one session between snapshots of its state in RECALL_TRIGGER_STATE (a rebuild replays only what follows the newest; negative: none)"`
 	PinnedTTL        time.Duration `envconfig:"TRIGGER_PINNED_TTL" default:"10s" desc:"a lost replica's consumers (its shards) move to another replica after it stopped pulling for this long"`
 
 	// MemberID names the replica in the trigger's group: the replicas
@@ -41,52 +42,11 @@ type Config struct {
 	OpsAddr        string        `envconfig:"TRIGGER_OPS_ADDR" desc:"address of /healthz /readyz /metrics (empty = off)"`
 }
 
-
-// WithDefaults returns c with zero values replaced by the defaults.
+// WithDefaults returns c with unset values replaced by the defaults of
+// their tags (internal/envconf) and a member id.
 func (c Config) WithDefaults() Config {
-	if c.MinTokensToInit <= 0 {
-		c.MinTokensToInit = memory.DefaultMinimumMessageTokensToInit
-	}
-	if c.MinTokensBetweenUpdate <= 0 {
-		c.MinTokensBetweenUpdate = memory.DefaultMinimumTokensBetweenUpdate
-	}
-	if c.ToolCallsBetweenUpdates <= 0 {
-		c.ToolCallsBetweenUpdates = memory.DefaultToolCallsBetweenUpdates
-	}
-	if c.ResponseQuietPeriod <= 0 {
-		c.ResponseQuietPeriod = memory.DefaultQuietPeriod
-	}
-	if c.MaxSessions <= 0 {
-		c.MaxSessions = 200000
-	}
-	if c.SessionIdle <= 0 {
-		c.SessionIdle = 10 * time.Minute
-	}
-	if c.WarmStartRecords == 0 {
-		c.WarmStartRecords = 5000000
-	}
-	if c.MaxAckPending <= 0 {
-		c.MaxAckPending = 200000
-	}
-	if c.AckWait <= 0 {
-		c.AckWait = 30 * time.Second
-	}
-	if c.PullBatch <= 0 {
-		c.PullBatch = 2000
-	}
-	if c.SnapshotEvery == 0 {
-		c.SnapshotEvery = 2000
-	}
-	if c.AckEvery <= 0 {
-		c.AckEvery = 1000
-	}
-	if c.PinnedTTL <= 0 {
-		c.PinnedTTL = 10 * time.Second
-	}
+	envconf.Defaults(&c)
 	c.MemberID = pcgroup.MemberID(c.MemberID)
-	if c.ExtractTimeout <= 0 {
-		c.ExtractTimeout = 60 * time.Second
-	}
 	return c
 }
 

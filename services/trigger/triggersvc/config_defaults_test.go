@@ -1,0 +1,30 @@
+package triggersvc
+
+import (
+	"testing"
+
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/recallhq/recall/pkg/memory"
+)
+
+// TestDefaultsFromTags: a Config literal gets the environment's defaults
+// (one source: the tags), and the threshold defaults are the reference's.
+func TestDefaultsFromTags(t *testing.T) {
+	var env Config
+	if err := envconfig.Process("RECALL_DEFAULTS_TEST_UNSET", &env); err != nil {
+		t.Fatal(err)
+	}
+	lit := Config{}.WithDefaults()
+	env.MemberID = lit.MemberID
+	if lit != env {
+		t.Fatalf("literal defaults %+v\nenvironment's %+v", lit, env)
+	}
+	if lit.MinTokensToInit != memory.DefaultMinimumMessageTokensToInit || lit.MinTokensBetweenUpdate != memory.DefaultMinimumTokensBetweenUpdate ||
+		lit.ToolCallsBetweenUpdates != memory.DefaultToolCallsBetweenUpdates || lit.ResponseQuietPeriod != memory.DefaultQuietPeriod {
+		t.Fatalf("threshold defaults differ from the reference's: %+v", lit.Thresholds())
+	}
+	if neg := (Config{WarmStartRecords: -1, SnapshotEvery: -1}).WithDefaults(); neg.WarmStartRecords != -1 || neg.SnapshotEvery != -1 {
+		t.Fatal("a negative warm-start or snapshot setting (never) was replaced")
+	}
+}
