@@ -6,8 +6,8 @@ import (
 
 	"github.com/recallhq/recall/internal/envconf"
 	"github.com/recallhq/recall/internal/llm"
-	"github.com/recallhq/recall/internal/pcgroup"
 	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/pcgroup"
 	"github.com/recallhq/recall/internal/provision"
 )
 
