@@ -19,6 +19,7 @@ import (
 
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/parked"
+	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/chunked"
 	"github.com/recallhq/recall/pkg/events"
@@ -555,17 +556,41 @@ loop:
 		probe.served.Load(), probe.wrongData.Load(), probe.hangs.Load(), el.Round(time.Millisecond))
 }
 
-// pipelineState describes the trigger consumer, the work queue and the
+// triggerConsumers returns the trigger's consumer on every transcript
+// shard stream (the layout read from the server), in shard order.
+func triggerConsumers(ctx context.Context, js jetstream.JetStream) ([]*jetstream.ConsumerInfo, error) {
+	layout, err := provision.DiscoverLayout(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*jetstream.ConsumerInfo, 0, layout.Shards())
+	for _, name := range layout.Streams() {
+		c, err := js.Consumer(ctx, name, events.DurableTrigger)
+		if err != nil {
+			return nil, fmt.Errorf("the trigger's consumer on %s: %w", name, err)
+		}
+		ci, err := c.Info(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("the trigger's consumer on %s: %w", name, err)
+		}
+		out = append(out, ci)
+	}
+	return out, nil
+}
+
+// pipelineState describes the trigger consumers, the work queue and the
 // running extractions, for failure messages.
 func pipelineState(js jetstream.JetStream) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var b strings.Builder
-	if c, err := js.Consumer(ctx, events.StreamTranscript, events.DurableTrigger); err == nil {
-		if ci, err := c.Info(ctx); err == nil {
-			fmt.Fprintf(&b, "trigger consumer: pending %d, ack pending %d, redelivered %d, delivered %d, ack floor %d; ",
-				ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.Delivered.Stream, ci.AckFloor.Stream)
-		}
+	cis, err := triggerConsumers(ctx, js)
+	if err != nil {
+		fmt.Fprintf(&b, "%v; ", err)
+	}
+	for _, ci := range cis {
+		fmt.Fprintf(&b, "trigger consumer on %s: pending %d, ack pending %d, redelivered %d, delivered %d, ack floor %d; ",
+			ci.Stream, ci.NumPending, ci.NumAckPending, ci.NumRedelivered, ci.Delivered.Stream, ci.AckFloor.Stream)
 	}
 	if s, err := js.Stream(ctx, events.StreamExtract); err == nil {
 		if si, err := s.Info(ctx); err == nil {
@@ -598,18 +623,20 @@ func countMap(m *sync.Map) int {
 	return n
 }
 
-// settled reports that the trigger consumer has nothing pending, the
-// extraction work queue is empty and no extraction is running.
+// settled reports that the trigger's consumers have nothing pending on
+// any shard, the extraction work queue is empty and no extraction is
+// running.
 func settled(js jetstream.JetStream) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	c, err := js.Consumer(ctx, events.StreamTranscript, events.DurableTrigger)
+	cis, err := triggerConsumers(ctx, js)
 	if err != nil {
 		return false
 	}
-	ci, err := c.Info(ctx)
-	if err != nil || ci.NumPending > 0 {
-		return false
+	for _, ci := range cis {
+		if ci.NumPending > 0 {
+			return false
+		}
 	}
 	s, err := js.Stream(ctx, events.StreamExtract)
 	if err != nil {

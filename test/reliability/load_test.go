@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/client"
 	"github.com/recallhq/recall/pkg/events"
@@ -266,10 +267,11 @@ type storedStats struct {
 	FirstReorder string
 }
 
-// verifyStoredOnce reads every session back and checks that every
-// acknowledged event is stored exactly once, at the acknowledged sequence,
-// and that nothing else is stored. With strictOrder it also requires each
-// session's events in publish order.
+// verifyStoredOnce reads every session back (from its shard stream, the
+// layout read from the server) and checks that every acknowledged event is
+// stored exactly once, at the acknowledged sequence, and that nothing else
+// is stored. With strictOrder it also requires each session's events in
+// publish order.
 func verifyStoredOnce(t *testing.T, nc *nats.Conn, g *loadGen, strictOrder bool) storedStats {
 	t.Helper()
 	var st storedStats
@@ -277,7 +279,7 @@ func verifyStoredOnce(t *testing.T, nc *nats.Conn, g *loadGen, strictOrder bool)
 	if len(acked) != g.Total() {
 		t.Errorf("%d of %d events acknowledged", len(acked), g.Total())
 	}
-	r := transcript.NewReader(nc)
+	r := transcript.NewReader(nc, discoverLayout(t, nc))
 	for i := 0; i < g.Sessions; i++ {
 		s := sessionID(i)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -321,4 +323,20 @@ func verifyStoredOnce(t *testing.T, nc *nats.Conn, g *loadGen, strictOrder bool)
 		}
 	}
 	return st
+}
+
+// discoverLayout reads the transcript's shard count from the server.
+func discoverLayout(t *testing.T, nc *nats.Conn) events.Layout {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	layout, err := provision.DiscoverLayout(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return layout
 }

@@ -92,17 +92,19 @@ func ingestNATS(t *testing.T, nc *nats.Conn, tenant, session string, evs []event
 }
 
 // hostileReplies are reply subjects a tenant might give its requests to
-// make a service publish where the tenant may not.
-func hostileReplies(victim, session string) []string {
+// make a service publish where the tenant may not (the victim's session's
+// transcript shard stream and subject in layout).
+func hostileReplies(layout events.Layout, victim, session string) []string {
+	shard := layout.Stream(victim, session)
 	return []string{
-		"$JS.API.STREAM.PURGE." + events.StreamTranscript,
+		"$JS.API.STREAM.PURGE." + shard,
 		"$JS.API.STREAM.DELETE." + events.StreamEvents,
-		"$JS.API.STREAM.UPDATE." + events.StreamTranscript,
-		"$JS.API.CONSUMER.DELETE." + events.StreamTranscript + "." + events.DurableTrigger,
-		"$JS.API.STREAM.MSG.DELETE." + events.StreamTranscript,
+		"$JS.API.STREAM.UPDATE." + shard,
+		"$JS.API.CONSUMER.DELETE." + shard + "." + events.DurableTrigger,
+		"$JS.API.STREAM.MSG.DELETE." + shard,
 		"$KV." + events.BucketMemory + "." + events.MemoryKey(victim, session),
 		"$KV." + events.BucketConfig + "." + events.ConfigKey(victim),
-		events.TranscriptSubject(victim, session),
+		layout.Subject(victim, session),
 		events.ExtractSubject(victim, session),
 		events.EventsSubject(events.KindExtractionCompleted, victim, session),
 		events.APISubject(events.VerbCompact, victim, session),
@@ -133,7 +135,7 @@ func TestHostileReplySubjects(t *testing.T) {
 
 	a, b := tenantConn(t, h, tenantA), tenantConn(t, h, tenantB)
 	v := seedVictim(ctx, t, h, a, b)
-	want := sendHostileRequests(ctx, t, a)
+	want := sendHostileRequests(ctx, t, a, h.prov.Layout())
 	checkChunkedReply(ctx, t, v.memKV, a)
 	// Through the HTTP edge, the ingest forwards A's compaction and gets
 	// the answer in A's reply space.
@@ -145,7 +147,7 @@ func TestHostileReplySubjects(t *testing.T) {
 		t.Errorf("permission violation (a service tried a forbidden publish): %s", line)
 	}
 	t.Logf("RELIABILITY hostile replies: %d requests (5 verbs × %d reply subjects) dropped, 0 published; streams, B's transcript (4), B's memory (rev %d) and B's inbox unchanged",
-		want, len(hostileReplies(tenantB, "victim")), v.rev)
+		want, len(hostileReplies(h.prov.Layout(), tenantB, "victim")), v.rev)
 }
 
 // victim is tenant B's data that hostile replies must not reach.
@@ -176,7 +178,7 @@ func seedVictim(ctx context.Context, t *testing.T, h *harness, a, b *nats.Conn) 
 	if v.rev, err = v.memKV.Put(ctx, events.MemoryKey(tenantB, "victim"), v.rec); err != nil {
 		t.Fatal(err)
 	}
-	v.before = snapshotStreams(t, h.js)
+	v.before = snapshotStreams(t, h.js, h.prov.Layout())
 	sub, err := b.Subscribe(natsperm.InboxPrefix(tenantB)+".>", func(*nats.Msg) { v.stolen.Add(1) })
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +192,7 @@ func seedVictim(ctx context.Context, t *testing.T, h *harness, a, b *nats.Conn) 
 // hostile reply subject, then a plain request to each (answered: each
 // endpoint handles its requests in order, so the hostile ones were handled)
 // and checks that all hostile ones were dropped. It returns their number.
-func sendHostileRequests(ctx context.Context, t *testing.T, a *nats.Conn) uint64 {
+func sendHostileRequests(ctx context.Context, t *testing.T, a *nats.Conn, layout events.Layout) uint64 {
 	t.Helper()
 	dropped0 := replyspace.Dropped()
 	bodies := map[string][]byte{
@@ -200,7 +202,7 @@ func sendHostileRequests(ctx context.Context, t *testing.T, a *nats.Conn) uint64
 		events.VerbExtract: []byte(`{"timeout_ms":2000}`),
 		events.VerbMemory:  nil,
 	}
-	replies := hostileReplies(tenantB, "victim")
+	replies := hostileReplies(layout, tenantB, "victim")
 	verbs := []string{events.VerbIngest, events.VerbCompact, events.VerbEdit, events.VerbExtract, events.VerbMemory}
 	for _, verb := range verbs { // every endpoint serves before the attack
 		testpoll.Until(t, 20*time.Second, verb+" endpoint", func() bool {
@@ -251,19 +253,21 @@ func checkChunkedReply(ctx context.Context, t *testing.T, memKV jetstream.KeyVal
 // transcript, memory and inbox.
 func (v *victim) checkUnchanged(ctx context.Context, t *testing.T, h *harness) {
 	t.Helper()
-	after := snapshotStreams(t, h.js)
+	layout := h.prov.Layout()
+	after := snapshotStreams(t, h.js, layout)
 	for name, st := range v.before {
 		a := after[name]
 		// The work queue and the notifications move on their own; the
-		// transcript and the buckets only grow, and the transcript loses
-		// no consumer (the trigger's may appear while it starts).
+		// transcript and the buckets only grow, and no transcript shard
+		// loses a consumer (the trigger's may appear while it starts).
 		durable := name != events.StreamExtract && name != events.StreamEvents
+		shard := strings.HasPrefix(name, events.StreamTranscriptShardPrefix)
 		if a.missing || a.subjects != st.subjects || (durable && (a.msgs < st.msgs || a.firstSeq != st.firstSeq)) ||
-			(name == events.StreamTranscript && a.consumers < st.consumers) {
+			(shard && a.consumers < st.consumers) {
 			t.Errorf("stream %s changed: before %+v, after %+v", name, st, a)
 		}
 	}
-	if n := after[events.StreamTranscript].victim; n != 4 {
+	if n := after[layout.Stream(tenantB, "victim")].victim; n != 4 {
 		t.Errorf("B's transcript holds %d events, want 4", n)
 	}
 	e, err := v.memKV.Get(ctx, events.MemoryKey(tenantB, "victim"))
@@ -284,18 +288,21 @@ type streamState struct {
 	victim         uint64 // messages on B's "victim" session subject
 }
 
-func snapshotStreams(t *testing.T, js jetstream.JetStream) map[string]streamState {
+// snapshotStreams records the state of every transcript shard stream of
+// layout and of the other streams a hostile reply could reach.
+func snapshotStreams(t *testing.T, js jetstream.JetStream, layout events.Layout) map[string]streamState {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	out := map[string]streamState{}
-	for _, name := range []string{events.StreamTranscript, events.StreamEvents, events.StreamExtract, "KV_" + events.BucketMemory, "KV_" + events.BucketConfig} {
+	names := append(layout.Streams(), events.StreamEvents, events.StreamExtract, "KV_"+events.BucketMemory, "KV_"+events.BucketConfig)
+	victim := layout.Subject(tenantB, "victim")
+	for _, name := range names {
 		s, err := js.Stream(ctx, name)
 		if err != nil {
 			out[name] = streamState{missing: true}
 			continue
 		}
-		victim := events.TranscriptSubject(tenantB, "victim")
 		info, err := s.Info(ctx, jetstream.WithSubjectFilter(victim))
 		if err != nil {
 			t.Fatal(err)
@@ -326,7 +333,8 @@ func TestDedupPoisoning(t *testing.T) {
 	base := h.startIngest()
 	a := tenantConn(t, h, tenantA)
 
-	m := nats.NewMsg(events.TranscriptSubject(tenantA, "s1"))
+	layout := h.prov.Layout()
+	m := nats.NewMsg(layout.Subject(tenantA, "s1"))
 	m.Header.Set(jetstream.MsgIDHeader, events.DedupID(tenantB, "victim-1"))
 	m.Data = mustJSON(t, transcriptEvent(tenantA, "s1", 0, 10))
 	if err := a.PublishMsg(m); err != nil {
@@ -334,7 +342,7 @@ func TestDedupPoisoning(t *testing.T) {
 	}
 	testpoll.Until(t, 5*time.Second, "the server to refuse the direct publish", func() bool {
 		for _, l := range viol.lines() {
-			if strings.Contains(l, events.TranscriptSubject(tenantA, "s1")) {
+			if strings.Contains(l, layout.Subject(tenantA, "s1")) {
 				return true
 			}
 		}
@@ -355,8 +363,12 @@ func TestDedupPoisoning(t *testing.T) {
 	if status != 202 || r.Accepted != 1 || r.Duplicates != 0 || len(r.Results) != 1 || r.Results[0].Duplicate {
 		t.Fatalf("B's event victim-1: %d %s", status, body)
 	}
-	if n := snapshotStreams(t, h.js)[events.StreamTranscript]; n.msgs != 2 {
-		t.Fatalf("transcript holds %d events, want A's and B's", n.msgs)
+	stored, snap := uint64(0), snapshotStreams(t, h.js, layout)
+	for _, name := range layout.Streams() {
+		stored += snap[name].msgs
+	}
+	if stored != 2 {
+		t.Fatalf("the transcript holds %d events, want A's and B's", stored)
 	}
 	t.Logf("RELIABILITY dedup poisoning: direct publish refused by the server, forged id stored as A's own, B's victim-1 stored at seq %d", r.Results[0].Seq)
 }

@@ -81,7 +81,7 @@ func TestHTTPTenantIsolation(t *testing.T) {
 		if st, _ := post(tokenA+"x", transcriptEvent(tenantA, shared, 102, 50)); st != 401 {
 			t.Fatalf("event with a wrong token: %d", st)
 		}
-		r := transcript.NewReader(h.admin)
+		r := transcript.NewReader(h.admin, h.prov.Layout())
 		for _, tn := range []string{tenantA, tenantB} {
 			recs, err := r.Read(context.Background(), tn, shared, 0, 0, 0)
 			if err != nil {
@@ -225,7 +225,7 @@ func TestIngestLimits(t *testing.T) {
 			if st == 202 {
 				stored++
 			}
-			recs, err := transcript.NewReader(h.admin).Read(context.Background(), tenantA, "lim", 0, 0, 0)
+			recs, err := transcript.NewReader(h.admin, h.prov.Layout()).Read(context.Background(), tenantA, "lim", 0, 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
