@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/pkg/chunked"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
@@ -78,19 +79,25 @@ func (e *noRecordsError) Error() string {
 		e.session, e.tenant, e.subject)
 }
 
-// checkHasRecords returns a *noRecordsError when the session's transcript subject holds no record (a mistyped or never
-// published session); nil when it has one or the transcript cannot be read
-// (the compactor's reply then stands as it is).
+// checkHasRecords returns a *noRecordsError when the session's transcript
+// subject (in its shard stream, the layout read from the server) holds no
+// record (a mistyped or never published session); nil when it has one or
+// the transcript cannot be read (the compactor's reply then stands as it
+// is).
 func checkHasRecords(ctx context.Context, nc *nats.Conn, tenant, session string) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil
 	}
-	st, err := js.Stream(ctx, events.StreamTranscript)
+	layout, err := provision.DiscoverLayout(ctx, js)
 	if err != nil {
 		return nil
 	}
-	subject := events.TranscriptSubject(tenant, session)
+	st, err := js.Stream(ctx, layout.Stream(tenant, session))
+	if err != nil {
+		return nil
+	}
+	subject := layout.Subject(tenant, session)
 	if _, err := st.GetLastMsgForSubject(ctx, subject); errors.Is(err, jetstream.ErrMsgNotFound) {
 		return &noRecordsError{tenant: tenant, session: session, subject: subject}
 	}

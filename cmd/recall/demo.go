@@ -201,7 +201,8 @@ func replayDemo(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, say 
 		return out, nil, fmt.Errorf("publishing the demo transcript: %w", err)
 	}
 	published := time.Now()
-	say("  stored in RECALL_TRANSCRIPT in %s; the trigger watches the session…", fmtDuration(published.Sub(t0)))
+	layout, _ := cl.Layout(ctx) // known: the batch was published
+	say("  stored in %s in %s; the trigger watches the session…", layout.Stream(demoTenant, demoSession), fmtDuration(published.Sub(t0)))
 	var tc triggersvc.Config
 	_ = envconfig.Process(svcmain.EnvPrefix, &tc)
 	quiet := tc.WithDefaults().ResponseQuietPeriod

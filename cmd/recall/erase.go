@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/erase"
+	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -73,8 +74,12 @@ func runErase(ctx context.Context, args []string, stdout io.Writer) error {
 	defer closeNATS()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
+	layout, err := provision.DiscoverLayout(ctx, js)
+	if err != nil {
+		return err
+	}
 	// The ingest replicas' guards learn the tombstone from the bucket.
-	e := erase.New(js, erase.Config{}, nil, nil)
+	e := erase.New(js, layout, erase.Config{}, nil, nil)
 	var r events.EraseReceipt
 	if *f.session != "" {
 		r, err = e.Session(ctx, *f.tenant, *f.session, erase.Actor{Operator: true})

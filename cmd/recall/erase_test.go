@@ -22,7 +22,8 @@ func TestExportThenErase(t *testing.T) {
 	s := natstest.Start(t)
 	_, js := s.Connect(t)
 	ctx := context.Background()
-	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 2, MemoryStorage: true}); err != nil {
+	pc := provision.Config{Partitions: 2, MemoryStorage: true}
+	if err := provision.Ensure(ctx, js, pc); err != nil {
 		t.Fatal(err)
 	}
 	for i, role := range []string{events.RoleUser, events.RoleAssistant} {
@@ -31,7 +32,7 @@ func TestExportThenErase(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := js.PublishMsg(ctx, eventpub.Msg(ctx, events.TranscriptSubject("acme", "s1"), &e)); err != nil {
+		if _, err := js.PublishMsg(ctx, eventpub.Msg(ctx, pc.Layout().Subject("acme", "s1"), &e)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -49,7 +50,7 @@ func TestExportThenErase(t *testing.T) {
 		t.Fatal(err)
 	}
 	var r events.EraseReceipt
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Count(events.StreamTranscript, "transcript") != 2 {
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil || r.Count(pc.Layout().Stream("acme", "s1"), "transcript") != 2 {
 		t.Fatalf("receipt %s: %v", out.String(), err)
 	}
 	if err := runExport(ctx, args, &out); !errors.Is(err, export.ErrNotFound) {

@@ -18,6 +18,7 @@ import (
 	"github.com/recallhq/recall/internal/eval"
 	"github.com/recallhq/recall/internal/eval/sessiongen"
 	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/svcmain"
 	"github.com/recallhq/recall/internal/telemetry"
 	"github.com/recallhq/recall/pkg/client"
@@ -199,20 +200,16 @@ func (s *stackCompactor) Compact(ctx context.Context, sessions []*eval.Prepared,
 }
 
 // settle waits until the trigger has acknowledged every transcript record
-// and every extraction it requested has completed or failed, with no
-// lifecycle event for a second.
+// (in every shard stream) and every extraction it requested has completed
+// or failed, with no lifecycle event for a second.
 func (s *stackCompactor) settle(ctx context.Context, js jetstream.JetStream, w *evalWatch, st *stack) error {
-	ts, err := js.Stream(ctx, events.StreamTranscript)
+	last, err := shardHeads(ctx, js)
 	if err != nil {
-		return fmt.Errorf("reading %s: %w", events.StreamTranscript, err)
+		return err
 	}
-	last := ts.CachedInfo().State.LastSeq
 	start := time.Now()
 	for {
-		consumed := false
-		if c, err := js.Consumer(ctx, events.StreamTranscript, events.DurableTrigger); err == nil {
-			consumed = c.CachedInfo().AckFloor.Stream >= last
-		}
+		consumed := triggerConsumed(ctx, js, last)
 		requested, finished, lastEvent := w.state()
 		if lastEvent.Before(start) {
 			lastEvent = start
@@ -233,6 +230,40 @@ func (s *stackCompactor) settle(ctx context.Context, js jetstream.JetStream, w *
 		}
 		t.Stop()
 	}
+}
+
+// shardHeads returns the last sequence of every transcript shard stream
+// (the layout read from the server).
+func shardHeads(ctx context.Context, js jetstream.JetStream) (map[string]uint64, error) {
+	layout, err := provision.DiscoverLayout(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	last := make(map[string]uint64, layout.Shards())
+	for _, name := range layout.Streams() {
+		ts, err := js.Stream(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", name, err)
+		}
+		last[name] = ts.CachedInfo().State.LastSeq
+	}
+	return last, nil
+}
+
+// triggerConsumed reports whether the trigger's consumer on every shard
+// stream has acknowledged its records up to last[stream] (a shard with no
+// record is not asked).
+func triggerConsumed(ctx context.Context, js jetstream.JetStream, last map[string]uint64) bool {
+	for name, seq := range last {
+		if seq == 0 {
+			continue
+		}
+		c, err := js.Consumer(ctx, name, events.DurableTrigger)
+		if err != nil || c.CachedInfo().AckFloor.Stream < seq {
+			return false
+		}
+	}
+	return true
 }
 
 // evalWatch counts the extractions requested and finished across sessions.

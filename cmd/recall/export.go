@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/recallhq/recall/internal/export"
+	"github.com/recallhq/recall/internal/provision"
 )
 
 func init() {
@@ -37,7 +38,11 @@ func runExport(ctx context.Context, args []string, stdout io.Writer) error {
 	case *notes:
 		v, err = export.SessionNotes(ctx, js, *f.tenant, *f.session)
 	default:
-		_, err = export.SessionJSONL(ctx, js.Conn(), *f.tenant, *f.session, stdout, nil)
+		layout, err := provision.DiscoverLayout(ctx, js)
+		if err != nil {
+			return err
+		}
+		_, err = export.SessionJSONL(ctx, js.Conn(), layout, *f.tenant, *f.session, stdout, nil)
 		return err
 	}
 	if err != nil {

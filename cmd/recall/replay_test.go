@@ -16,7 +16,6 @@ import (
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/provision"
-	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 )
 
@@ -50,7 +49,8 @@ func TestReplayAgainstIngest(t *testing.T) {
 			t.Errorf("summary lacks %q:\n%s", want, out.String())
 		}
 	}
-	st, err := js.Stream(ctx, events.StreamTranscript)
+	layout := provision.Config{}.Layout()
+	st, err := js.Stream(ctx, layout.Stream("acme", "demo"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestReplayAgainstIngest(t *testing.T) {
 	if info.State.Msgs != 145 {
 		t.Fatalf("%d events stored, want 145", info.State.Msgs)
 	}
-	if _, err := st.GetLastMsgForSubject(ctx, events.TranscriptSubject("acme", "demo")); err != nil {
+	if _, err := st.GetLastMsgForSubject(ctx, layout.Subject("acme", "demo")); err != nil {
 		t.Fatalf("nothing on the acme/demo subject: %v", err)
 	}
 

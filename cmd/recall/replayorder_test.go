@@ -21,7 +21,6 @@ import (
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/provision"
-	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 )
 
@@ -97,14 +96,19 @@ func (f *flakyEdge) forward(r *http.Request, evs []json.RawMessage) []ingestsvc.
 	return res.Results
 }
 
-// storedIDs returns the event ids stored on a session's subject, in stream
-// order: as many as the stream counts on the subject.
+// storedIDs returns the event ids stored on a session's subject, in the
+// order of its shard stream (the layout read from the server): as many as
+// the stream counts on the subject.
 func storedIDs(t *testing.T, js jetstream.JetStream, tenant, session string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	subject := events.TranscriptSubject(tenant, session)
-	st, err := js.Stream(ctx, events.StreamTranscript)
+	layout, err := provision.DiscoverLayout(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject, stream := layout.Subject(tenant, session), layout.Stream(tenant, session)
+	st, err := js.Stream(ctx, stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +117,7 @@ func storedIDs(t *testing.T, js jetstream.JetStream, tenant, session string) []s
 		t.Fatal(err)
 	}
 	want := int(info.State.Subjects[subject])
-	c, err := js.OrderedConsumer(ctx, events.StreamTranscript, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	c, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
 	if err != nil {
 		t.Fatal(err)
 	}
