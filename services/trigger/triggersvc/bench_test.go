@@ -25,6 +25,7 @@ func benchStream(b *testing.B, n, sessions int) (*natstest.Server, jetstream.Jet
 	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 4}); err != nil {
 		b.Fatal(err)
 	}
+	layout := serverLayout(b, js)
 	var futs []jetstream.PubAckFuture
 	for i := 0; i < n; i++ {
 		sess := fmt.Sprintf("s%d", i%sessions)
@@ -41,7 +42,7 @@ func benchStream(b *testing.B, n, sessions int) (*natstest.Server, jetstream.Jet
 		e.SetSubject(sess)
 		e.SetExtension(events.ExtTenant, "acme")
 		_ = e.SetData(event.ApplicationJSON, data)
-		msg := natsce.NewMsg(events.TranscriptSubject("acme", sess), &e)
+		msg := natsce.NewMsg(layout.Subject("acme", sess), &e)
 		f, err := js.PublishMsgAsync(msg)
 		if err != nil {
 			b.Fatal(err)
@@ -65,45 +66,22 @@ func BenchmarkTriggerThroughput(b *testing.B) {
 	s, js := benchStream(b, n, sessions)
 	b.Run("raw", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			nc, _ := s.Connect(b)
 			// A new durable per run: the benchmark runs this body more than
 			// once with the same i, and a reused durable has nothing left.
 			durable := fmt.Sprintf("raw%d", rawRuns.Add(1))
-			cons, err := js.CreateOrUpdateConsumer(context.Background(), events.StreamTranscript, jetstream.ConsumerConfig{
-				Durable: durable, AckPolicy: jetstream.AckAllPolicy, MaxAckPending: 200000})
-			if err != nil {
+			start := time.Now()
+			if err := rawConsume(js, serverLayout(b, js).Streams(), durable, n); err != nil {
 				b.Fatal(err)
 			}
-			_ = nc
-			done := make(chan struct{})
-			count := 0
-			var start time.Time
-			cc, _ := cons.Consume(func(m jetstream.Msg) {
-				if count == 0 {
-					start = time.Now()
-				}
-				count++
-				if count%1000 == 0 || count == n {
-					_ = m.Ack()
-				}
-				if count == n {
-					close(done)
-				}
-			}, jetstream.PullMaxMessages(2000))
-			select {
-			case <-done:
-			case <-time.After(2 * time.Minute):
-				b.Fatalf("the raw consumer got %d of %d records in 2m", count, n)
-			}
 			b.ReportMetric(float64(n)/time.Since(start).Seconds(), "records/s")
-			cc.Stop()
-			_ = js.DeleteConsumer(context.Background(), events.StreamTranscript, durable)
 		}
 	})
 	b.Run("trigger", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			nc, _ := s.Connect(b)
-			_ = js.DeleteConsumer(context.Background(), events.StreamTranscript, events.DurableTrigger)
+			for _, name := range serverLayout(b, js).Streams() {
+				_ = js.DeleteConsumer(context.Background(), name, events.DurableTrigger)
+			}
 			tr, err := New(nc, Config{}, nil, nil)
 			if err != nil {
 				b.Fatal(err)
@@ -135,4 +113,41 @@ func BenchmarkTriggerThroughput(b *testing.B) {
 			cancel()
 		}
 	})
+}
+
+// rawConsume reads n records from streams with one AckAll durable per
+// stream, acknowledging every 1000th record of each (the trigger's
+// AckEvery), and deletes the durables.
+func rawConsume(js jetstream.JetStream, streams []string, durable string, n int) error {
+	ctx := context.Background()
+	var got atomic.Int64
+	done := make(chan struct{})
+	for _, stream := range streams {
+		cons, err := js.CreateOrUpdateConsumer(ctx, stream, jetstream.ConsumerConfig{
+			Durable: durable, AckPolicy: jetstream.AckAllPolicy, MaxAckPending: 200000})
+		if err != nil {
+			return err
+		}
+		defer js.DeleteConsumer(ctx, stream, durable)
+		count := 0
+		cc, err := cons.Consume(func(m jetstream.Msg) {
+			count++
+			if count%1000 == 0 {
+				_ = m.Ack()
+			}
+			if got.Add(1) == int64(n) {
+				close(done)
+			}
+		}, jetstream.PullMaxMessages(2000))
+		if err != nil {
+			return err
+		}
+		defer cc.Stop()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-time.After(2 * time.Minute):
+		return fmt.Errorf("the raw consumers got %d of %d records in 2m", got.Load(), n)
+	}
 }

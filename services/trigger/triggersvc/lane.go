@@ -62,7 +62,7 @@ type lane struct {
 type laneDeps struct {
 	id      int64 // the trigger's instance number (logs)
 	cfg     Config
-	layout  events.Layout // the transcript's shards
+	layout  events.Layout     // the transcript's shards
 	base    memory.Thresholds // cfg's thresholds, before tenant overrides
 	nc      *nats.Conn
 	js      jetstream.JetStream

@@ -13,6 +13,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/recallhq/recall/internal/testpoll"
+	"github.com/recallhq/recall/pkg/events"
 )
 
 // The evicted set never grows past the cache bound, whatever the churn.
@@ -89,11 +90,30 @@ func TestWarmStart(t *testing.T) {
 }
 
 // A warm start that cannot hold every session is abandoned: the sessions
-// are rebuilt one by one instead, and the decisions are unchanged.
+// are rebuilt one by one instead, and the decisions are unchanged. The
+// bound is per shard (MaxSessions / S): a shard whose sessions fit is
+// warmed, one whose sessions do not is abandoned.
 func TestWarmStartAbandonedWhenSessionsDoNotFit(t *testing.T) {
-	st := restartHalfway(t, func(c *Config) { c.MaxSessions = 2 })
-	if st.Warmed != 0 || st.Rebuilds == 0 {
-		t.Fatalf("stats %+v: want no session warmed and per-session rebuilds", st)
+	const maxSessions = 2
+	layout := events.NewLayout(events.DefaultShards)
+	perShard := map[int]int{}
+	for _, s := range [][2]string{{"acme", "s1"}, {"acme", "s2"}, {"acme", "s3"}, {"beta", "s1"}} { // generate's sessions
+		perShard[layout.Shard(s[0], s[1])]++
+	}
+	fit, abandoned := 0, 0
+	for _, n := range perShard {
+		if n <= max(maxSessions/layout.Shards(), 1) {
+			fit += n
+		} else {
+			abandoned++
+		}
+	}
+	if abandoned == 0 {
+		t.Fatalf("sessions per shard %v: no shard's sessions exceed its share of MaxSessions, the test shows nothing", perShard)
+	}
+	st := restartHalfway(t, func(c *Config) { c.MaxSessions = maxSessions })
+	if st.Warmed != int64(fit) || st.Rebuilds == 0 {
+		t.Fatalf("stats %+v: want %d sessions warmed (the shards whose sessions fit) and per-session rebuilds", st, fit)
 	}
 }
 
@@ -118,7 +138,7 @@ func restartHalfwayWith(t *testing.T, mod func(*Config), first *Stats) Stats {
 	half := len(items) / 2
 	publish(t, js, items[:half])
 	tr1, stop := startTrigger(t, nc, cfg, nil)
-	waitAcked(t, js, lastSeq(t, js), 20*time.Second)
+	waitAllAcked(t, js, 20*time.Second)
 	stop()
 	if first != nil {
 		*first = tr1.Stats()
@@ -127,7 +147,7 @@ func restartHalfwayWith(t *testing.T, mod func(*Config), first *Stats) Stats {
 	second := cfg
 	mod(&second)
 	tr, _ := startTrigger(t, nc, second, nil)
-	waitAcked(t, js, lastSeq(t, js), 20*time.Second)
+	waitAllAcked(t, js, 20*time.Second)
 	c.check(expected(t, nc, items, cfg.Thresholds()))
 	return tr.Stats()
 }
@@ -153,13 +173,15 @@ func TestSnapshotReplayEqualsFullReplay(t *testing.T) {
 	cfg := testConfig()
 	cfg.MaxSessions, cfg.SnapshotEvery = 2, 20
 	tr, stop := startTrigger(t, nc, cfg, nil)
-	waitAcked(t, js, lastSeq(t, js), 20*time.Second)
+	waitAllAcked(t, js, 20*time.Second)
 	stop()
 	ctx := context.Background()
 	tr.snaps.open(ctx)
 	th := cfg.Thresholds()
-	last := lastSeq(t, js)
+	last := lastSeqs(t, js)
+	layout := serverLayout(t, js)
 	for _, s := range []struct{ tenant, session string }{{"acme", "s1"}, {"acme", "s2"}, {"beta", "s1"}} {
+		last := last[layout.Shard(s.tenant, s.session)]
 		for seq := uint64(2); seq <= last+1; seq += 7 {
 			before := tr.stats.fromSnapshot.Load()
 			got, err := replay(ctx, &tr.laneDeps, s.tenant, s.session, seq, &th)

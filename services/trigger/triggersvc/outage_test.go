@@ -15,26 +15,10 @@ import (
 	"github.com/recallhq/recall/pkg/events"
 )
 
-// ackFloor is the trigger consumer's ack floor (stream sequence).
-func ackFloor(t *testing.T, js jetstream.JetStream) uint64 {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	c, err := js.Consumer(ctx, events.StreamTranscript, events.DurableTrigger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.AckFloor.Stream
-}
-
 // While RECALL_EXTRACT cannot store decisions, the trigger acknowledges
-// nothing past the first record whose decision is not stored, stops within
-// the bound, and a later trigger emits every decision once the stream is
-// back.
+// nothing past the first record whose decision is not stored (in every
+// shard), stops taking that shard's work, stops within the bound, and a
+// later trigger emits every decision once the stream is back.
 func TestDecisionStoreOutage(t *testing.T) {
 	_, nc, js := setup(t)
 	c := collect(t, nc)
@@ -42,7 +26,21 @@ func TestDecisionStoreOutage(t *testing.T) {
 	cfg := testConfig()
 	cfg.AckWait = 2 * time.Second // records read at start are acked at their redelivery
 	want := expected0(t, nc, js, items, cfg)
-	first := firstDecision(want)
+	first := firstDecisions(t, js, want)
+	stored := lastSeqs(t, js)
+	// A shard's lane stops at its first flush after its first decision:
+	// within AckEvery records.
+	var bound uint64
+	for k, f := range first {
+		if f == 0 {
+			bound += stored[k]
+		} else {
+			bound += min(stored[k], f+uint64(cfg.AckEvery))
+		}
+	}
+	if bound >= stored.total() {
+		t.Fatalf("first decisions %v of shards holding %v: every shard decides too late for the outage to show", first, stored)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -50,17 +48,15 @@ func TestDecisionStoreOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr, stop := startTrigger(t, nc, cfg, nil)
-	testpoll.Until(t, 10*time.Second, "the first decision attempted", func() bool { return tr.Stats().Records >= int64(first) })
+	testpoll.Until(t, 10*time.Second, "the first decisions delivered", func() bool { return delivered(t, js).covers(first) })
 	// Give the trigger time to (wrongly) acknowledge.
 	deadline := time.Now().Add(1500 * time.Millisecond)
 	for time.Now().Before(deadline) {
-		if f := ackFloor(t, js); f >= first {
-			t.Fatalf("ack floor %d reached the record %d whose decision is not stored", f, first)
-		}
+		checkBelow(t, ackFloors(t, js), first, "during the outage")
 		time.Sleep(50 * time.Millisecond)
 	}
-	if n := tr.Stats().Records; n >= int64(len(items)) {
-		t.Fatalf("the trigger processed all %d records during the outage: it should stop taking work", n)
+	if n := tr.Stats().Records; n > int64(bound) {
+		t.Fatalf("the trigger processed %d records during the outage, at most %d expected: it should stop taking a shard's work", n, bound)
 	}
 	start := time.Now()
 	stop()
@@ -69,16 +65,67 @@ func TestDecisionStoreOutage(t *testing.T) {
 	} else {
 		t.Logf("shutdown during the outage took %v", d)
 	}
-	if f := ackFloor(t, js); f >= first {
-		t.Fatalf("ack floor %d after shutdown passed the unstored decision at %d", f, first)
-	}
+	checkBelow(t, ackFloors(t, js), first, "after shutdown")
 
 	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 4}); err != nil {
 		t.Fatal(err)
 	}
 	startTrigger(t, nc, cfg, nil)
-	waitAcked(t, js, lastSeq(t, js), 30*time.Second)
+	waitAllAcked(t, js, 30*time.Second)
 	c.check(want)
+}
+
+// firstDecisions is, per shard, the sequence of its first decision (0 for
+// a shard without one).
+func firstDecisions(t *testing.T, js jetstream.JetStream, want map[string]events.ExtractionRequested) shardSeqs {
+	layout := serverLayout(t, js)
+	out := make(shardSeqs, layout.Shards())
+	for _, r := range want {
+		k := layout.Shard(r.Tenant, r.Session)
+		if out[k] == 0 || r.UpToSeq < out[k] {
+			out[k] = r.UpToSeq
+		}
+	}
+	return out
+}
+
+// delivered returns the newest stream sequence the trigger's durable on
+// every shard delivered.
+func delivered(t *testing.T, js jetstream.JetStream) shardSeqs {
+	t.Helper()
+	layout := serverLayout(t, js)
+	out := make(shardSeqs, layout.Shards())
+	for k, name := range layout.Streams() {
+		c, err := js.Consumer(context.Background(), name, events.DurableTrigger)
+		if err != nil {
+			continue
+		}
+		if info, err := c.Info(context.Background()); err == nil {
+			out[k] = info.Delivered.Stream
+		}
+	}
+	return out
+}
+
+// covers reports whether s reaches want in every shard.
+func (s shardSeqs) covers(want shardSeqs) bool {
+	for k, w := range want {
+		if s[k] < w {
+			return false
+		}
+	}
+	return true
+}
+
+// checkBelow fails when a shard's ack floor reached its first unstored
+// decision.
+func checkBelow(t *testing.T, floors, first shardSeqs, when string) {
+	t.Helper()
+	for k, f := range first {
+		if f > 0 && floors[k] >= f {
+			t.Fatalf("%s: shard %d's ack floor %d reached the record %d whose decision is not stored", when, k, floors[k], f)
+		}
+	}
 }
 
 // The same trigger resumes by itself when the stream comes back.
@@ -88,18 +135,21 @@ func TestDecisionStoreOutageResumes(t *testing.T) {
 	items := generate(12, 80)
 	cfg := testConfig()
 	want := expected0(t, nc, js, items, cfg)
-	first := firstDecision(want)
+	first := firstDecisions(t, js, want)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := js.DeleteStream(ctx, events.StreamExtract); err != nil {
 		t.Fatal(err)
 	}
 	tr, _ := startTrigger(t, nc, cfg, nil)
-	testpoll.Until(t, 10*time.Second, "the first decision attempted", func() bool { return tr.Stats().Records >= int64(first) })
+	testpoll.Until(t, 10*time.Second, "the first decisions delivered", func() bool { return delivered(t, js).covers(first) })
+	if n := tr.Stats().Decisions; n == 0 {
+		t.Fatal("no decision attempted during the outage")
+	}
 	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 4}); err != nil {
 		t.Fatal(err)
 	}
-	waitAcked(t, js, lastSeq(t, js), 30*time.Second)
+	waitAllAcked(t, js, 30*time.Second)
 	c.check(want)
 }
 
@@ -130,7 +180,7 @@ func TestShutdownDuringServerOutage(t *testing.T) {
 	}
 	natstest.StartWith(t, &o)
 	startTrigger(t, nc, cfg, nil)
-	waitAcked(t, js, lastSeq(t, js), 30*time.Second)
+	waitAllAcked(t, js, 30*time.Second)
 	c.check(want)
 }
 
@@ -143,12 +193,4 @@ func expected0(t *testing.T, nc *nats.Conn, js jetstream.JetStream, items []item
 		t.Fatalf("only %d expected decisions", len(want))
 	}
 	return want
-}
-
-func firstDecision(want map[string]events.ExtractionRequested) uint64 {
-	first := ^uint64(0)
-	for _, r := range want {
-		first = min(first, r.UpToSeq)
-	}
-	return first
 }

@@ -9,8 +9,9 @@
 // Scenarios run one after another on one server. Before each, the harness
 // deletes Recall's streams and buckets and provisions them again, so a
 // scenario never sees another's data. Against an external server (Options.URL)
-// this destroys Recall data: Run refuses when RECALL_TRANSCRIPT holds
-// messages, unless Options.Force is set.
+// this destroys Recall data: Run refuses when the transcript's streams hold
+// messages, unless Options.Force is set. The bench provisions the transcript
+// in benchShards shards.
 //
 // Where the component a scenario measures is not available (a service that
 // does not run yet), the scenario reports null numbers and a skip reason;
@@ -226,11 +227,27 @@ func (e *env) connect(ctx context.Context) (stop func(), err error) {
 		return stop, fmt.Errorf("creating the JetStream context: %w", err)
 	}
 	if o.URL != "" && !o.Force {
-		if s, err := e.js.Stream(ctx, events.StreamTranscript); err == nil && s.CachedInfo().State.Msgs > 0 {
-			return stop, fmt.Errorf("%w: %s holds %d messages; use a scratch server or --force", ErrServerHasData, events.StreamTranscript, s.CachedInfo().State.Msgs)
+		if err := e.checkEmpty(ctx); err != nil {
+			return stop, err
 		}
 	}
 	return stop, nil
+}
+
+// checkEmpty fails with ErrServerHasData when the server's transcript (its
+// shard streams, or the single stream of a deployment before shards)
+// holds records.
+func (e *env) checkEmpty(ctx context.Context) error {
+	names := []string{provision.StreamLegacyTranscript}
+	if l, err := provision.DiscoverLayout(ctx, e.js); err == nil {
+		names = append(names, l.Streams()...)
+	}
+	for _, name := range names {
+		if s, err := e.js.Stream(ctx, name); err == nil && s.CachedInfo().State.Msgs > 0 {
+			return fmt.Errorf("%w: %s holds %d messages; use a scratch server or --force", ErrServerHasData, name, s.CachedInfo().State.Msgs)
+		}
+	}
+	return nil
 }
 
 // scenario is one selectable scenario: how to run it and where to say why
@@ -317,11 +334,25 @@ func (e *env) progress(format string, args ...any) {
 	fmt.Fprintf(e.opts.Progress, format+"\n", args...)
 }
 
+// benchShards is the bench's transcript shard count S. Every replica
+// count the bench runs (1, 2 and 4 trigger replicas) divides it, so the
+// group gives each replica the same number of shards (S/R) and the most
+// one replica receives is 1/R of the records up to how unevenly the
+// sessions hash over the shards (trigger.replicas_scaling's
+// delivered_fraction ≤ 1.1/R); with 8 shards over 4 replicas each holds
+// two, whose sum varies less than one shard would. More shards would even
+// the hash out further but add a consumer, a pull and a lane per shard to
+// every reader on a 2-core machine.
+const benchShards = 8
+
 // provisionConfig is the provisioning every scenario uses: file storage,
-// the service defaults.
+// the service defaults, benchShards transcript shards.
 func (e *env) provisionConfig() provision.Config {
-	return provision.Config{Partitions: 16}
+	return provision.Config{Partitions: 16, Shards: benchShards}
 }
+
+// layout is the transcript's shard layout of the bench's streams.
+func (e *env) layout() events.Layout { return e.provisionConfig().Layout() }
 
 // benchStreams are the scratch streams the raw scenario creates.
 var benchStreams = []string{rawStream, "KV_" + rawBucket}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,16 +13,18 @@ import (
 	"github.com/recallhq/recall/cmd/recall/internal/bench"
 )
 
-// issueKeys are the keys issue #7 requires, as paths into the JSON object.
+// issueKeys are the keys issues #7 and #32 require, as paths into the JSON
+// object.
 var issueKeys = []string{
 	"raw.js_publish_msgs_per_s", "raw.js_consume_msgs_per_s",
 	"raw.request_reply_p50_us", "raw.request_reply_p99_us", "raw.kv_get_p99_us",
 	"ingest.nats_events_per_s", "ingest.http_batch_events_per_s",
-	"ingest.ratio_nats_vs_raw", "ingest.ratio_http_vs_raw",
+	"ingest.ratio_nats_vs_raw", "ingest.ratio_http_vs_raw", "ingest.cpu_ratio_vs_raw",
 	"trigger.events_per_s", "trigger.sessions", "trigger.ratio_vs_raw_consume", "trigger.bytes_per_session",
+	"trigger.cpu_ratio_vs_raw", "trigger.replicas_scaling",
 	"compaction.by_size", "compaction.ratio_p99_vs_raw", "compaction.flatness",
 	"extraction.scaling", "extraction.ordering_violations",
-	"pipeline.trigger_lag_p99_ms",
+	"pipeline.trigger_lag_p99_ms", "pipeline.trigger_lag_80_p99_ms",
 }
 
 func lookup(m map[string]any, path string) (any, bool) {
@@ -94,5 +97,46 @@ func TestUnknownScenario(t *testing.T) {
 	_, err := bench.Run(context.Background(), bench.Options{Quick: true, Only: []string{"nope"}})
 	if !errors.Is(err, bench.ErrUnknownScenario) {
 		t.Fatalf("err = %v, want ErrUnknownScenario", err)
+	}
+}
+
+// TestQuickTriggerShards runs the trigger scenario in quick mode: every
+// replica count of trigger.replicas_scaling is measured, one replica
+// receives every record once, and with more replicas the busiest receives
+// a share near 1/replicas (the replicas read only their shards; a replica
+// that read every shard would receive them all). The CPU numbers are
+// measured on both sides of their ratio.
+func TestQuickTriggerShards(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the trigger scenario")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	res, err := bench.Run(ctx, bench.Options{Quick: true, Only: []string{bench.ScenarioTrigger}, Progress: &progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Trigger
+	if r.Skipped != "" {
+		t.Fatalf("trigger skipped: %s\n%s", r.Skipped, progress.String())
+	}
+	var replicas []int
+	for _, s := range r.ReplicasScaling {
+		replicas = append(replicas, s.Replicas)
+		// Quick runs hash 2,000 sessions over the shards: twice the
+		// target's slack covers their unevenness.
+		if bound := 1 + 0.2*float64(s.Replicas-1); s.DeliveredFraction > bound/float64(s.Replicas) || s.DeliveredFraction < 1/float64(s.Replicas) {
+			t.Errorf("%d replicas: the busiest received %.3f of the records, want about 1/%d", s.Replicas, s.DeliveredFraction, s.Replicas)
+		}
+	}
+	if fmt.Sprint(replicas) != "[1 2 4]" {
+		t.Errorf("replica counts %v, want [1 2 4]", replicas)
+	}
+	if r.CPUUSPerEvent == nil || r.RawCPUUSPerEvent == nil || r.CPURatioVsRaw == nil || *r.RawCPUUSPerEvent <= 0 {
+		t.Errorf("CPU per event: trigger %v, raw %v, ratio %v; want all measured", r.CPUUSPerEvent, r.RawCPUUSPerEvent, r.CPURatioVsRaw)
+	}
+	if t.Failed() {
+		t.Log(progress.String())
 	}
 }

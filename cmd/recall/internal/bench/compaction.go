@@ -82,7 +82,7 @@ func runCompaction(ctx context.Context, e *env) error {
 		return err
 	}
 	defer svc.stop()
-	fl, err := newFloor(e.nc, kv)
+	fl, err := newFloor(e.nc, e.layout(), kv)
 	if err != nil {
 		return err
 	}
@@ -256,6 +256,7 @@ func compactOnceSized(ctx context.Context, nc *nats.Conn, session string) (*even
 // compaction reply's size (answered by a plain subscriber).
 type floor struct {
 	nc      *nats.Conn
+	layout  events.Layout
 	kv      jetstream.KeyValue
 	echo    *nats.Subscription
 	replies map[int][]byte
@@ -263,8 +264,8 @@ type floor struct {
 
 const floorSubject = "bench.floor.reply"
 
-func newFloor(nc *nats.Conn, kv jetstream.KeyValue) (*floor, error) {
-	f := &floor{nc: nc, kv: kv, replies: map[int][]byte{}}
+func newFloor(nc *nats.Conn, layout events.Layout, kv jetstream.KeyValue) (*floor, error) {
+	f := &floor{nc: nc, layout: layout, kv: kv, replies: map[int][]byte{}}
 	var mu sync.Mutex
 	sub, err := nc.Subscribe(floorSubject, func(m *nats.Msg) {
 		n, _ := strconv.Atoi(string(m.Data))
@@ -294,7 +295,7 @@ func (f *floor) once(ctx context.Context, session string, first, last uint64, si
 		return 0, fmt.Errorf("floor: reading memory: %w", err)
 	}
 	n := 0
-	err := transcript.ScanRaw(ctx, f.nc, events.StreamTranscript, events.TranscriptSubject(benchTenant, session), first, last, int(last-first+1), func(transcript.Raw) bool {
+	err := transcript.ScanRaw(ctx, f.nc, f.layout.Stream(benchTenant, session), f.layout.Subject(benchTenant, session), first, last, int(last-first+1), func(transcript.Raw) bool {
 		n++
 		return true
 	})

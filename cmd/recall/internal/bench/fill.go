@@ -22,10 +22,10 @@ const fillChunk = 10000
 // it (binary mode, tenant extension, Nats-Msg-Id), skipping validation: the
 // generator's events are valid (the ingest scenario validates the same
 // generator's output).
-func transcriptMsg(g *benchgen.Gen, session string) *nats.Msg {
+func transcriptMsg(layout events.Layout, g *benchgen.Gen, session string) *nats.Msg {
 	ev := g.Event(session)
 	ev.SetExtension(events.ExtTenant, benchTenant)
-	m := natsce.NewMsg(events.TranscriptSubject(benchTenant, session), &ev)
+	m := natsce.NewMsg(layout.Subject(benchTenant, session), &ev)
 	m.Header[jetstream.MsgIDHeader] = []string{events.DedupID(benchTenant, ev.ID())}
 	return m
 }
@@ -46,14 +46,16 @@ func (p fillPlan) total() int {
 	return n
 }
 
-// fill publishes the plan's messages to RECALL_TRANSCRIPT with async
-// publish and returns the last stream sequence. onStored, when not nil,
-// sees every stored message's session and sequence.
-func (e *env) fill(ctx context.Context, g *benchgen.Gen, p fillPlan, onStored func(session string, seq uint64)) (uint64, error) {
+// fill publishes the plan's messages to their sessions' transcript shards
+// with async publish and returns, per shard, the last sequence it stored
+// there (0 where it stored nothing). onStored, when not nil, sees every
+// stored message's session and sequence (in the session's shard).
+func (e *env) fill(ctx context.Context, g *benchgen.Gen, p fillPlan, onStored func(session string, seq uint64)) (shardSeqs, error) {
 	left := append([]int(nil), p.counts...)
 	batch := make([]*nats.Msg, 0, fillChunk)
 	batchSess := make([]string, 0, fillChunk)
-	var last uint64
+	layout := e.layout()
+	last := make(shardSeqs, layout.Shards())
 	flush := func() error {
 		futs := make([]jetstream.PubAckFuture, len(batch))
 		for i, m := range batch {
@@ -66,7 +68,8 @@ func (e *env) fill(ctx context.Context, g *benchgen.Gen, p fillPlan, onStored fu
 		for i, f := range futs {
 			select {
 			case ack := <-f.Ok():
-				last = max(last, ack.Sequence)
+				k := layout.Shard(benchTenant, batchSess[i])
+				last[k] = max(last[k], ack.Sequence)
 				if onStored != nil {
 					onStored(batchSess[i], ack.Sequence)
 				}
@@ -94,18 +97,18 @@ func (e *env) fill(ctx context.Context, g *benchgen.Gen, p fillPlan, onStored fu
 			if left[i] > 0 {
 				kept = append(kept, i)
 			}
-			batch = append(batch, transcriptMsg(g, p.sessions[i]))
+			batch = append(batch, transcriptMsg(layout, g, p.sessions[i]))
 			batchSess = append(batchSess, p.sessions[i])
 			if len(batch) == fillChunk {
 				if err := flush(); err != nil {
-					return 0, err
+					return nil, err
 				}
 			}
 		}
 		active = kept
 	}
 	if err := flush(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	return last, nil
 }

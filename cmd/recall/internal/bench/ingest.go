@@ -32,13 +32,21 @@ func runIngest(ctx context.Context, e *env) error {
 		}
 	}
 
+	if err := rawShardPublish(ctx, e, c); err != nil {
+		return err
+	}
+	p := startPhase()
 	d, err := clientPublish(ctx, e, c.events)
 	if err != nil {
 		return err
 	}
+	_, cpu, cpuOK := p.end()
 	r.NATSEventsPerS = f64(round1(rate(len(c.events), d)))
 	r.RatioNATSVsRaw = ratio(r.NATSEventsPerS, e.res.Raw.JSPublishMsgsPerS)
-	e.progress("   ingest pkg/client: %.0f events/s (%.2f x raw publish)", *r.NATSEventsPerS, deref(r.RatioNATSVsRaw))
+	r.CPUUSPerEvent = cpuPerEvent(cpu, cpuOK, len(c.events))
+	r.CPURatioVsRaw = ratio(r.CPUUSPerEvent, r.RawCPUUSPerEvent)
+	e.progress("   ingest pkg/client: %.0f events/s (%.2f x raw publish), %.2f µs CPU per event (%.2f x raw)",
+		*r.NATSEventsPerS, deref(r.RatioNATSVsRaw), deref(r.CPUUSPerEvent), deref(r.CPURatioVsRaw))
 
 	if err := e.reset(ctx); err != nil {
 		return err
@@ -56,6 +64,26 @@ func runIngest(ctx context.Context, e *env) error {
 		return err
 	}
 	return nil
+}
+
+// rawShardPublish is the floor of ingest.cpu_ratio_vs_raw: raw JetStream
+// async publish (asyncWindow in flight, acks awaited) of the very messages
+// pkg/client builds for the corpus, into the same shard streams, so that
+// the server does the same work as for pkg/client and only the client
+// side differs. It measures its rate and CPU per event, then resets the
+// streams.
+func rawShardPublish(ctx context.Context, e *env, c *corpus) error {
+	r := &e.res.Ingest
+	p := startPhase()
+	d, err := asyncPublish(ctx, e.js, c.msgs)
+	if err != nil {
+		return err
+	}
+	_, cpu, cpuOK := p.end()
+	r.RawEventsPerS = f64(round1(rate(len(c.msgs), d)))
+	r.RawCPUUSPerEvent = cpuPerEvent(cpu, cpuOK, len(c.msgs))
+	e.progress("   raw async publish into the shards: %.0f events/s, %.2f µs CPU per event", *r.RawEventsPerS, deref(r.RawCPUUSPerEvent))
+	return e.reset(ctx)
 }
 
 // runRawPublishOnly measures raw publish alone, for runs without the raw

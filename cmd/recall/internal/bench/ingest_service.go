@@ -103,7 +103,7 @@ func ingestService(ctx context.Context, e *env, c *corpus) error {
 
 // sessionBatches groups events by session, in order, into structured
 // batches of at most httpBatch events, as requests for the NATS ingest
-// endpoint (whose subject names the session).
+// endpoint (recall.api.ingest.<tenant>.<session>).
 func sessionBatches(evs []event.Event) ([]*nats.Msg, error) {
 	var order []string
 	bySession := map[string][]event.Event{}
@@ -121,7 +121,7 @@ func sessionBatches(evs []event.Event) ([]*nats.Msg, error) {
 			if err != nil {
 				return nil, fmt.Errorf("encoding a batch: %w", err)
 			}
-			out = append(out, &nats.Msg{Subject: events.TranscriptSubject(benchTenant, session), Header: nats.Header{}, Data: b})
+			out = append(out, &nats.Msg{Subject: events.APISubject(events.VerbIngest, benchTenant, session), Header: nats.Header{}, Data: b})
 		}
 	}
 	return out, nil

@@ -21,8 +21,9 @@ import (
 // pipelineTick is the pacing interval of the steady ingest.
 const pipelineTick = 10 * time.Millisecond
 
-// pipelineReplicas is how many partitioned trigger replicas the pipeline
-// scenario runs (one partition each), as issue 15 asks.
+// pipelineReplicas is how many trigger replicas the pipeline scenario runs
+// (sharing the transcript's shards, so each reads half of the records), as
+// issues 15 and 32 ask.
 const pipelineReplicas = 2
 
 // pipelineLoads are the fractions of the measured client ingest capacity
@@ -79,7 +80,7 @@ func pipelineCapacity(ctx context.Context, e *env) (float64, error) {
 }
 
 // pipelineStep ingests steadily at target events/s for the scenario's
-// duration while pipelineReplicas trigger replicas share the sessions, waits
+// duration while pipelineReplicas trigger replicas share the shards, waits
 // until they took every record, and measures each extraction request's lag
 // behind the record it covers.
 func pipelineStep(ctx context.Context, e *env, load, target float64) (PipelineStep, error) {
@@ -94,17 +95,14 @@ func pipelineStep(ctx context.Context, e *env, load, target float64) (PipelineSt
 		return step, err
 	}
 	cfg := triggersvc.Config{NATS: natsconn.Config{URL: e.url}, Config: e.provisionConfig()}
-	svcs, err := startTriggers(ctx, e, cfg, pipelineReplicas, fmt.Sprintf("pipeline-%.0f", 100*load))
+	rs, err := startTriggerReplicas(ctx, e, cfg, pipelineReplicas, fmt.Sprintf("pipeline-%.0f", 100*load))
 	if err != nil {
 		return step, err
 	}
-	defer func() {
-		for _, s := range svcs {
-			_ = s.stop()
-		}
-	}()
+	defer stopReplicas(rs)
 
 	e.progress("   steady ingest of %d events at %.0f events/s (%.0f%% of capacity) for %s, %d trigger replicas", n, target, 100*load, e.sizes.pipelineDuration, pipelineReplicas)
+	p := startPhase()
 	sent, achieved, err := paceIngest(ctx, cl, evs, target)
 	if err != nil {
 		return step, err
@@ -113,17 +111,20 @@ func pipelineStep(ctx context.Context, e *env, load, target float64) (PipelineSt
 	if achieved < 0.9*target {
 		e.progress("   steady ingest fell behind: %.0f of %.0f events/s", achieved, target)
 	}
-	tstream, err := e.js.Stream(ctx, events.StreamTranscript)
+	last, err := e.lastSeqs(ctx)
 	if err != nil {
 		return step, err
 	}
-	last := tstream.CachedInfo().State.LastSeq
-	for p := range pipelineReplicas {
-		if _, _, err := waitConsumed(ctx, e.js, events.StreamTranscript, events.TriggerDurable(p, pipelineReplicas), last, svcs[0]); err != nil {
-			return step, err
-		}
+	if _, _, err := e.waitAcked(ctx, events.DurableTrigger, last, services(rs)...); err != nil {
+		return step, err
 	}
-	lags, err := triggerLags(ctx, e.js, tstream)
+	if wall, cpu, ok := p.end(); ok {
+		step.CPUCores = f64(round3(cpu.Seconds() / wall.Seconds()))
+		step.CPUUSPerEvent = cpuPerEvent(cpu, ok, sent)
+	}
+	_, most := delivered(rs)
+	step.DeliveredFraction = round3(float64(most) / float64(max(last.total(), 1)))
+	lags, err := triggerLags(ctx, e)
 	if err != nil {
 		return step, err
 	}
@@ -133,55 +134,9 @@ func pipelineStep(ctx context.Context, e *env, load, target float64) (PipelineSt
 	}
 	step.TriggerLagP50MS = round3(lags.percentile(50) / 1000)
 	step.TriggerLagP99MS = round3(lags.percentile(99) / 1000)
-	e.progress("   trigger lag: p50 %.1f ms, p99 %.1f ms over %d requests", step.TriggerLagP50MS, step.TriggerLagP99MS, len(lags))
+	e.progress("   trigger lag: p50 %.1f ms, p99 %.1f ms over %d requests; the busiest replica received %.3f of the records; %.2f cores busy, %.1f µs CPU per event",
+		step.TriggerLagP50MS, step.TriggerLagP99MS, len(lags), step.DeliveredFraction, deref(step.CPUCores), deref(step.CPUUSPerEvent))
 	return step, nil
-}
-
-// startTriggers starts replicas trigger services with cfg, partitioned one
-// partition each, and returns once every partition's consumer is pulling
-// (or already delivered records): a replica waits a moment after joining
-// before it takes partitions, and the records stored meanwhile would count
-// that wait as lag.
-func startTriggers(ctx context.Context, e *env, cfg triggersvc.Config, replicas int, name string) ([]*service, error) {
-	cfg.TriggerPartitions = replicas
-	var svcs []*service
-	for i := range replicas {
-		rc := cfg
-		rc.MemberID = fmt.Sprintf("%s-%d", name, i)
-		svc, err := startService(ctx, "trigger", func(ctx context.Context) error {
-			return triggersvc.Run(ctx, rc, e.log.With("service", "trigger", "replica", i))
-		}, nil)
-		if err != nil {
-			for _, s := range svcs {
-				_ = s.stop()
-			}
-			return nil, err
-		}
-		svcs = append(svcs, svc)
-	}
-	for p := range replicas {
-		ready := func(ctx context.Context) error {
-			c, err := e.js.Consumer(ctx, events.StreamTranscript, events.TriggerDurable(p, replicas))
-			if err != nil {
-				return err
-			}
-			if info := c.CachedInfo(); info.NumWaiting == 0 && info.Delivered.Stream == 0 {
-				return errors.New("not pulling yet")
-			}
-			return nil
-		}
-		deadline := time.Now().Add(30 * time.Second)
-		for ready(ctx) != nil {
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				for _, s := range svcs {
-					_ = s.stop()
-				}
-				return nil, fmt.Errorf("trigger partition %d of %d is not consumed after 30s", p, replicas)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	return svcs, nil
 }
 
 // paceIngest publishes evs with cl at target events/s, a batch every
@@ -211,15 +166,22 @@ func paceIngest(ctx context.Context, cl *client.Client, evs []event.Event, targe
 
 // triggerLags reads every extraction request on RECALL_EXTRACT and returns,
 // for each, the time from the transcript record it covers up to being
-// stored to the request being stored (both stream timestamps).
-func triggerLags(ctx context.Context, js jetstream.JetStream, transcript jetstream.Stream) (latencies, error) {
-	xs, err := js.Stream(ctx, events.StreamExtract)
+// stored (in its session's shard) to the request being stored (both stream
+// timestamps).
+func triggerLags(ctx context.Context, e *env) (latencies, error) {
+	xs, err := e.js.Stream(ctx, events.StreamExtract)
 	if err != nil {
 		return nil, err
 	}
 	st := xs.CachedInfo().State
 	if st.Msgs == 0 {
 		return nil, nil
+	}
+	shards := make([]jetstream.Stream, e.layout().Shards())
+	for k, name := range e.layout().Streams() {
+		if shards[k], err = e.js.Stream(ctx, name); err != nil {
+			return nil, fmt.Errorf("reading stream %s: %w", name, err)
+		}
 	}
 	// A work-queue stream allows no second consumer: read it by sequence.
 	lags := make(latencies, 0, st.Msgs)
@@ -235,9 +197,9 @@ func triggerLags(ctx context.Context, js jetstream.JetStream, transcript jetstre
 		if err := json.Unmarshal(m.Data, &req); err != nil {
 			return nil, fmt.Errorf("decoding an extraction request: %w", err)
 		}
-		rec, err := transcript.GetMsg(ctx, req.UpToSeq)
+		rec, err := shards[e.layout().Shard(req.Tenant, req.Session)].GetMsg(ctx, req.UpToSeq)
 		if err != nil {
-			return nil, fmt.Errorf("reading transcript record %d: %w", req.UpToSeq, err)
+			return nil, fmt.Errorf("reading transcript record %d of %s/%s: %w", req.UpToSeq, req.Tenant, req.Session, err)
 		}
 		lags = append(lags, m.Time.Sub(rec.Time))
 	}

@@ -92,10 +92,11 @@ func runQuery(ctx context.Context, e *env) error {
 // returns the last record's sequence.
 func fillQuerySession(ctx context.Context, e *env, session string, n int) (uint64, error) {
 	g := benchgen.New(11)
-	last, err := e.fill(ctx, g, fillPlan{sessions: []string{session}, counts: []int{n}}, nil)
+	lasts, err := e.fill(ctx, g, fillPlan{sessions: []string{session}, counts: []int{n}}, nil)
 	if err != nil {
 		return 0, err
 	}
+	last := lasts[e.layout().Shard(benchTenant, session)]
 	kv, err := e.js.KeyValue(ctx, events.BucketMemory)
 	if err != nil {
 		return 0, fmt.Errorf("opening %s: %w", events.BucketMemory, err)
@@ -130,7 +131,7 @@ func askQuery(ctx context.Context, e *env, session string) (*events.QueryReply, 
 }
 
 // queryFloor times a raw batch Direct Get of the records a question read:
-// the bench session is alone in the stream, so its last records are the
+// the bench session is alone in its shard's stream, so its last records are the
 // last sequences.
 func queryFloor(ctx context.Context, e *env, session string, last uint64, records int) (time.Duration, error) {
 	from := uint64(1)
@@ -138,7 +139,7 @@ func queryFloor(ctx context.Context, e *env, session string, last uint64, record
 		from = last - uint64(records) + 1
 	}
 	t0 := time.Now()
-	err := transcript.ScanRaw(ctx, e.nc, events.StreamTranscript, events.TranscriptSubject(benchTenant, session), from, last, transcript.DefaultBatch, func(transcript.Raw) bool { return true })
+	err := transcript.ScanRaw(ctx, e.nc, e.layout().Stream(benchTenant, session), e.layout().Subject(benchTenant, session), from, last, transcript.DefaultBatch, func(transcript.Raw) bool { return true })
 	if err != nil {
 		return 0, fmt.Errorf("floor read: %w", err)
 	}

@@ -22,9 +22,9 @@ import (
 )
 
 const (
-	// rawStream is a copy of RECALL_TRANSCRIPT's configuration on its own
-	// subjects, so raw publishes pay what transcript publishes pay (file
-	// storage, dedup window, direct get).
+	// rawStream is a copy of a transcript shard stream's configuration on
+	// its own subjects, so raw publishes pay what transcript publishes pay
+	// (file storage, dedup window, direct get).
 	rawStream  = "BENCH_RAW"
 	rawSubject = "bench.raw"
 	rawBucket  = "BENCH_KV"
@@ -119,9 +119,10 @@ func runRaw(ctx context.Context, e *env) error {
 	r.Messages = len(c.msgs)
 
 	// Raw async publish of the very messages ingest would publish, on a
-	// stream configured like the transcript.
-	sc := provision.Streams(e.provisionConfig())[0]
+	// stream configured like a transcript shard.
+	sc := provision.TranscriptStreams(e.provisionConfig())[0]
 	sc.Name, sc.Subjects, sc.Description = rawStream, []string{rawSubject + ".>"}, "recall bench raw baseline"
+	sc.Metadata = nil // not a shard
 	if _, err := e.js.CreateStream(ctx, sc); err != nil {
 		return fmt.Errorf("creating %s: %w", rawStream, err)
 	}

@@ -35,24 +35,38 @@ func targets(r *Result) []Target {
 	if r.Extraction.OrderingViolations != nil {
 		viol = f64(float64(*r.Extraction.OrderingViolations))
 	}
+	// The throughput ratios against raw NATS (ingest.ratio_*_vs_raw,
+	// trigger.ratio_vs_raw_consume) are information, not targets: on a
+	// small machine the server, the load and the component share the same
+	// cores, so they measure the machine as much as Recall (issue 32). The
+	// CPU per event against the raw floor does not depend on that.
 	return []Target{
-		atLeast("ingest.ratio_nats_vs_raw", ">= 0.8 (pkg/client)", r.Ingest.RatioNATSVsRaw, 0.8),
-		// The issue allows the endpoint's batch form; single events are in
-		// the table (ingest.nats_endpoint).
-		atLeast("ingest.ratio_nats_endpoint_batch_vs_raw", ">= 0.5 (NATS endpoint, batches)", r.Ingest.RatioNATSEndpointBatchVsRaw, 0.5),
-		atLeast("ingest.ratio_http_vs_raw", ">= 0.5", r.Ingest.RatioHTTPVsRaw, 0.5),
-		atLeast("trigger.ratio_vs_raw_consume", ">= 0.8", r.Trigger.RatioVsRawConsume, 0.8),
+		atMost("ingest.cpu_ratio_vs_raw", "<= 3 (CPU per event, pkg/client / raw async publish)", r.Ingest.CPURatioVsRaw, 3),
+		atMost("trigger.cpu_ratio_vs_raw", "<= 3 (CPU per event, trigger / raw consumer acking alike)", r.Trigger.CPURatioVsRaw, 3),
+		atMost("trigger.replicas_scaling[replicas=2].delivered_fraction", "<= 0.55 (1.1 / 2)", deliveredFraction(r, 2), 1.1/2),
+		atMost("trigger.replicas_scaling[replicas=4].delivered_fraction", "<= 0.275 (1.1 / 4)", deliveredFraction(r, 4), 1.1/4),
 		atMost("trigger.bytes_per_session", "<= 1024", r.Trigger.BytesPerSession, 1024),
 		atMost("trigger.restart_recovery_s", "<= 10 (100,000 sessions in a full run)", r.Trigger.RestartRecoveryS, 10),
-		atMost("compaction.ratio_p50_vs_floor", "<= 2 (p50 / floor p50, worst size)", r.Compaction.RatioP50VsFloor, 2),
+		atMost("compaction.ratio_p50_vs_floor", "<= 1.2 (p50 / floor p50, worst size)", r.Compaction.RatioP50VsFloor, 1.2),
 		atMost("compaction.ratio_p99_vs_floor", "<= 3 (p99 / floor p99, worst size)", r.Compaction.RatioP99VsFloor, 3),
 		atMost("compaction.flatness", "<= 1.2 (p99 largest / p99 smallest transcript)", r.Compaction.Flatness, 1.2),
 		atLeast("extraction.scaling[workers=8].efficiency", ">= 0.9", eff8, 0.9),
 		atMost("extraction.ordering_violations", "== 0", viol, 0),
-		atMost("pipeline.trigger_lag_p99_ms", "<= 250 (50 % of ingest capacity, 2 trigger replicas)", r.Pipeline.TriggerLagP99MS, 250),
-		atMost("pipeline.trigger_lag_80_p99_ms", "<= 1000 (80 % of ingest capacity, 2 trigger replicas)", r.Pipeline.TriggerLag80P99MS, 1000),
+		atMost("pipeline.trigger_lag_p99_ms", "<= 1000 (50 % of ingest capacity, 2 trigger replicas)", r.Pipeline.TriggerLagP99MS, 1000),
+		atMost("pipeline.trigger_lag_80_p99_ms", "<= 3000 (80 % of ingest capacity, 2 trigger replicas)", r.Pipeline.TriggerLag80P99MS, 3000),
 		atMost("query.overhead_p99_ms", "<= 50 (10,000-record session in a full run)", r.Query.OverheadP99MS, 50),
 	}
+}
+
+// deliveredFraction is trigger.replicas_scaling's delivered_fraction with
+// the given replica count, nil when not measured.
+func deliveredFraction(r *Result, replicas int) *float64 {
+	for _, s := range r.Trigger.ReplicasScaling {
+		if s.Replicas == replicas {
+			return f64(s.DeliveredFraction)
+		}
+	}
+	return nil
 }
 
 // PrintTable writes a human-readable summary of r.
@@ -112,6 +126,7 @@ func (t table) header(r *Result) {
 func (t table) ingest(r *Result) {
 	t.skip("ingest", r.Ingest.Skipped)
 	t.row("ingest.nats (pkg/client)", r.Ingest.NATSEventsPerS, "events/s", ratioNote(r.Ingest.RatioNATSVsRaw, "raw publish"))
+	t.row("ingest.cpu_per_event", r.Ingest.CPUUSPerEvent, "µs", ratioNote(r.Ingest.CPURatioVsRaw, cpuRawNote(r.Ingest.RawCPUUSPerEvent, "raw async publish of the same messages")))
 	t.row("ingest.nats ordered", r.Ingest.NATSOrderedEventsPerS, "events/s", ratioNote(r.Ingest.RatioNATSOrderedVsRaw, "raw publish"))
 	if r.Ingest.NATSEndpointSkipped != "" && r.Ingest.Skipped == "" {
 		fmt.Fprintf(t.tw, "ingest.nats_endpoint\tskipped\t%s\n", r.Ingest.NATSEndpointSkipped)
@@ -130,11 +145,13 @@ func (t table) ingest(r *Result) {
 // rows.
 func (t table) services(r *Result) {
 	t.skip("trigger", r.Trigger.Skipped)
-	t.row("trigger.events", r.Trigger.EventsPerS, "events/s", ratioNote(r.Trigger.RatioVsRawConsume, "raw consume"))
+	t.row("trigger.events", r.Trigger.EventsPerS, "events/s", ratioNote(r.Trigger.RatioVsRawConsume, "raw consumer acking alike"))
+	t.row("trigger.cpu_per_event", r.Trigger.CPUUSPerEvent, "µs", ratioNote(r.Trigger.CPURatioVsRaw, cpuRawNote(r.Trigger.RawCPUUSPerEvent, "raw consumer acking alike")))
 	t.row("trigger.bytes_per_session", r.Trigger.BytesPerSession, "B", "")
 	t.row("trigger.restart_recovery", r.Trigger.RestartRecoveryS, "s", "one new record in every session after a restart")
 	for _, s := range r.Trigger.ReplicasScaling {
-		fmt.Fprintf(t.tw, "trigger.replicas[%d]\t%.1f events/s\t%d partitions, %.2f s\n", s.Replicas, s.EventsPerS, s.Partitions, s.Seconds)
+		fmt.Fprintf(t.tw, "trigger.replicas[%d]\tdelivered %.3f\tthe busiest replica received %d of %d records; %d shards; %.1f events/s in %.2f s\n",
+			s.Replicas, s.DeliveredFraction, s.DeliveredMost, s.Records, s.Shards, s.EventsPerS, s.Seconds)
 	}
 	for _, s := range r.Trigger.LongSessionRebuild {
 		fmt.Fprintf(t.tw, "trigger.long_session_rebuild\t%.0f ms\t%d records, %s\n", s.MS, s.Records, snapshotsNote(s.SnapshotEvery))
@@ -161,8 +178,8 @@ func (t table) services(r *Result) {
 	}
 	t.skip("pipeline", r.Pipeline.Skipped)
 	for _, s := range r.Pipeline.Steps {
-		fmt.Fprintf(t.tw, "pipeline[%.0f%%] trigger lag\tp50 %.1f ms, p99 %.1f ms\t%.0f events/s (%.0f achieved), %d trigger replicas, %d requests\n",
-			100*s.Load, s.TriggerLagP50MS, s.TriggerLagP99MS, s.RateEventsPerS, s.AchievedEventsPerS, r.Pipeline.TriggerReplicas, s.Requests)
+		fmt.Fprintf(t.tw, "pipeline[%.0f%%] trigger lag\tp50 %.1f ms, p99 %.1f ms\t%.0f events/s (%.0f achieved), %d trigger replicas (the busiest received %.3f of the records), %d requests, %.2f cores busy\n",
+			100*s.Load, s.TriggerLagP50MS, s.TriggerLagP99MS, s.RateEventsPerS, s.AchievedEventsPerS, r.Pipeline.TriggerReplicas, s.DeliveredFraction, s.Requests, deref(s.CPUCores))
 	}
 	t.skip("query", r.Query.Skipped)
 	t.row("query.overhead_p50", r.Query.OverheadP50MS, "ms", fmt.Sprintf("%d-record session, Recall's time outside the model", r.Query.TranscriptMessages))
@@ -185,6 +202,14 @@ func (t table) targets(r *Result) {
 		}
 		fmt.Fprintf(t.tw, "%s\t%s\t%s\n", tg.Name, strings.TrimSpace(tg.Want), v)
 	}
+}
+
+// cpuRawNote names the raw floor of a CPU ratio and its CPU per event.
+func cpuRawNote(raw *float64, what string) string {
+	if raw == nil {
+		return what
+	}
+	return fmt.Sprintf("%s (%.2f µs)", what, *raw)
 }
 
 // snapshotsNote says how a trigger rebuild could use snapshots.

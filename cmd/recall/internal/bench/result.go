@@ -86,36 +86,65 @@ type IngestResult struct {
 	RatioNATSVsRaw              *float64 `json:"ratio_nats_vs_raw"`
 	RatioNATSEndpointVsRaw      *float64 `json:"ratio_nats_endpoint_vs_raw"`
 	RatioHTTPVsRaw              *float64 `json:"ratio_http_vs_raw"`
+	// CPUUSPerEvent is the process's CPU time (user + system, the
+	// embedded server's included) per event published through pkg/client;
+	// RawCPUUSPerEvent the same for raw async publish of the very messages
+	// pkg/client builds, into the same shard streams; CPURatioVsRaw is
+	// their ratio. The throughput ratios above are information.
+	CPUUSPerEvent    *float64 `json:"cpu_us_per_event"`
+	RawCPUUSPerEvent *float64 `json:"raw_cpu_us_per_event"`
+	CPURatioVsRaw    *float64 `json:"cpu_ratio_vs_raw"`
+	RawEventsPerS    *float64 `json:"raw_same_streams_events_per_s"`
 }
 
 // TriggerResult measures the trigger's decision throughput on a pre-filled
 // transcript.
 type TriggerResult struct {
-	Skipped            string   `json:"skipped,omitempty"`
-	Sessions           *int     `json:"sessions"`
-	Events             int      `json:"events"`
-	EventsPerS         *float64 `json:"events_per_s"`
+	Skipped    string   `json:"skipped,omitempty"`
+	Sessions   *int     `json:"sessions"`
+	Events     int      `json:"events"`
+	EventsPerS *float64 `json:"events_per_s"`
+	// RawConsumeMsgsPerS is a raw consumer of the same records that
+	// acknowledges the way the trigger does (AckAll every AckEvery
+	// records, the same pull batch and consumer configuration);
+	// RatioVsRawConsume is information, the target is CPURatioVsRaw.
 	RawConsumeMsgsPerS *float64 `json:"raw_consume_same_data_msgs_per_s"`
 	RatioVsRawConsume  *float64 `json:"ratio_vs_raw_consume"`
-	BytesPerSession    *float64 `json:"bytes_per_session"`
-	Requests           int      `json:"extraction_requests"`
+	// CPUUSPerEvent and RawCPUUSPerEvent are the process's CPU time (user
+	// + system, the embedded server's included) per event while one
+	// trigger replica, and the raw consumer, read the same records;
+	// CPURatioVsRaw is their ratio.
+	CPUUSPerEvent    *float64 `json:"cpu_us_per_event"`
+	RawCPUUSPerEvent *float64 `json:"raw_cpu_us_per_event"`
+	CPURatioVsRaw    *float64 `json:"cpu_ratio_vs_raw"`
+	BytesPerSession  *float64 `json:"bytes_per_session"`
+	Requests         int      `json:"extraction_requests"`
 	// RestartRecoveryS is the time from a restart of the trigger to the
 	// acknowledgement of one new record in every session (each rebuilt from
 	// its transcript).
 	RestartRecoveryS *float64 `json:"restart_recovery_s"`
-	// ReplicasScaling is the partitioned trigger's throughput on the same
-	// transcript with 1, 2 and 3 replicas.
+	// ReplicasScaling is the trigger on the same transcript with 1, 2
+	// and 4 replicas sharing its shards.
 	ReplicasScaling []ReplicaStep `json:"replicas_scaling"`
 	// LongSessionRebuild is one long session's rebuild after a restart,
 	// without and with snapshots of its state.
 	LongSessionRebuild []LongRebuild `json:"long_session_rebuild"`
 }
 
-// ReplicaStep is the partitioned trigger's throughput with one replica
-// count.
+// ReplicaStep is the trigger with one replica count, reading the whole
+// transcript from its start.
 type ReplicaStep struct {
-	Replicas   int     `json:"replicas"`
-	Partitions int     `json:"partitions"`
+	Replicas int   `json:"replicas"`
+	Shards   int   `json:"shards"`
+	Records  int64 `json:"records"` // records in the shard streams
+	// DeliveredMost is the most records any one replica received
+	// (Stats.Delivered, redeliveries included); DeliveredFraction is
+	// DeliveredMost / Records: 1/Replicas when the shards and their
+	// records are shared evenly and no replica receives another's.
+	DeliveredMost     int64   `json:"delivered_most"`
+	DeliveredFraction float64 `json:"delivered_fraction"`
+	// EventsPerS is information: on one machine the replicas share its
+	// cores with the server.
 	EventsPerS float64 `json:"events_per_s"`
 	Seconds    float64 `json:"seconds"`
 }
@@ -189,8 +218,9 @@ type ExtractionResult struct {
 }
 
 // PipelineResult measures the trigger lag under steady ingest at 50 % and
-// 80 % of the client ingest capacity, with partitioned trigger replicas. The
-// top-level rate, requests and lags are the 50 % step's.
+// 80 % of the client ingest capacity, with trigger replicas sharing the
+// transcript's shards. The top-level rate, requests and lags are the 50 %
+// step's.
 type PipelineResult struct {
 	Skipped            string         `json:"skipped,omitempty"`
 	CapacityEventsPerS *float64       `json:"capacity_events_per_s"`
@@ -212,6 +242,16 @@ type PipelineStep struct {
 	Requests           int     `json:"extraction_requests"`
 	TriggerLagP50MS    float64 `json:"trigger_lag_p50_ms"`
 	TriggerLagP99MS    float64 `json:"trigger_lag_p99_ms"`
+	// DeliveredFraction is the most records one replica received over the
+	// records stored (each replica reads only its shards).
+	DeliveredFraction float64 `json:"delivered_fraction"`
+	// CPUCores is the process's CPU time over the step's wall time, from
+	// the first event published to the last record acknowledged (the
+	// client, the replicas and the embedded server together): near the
+	// machine's core count, the step is bounded by the CPU.
+	// CPUUSPerEvent is that CPU time per event ingested.
+	CPUCores      *float64 `json:"cpu_cores"`
+	CPUUSPerEvent *float64 `json:"cpu_us_per_event"`
 }
 
 // Target is one target of the issue and this run's verdict.

@@ -2,12 +2,9 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/benchgen"
 	"github.com/recallhq/recall/internal/natsconn"
@@ -20,6 +17,9 @@ import (
 // so the trigger decides and publishes requests (pipeline scenario). The
 // trigger scenario keeps the default thresholds: it measures decisions.
 var benchThresholds = events.TenantConfig{MinimumMessageTokensToInit: 3000, MinimumTokensBetweenUpdate: 1000, ToolCallsBetweenUpdates: 3}
+
+// scalingReplicas are the replica counts of trigger.replicas_scaling.
+var scalingReplicas = []int{1, 2, 4}
 
 func runTrigger(ctx context.Context, e *env) error {
 	r := &e.res.Trigger
@@ -36,41 +36,18 @@ func runTrigger(ctx context.Context, e *env) error {
 	}
 	n := plan.total()
 	r.Events = n
-	e.progress("   pre-filled %d sessions, %d events in %s", len(sessions), n, time.Since(t0).Round(time.Millisecond))
-
-	d, err := consumeAll(ctx, e.js, events.StreamTranscript, uint64(n))
-	if err != nil {
-		return err
-	}
-	r.RawConsumeMsgsPerS = f64(round1(rate(n, d)))
-	e.progress("   raw consume of the same transcript: %.0f msgs/s", *r.RawConsumeMsgsPerS)
-
-	heapBefore := heapInUse()
+	e.progress("   pre-filled %d sessions, %d events in %d shards in %s", len(sessions), n, len(last), time.Since(t0).Round(time.Millisecond))
 	cfg := triggersvc.Config{NATS: natsconn.Config{URL: e.url}, Config: e.provisionConfig()}
-	started := time.Now()
-	svc, err := startService(ctx, "trigger", func(ctx context.Context) error {
-		return triggersvc.Run(ctx, cfg, e.log.With("service", "trigger"))
-	}, consumerReady(e.js, events.StreamTranscript, events.DurableTrigger))
+
+	wall, cpu, cpuOK, err := rawAckConsume(ctx, e, cfg, last)
 	if err != nil {
 		return err
 	}
-	defer svc.stop()
-	first, end, err := waitConsumed(ctx, e.js, events.StreamTranscript, events.DurableTrigger, last, svc)
-	if err != nil {
-		return err
-	}
-	e.progress("   trigger started pulling %s after start", first.Sub(started).Round(time.Millisecond))
-	r.EventsPerS = f64(round1(rate(n, end.Sub(first))))
-	r.RatioVsRawConsume = ratio(r.EventsPerS, r.RawConsumeMsgsPerS)
-	r.Sessions = ptrInt(len(sessions))
-	heapAfter := heapInUse()
-	r.BytesPerSession = f64(round1(float64(int64(heapAfter)-int64(heapBefore)) / float64(len(sessions))))
-	if s, err := e.js.Stream(ctx, events.StreamExtract); err == nil {
-		r.Requests = int(s.CachedInfo().State.Msgs)
-	}
-	e.progress("   trigger: %.0f events/s (%.2f x raw consume), %.0f bytes/session, %d extraction requests",
-		*r.EventsPerS, deref(r.RatioVsRawConsume), *r.BytesPerSession, r.Requests)
-	if err := svc.stop(); err != nil {
+	r.RawConsumeMsgsPerS = f64(round1(rate(n, wall)))
+	r.RawCPUUSPerEvent = cpuPerEvent(cpu, cpuOK, n)
+	e.progress("   raw consumer acknowledging like the trigger: %.0f msgs/s, %.2f µs CPU per event", *r.RawConsumeMsgsPerS, deref(r.RawCPUUSPerEvent))
+
+	if err := triggerThroughput(ctx, e, cfg, last, len(sessions)); err != nil {
 		return err
 	}
 	if err := triggerRecovery(ctx, e, cfg, gen, sessions); err != nil {
@@ -80,6 +57,43 @@ func runTrigger(ctx context.Context, e *env) error {
 		return err
 	}
 	return triggerLongSession(ctx, e, cfg)
+}
+
+// triggerThroughput runs one trigger replica over the pre-filled
+// transcript (records up to last) and measures its rate, its CPU per
+// event, its memory per session and the requests it published.
+func triggerThroughput(ctx context.Context, e *env, cfg triggersvc.Config, last shardSeqs, sessions int) error {
+	r := &e.res.Trigger
+	n := int(last.total())
+	heapBefore := heapInUse()
+	p := startPhase()
+	rs, err := startTriggerReplicas(ctx, e, cfg, 1, "bench-throughput")
+	if err != nil {
+		return err
+	}
+	defer stopReplicas(rs)
+	first, err := waitProcessed(ctx, rs, int64(n))
+	if err != nil {
+		return err
+	}
+	_, end, err := e.waitAcked(ctx, events.DurableTrigger, last, services(rs)...)
+	if err != nil {
+		return err
+	}
+	_, cpu, cpuOK := p.end()
+	r.EventsPerS = f64(round1(rate(n, end.Sub(first))))
+	r.RatioVsRawConsume = ratio(r.EventsPerS, r.RawConsumeMsgsPerS)
+	r.CPUUSPerEvent = cpuPerEvent(cpu, cpuOK, n)
+	r.CPURatioVsRaw = ratio(r.CPUUSPerEvent, r.RawCPUUSPerEvent)
+	r.Sessions = ptrInt(sessions)
+	heapAfter := heapInUse()
+	r.BytesPerSession = f64(round1(float64(int64(heapAfter)-int64(heapBefore)) / float64(sessions)))
+	if s, err := e.js.Stream(ctx, events.StreamExtract); err == nil {
+		r.Requests = int(s.CachedInfo().State.Msgs)
+	}
+	e.progress("   trigger: %.0f events/s (%.2f x raw consume), %.2f µs CPU per event (%.2f x raw), %.0f bytes/session, %d extraction requests",
+		*r.EventsPerS, deref(r.RatioVsRawConsume), deref(r.CPUUSPerEvent), deref(r.CPURatioVsRaw), *r.BytesPerSession, r.Requests)
+	return nil
 }
 
 // triggerRecovery restarts the trigger after one new record per session:
@@ -101,7 +115,7 @@ func triggerRecovery(ctx context.Context, e *env, cfg triggersvc.Config, gen *be
 		return err
 	}
 	defer svc.stop()
-	_, end, err := waitConsumed(ctx, e.js, events.StreamTranscript, events.DurableTrigger, last, svc)
+	_, end, err := e.waitAcked(ctx, events.DurableTrigger, last, svc)
 	if err != nil {
 		return err
 	}
@@ -110,59 +124,56 @@ func triggerRecovery(ctx context.Context, e *env, cfg triggersvc.Config, gen *be
 	return nil
 }
 
-// triggerScaling runs the partitioned trigger over the whole transcript
-// from scratch with 1, 2 and 3 replicas.
+// triggerScaling runs 1, 2 and 4 trigger replicas over the whole
+// transcript from its start and records, for each, the share of the
+// records the busiest replica received: the replicas share the shards, so
+// each receives only its shards' records.
 func triggerScaling(ctx context.Context, e *env, cfg triggersvc.Config) error {
-	s, err := e.js.Stream(ctx, events.StreamTranscript)
+	last, err := e.lastSeqs(ctx)
 	if err != nil {
 		return err
 	}
-	last := s.CachedInfo().State.LastSeq
-	for replicas := 1; replicas <= 3; replicas++ {
-		// One partition per replica: every replica receives the transcript
-		// once and processes its share of the sessions.
-		partitions := replicas
-		// No trigger durables left: every replica count reads the
-		// transcript from its start (a new partition durable starts at the
-		// lowest position of the existing ones).
-		_ = e.js.DeleteConsumer(ctx, events.StreamTranscript, events.DurableTrigger)
-		for n := 1; n < partitions; n++ {
-			for p := range n {
-				_ = e.js.DeleteConsumer(ctx, events.StreamTranscript, events.TriggerDurable(p, n))
-			}
-		}
-		start := time.Now()
-		svcs, err := startTriggers(ctx, e, cfg, replicas, fmt.Sprintf("bench-%d", replicas))
+	stored, err := e.storedRecords(ctx)
+	if err != nil {
+		return err
+	}
+	for _, replicas := range scalingReplicas {
+		step, err := scalingStep(ctx, e, cfg, replicas, last, stored)
 		if err != nil {
-			return err
+			return fmt.Errorf("%d replicas: %w", replicas, err)
 		}
-		var end time.Time
-		for p := range partitions {
-			_, pend, err := waitConsumed(ctx, e.js, events.StreamTranscript, events.TriggerDurable(p, partitions), last, svcs[0])
-			if err != nil {
-				return err
-			}
-			if pend.After(end) {
-				end = pend
-			}
-		}
-		for _, svc := range svcs {
-			_ = svc.stop()
-		}
-		d := end.Sub(start)
-		step := ReplicaStep{Replicas: replicas, Partitions: partitions, EventsPerS: round1(rate(int(last), d)), Seconds: round1(d.Seconds()*100) / 100}
 		e.res.Trigger.ReplicasScaling = append(e.res.Trigger.ReplicasScaling, step)
-		e.progress("   partitioned trigger, %d replica(s): %.0f events/s (%d records in %.2f s)", replicas, step.EventsPerS, last, step.Seconds)
+		e.progress("   %d replica(s) over %d shards: the busiest received %d of %d records (%.3f), %.0f events/s in %.2f s",
+			replicas, step.Shards, step.DeliveredMost, stored, step.DeliveredFraction, step.EventsPerS, step.Seconds)
 	}
 	return nil
 }
 
-// consumerReady is a readiness check: the durable consumer exists.
-func consumerReady(js jetstream.JetStream, stream, durable string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		_, err := js.Consumer(ctx, stream, durable)
-		return err
+// scalingStep is one replica count of triggerScaling.
+func scalingStep(ctx context.Context, e *env, cfg triggersvc.Config, replicas int, last shardSeqs, stored uint64) (ReplicaStep, error) {
+	// Without the durables every replica count reads the transcript from
+	// its start.
+	e.deleteDurable(ctx, events.DurableTrigger)
+	rs, err := startTriggerReplicas(ctx, e, cfg, replicas, fmt.Sprintf("bench-%d", replicas))
+	if err != nil {
+		return ReplicaStep{}, err
 	}
+	defer stopReplicas(rs)
+	first, err := waitProcessed(ctx, rs, int64(stored))
+	if err != nil {
+		return ReplicaStep{}, err
+	}
+	_, end, err := e.waitAcked(ctx, events.DurableTrigger, last, services(rs)...)
+	if err != nil {
+		return ReplicaStep{}, err
+	}
+	_, most := delivered(rs)
+	d := end.Sub(first)
+	return ReplicaStep{
+		Replicas: replicas, Shards: e.layout().Shards(), Records: int64(stored), DeliveredMost: most,
+		DeliveredFraction: round3(float64(most) / float64(stored)),
+		EventsPerS:        round1(rate(int(stored), d)), Seconds: round1(d.Seconds()*100) / 100,
+	}, nil
 }
 
 // heapInUse returns the live heap after a full collection.
@@ -172,40 +183,4 @@ func heapInUse() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
-}
-
-// waitConsumed polls the durable consumer until its ack floor reaches last.
-// It returns when the consumer first had delivered messages and when it had
-// acknowledged everything.
-func waitConsumed(ctx context.Context, js jetstream.JetStream, stream, durable string, last uint64, svc *service) (first, end time.Time, err error) {
-	deadline := time.Now().Add(5 * time.Minute)
-	var lastInfo *jetstream.ConsumerInfo
-	for time.Now().Before(deadline) {
-		select {
-		case <-svc.done:
-			return first, end, fmt.Errorf("the %s service stopped: %v", svc.name, svc.err)
-		case <-ctx.Done():
-			return first, end, ctx.Err()
-		default:
-		}
-		c, err := js.Consumer(ctx, stream, durable)
-		if err == nil {
-			info := c.CachedInfo()
-			lastInfo = info
-			now := time.Now()
-			if first.IsZero() && info.Delivered.Stream > 0 {
-				first = now
-			}
-			if info.AckFloor.Stream >= last {
-				return first, now, nil
-			}
-		} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return first, end, fmt.Errorf("reading consumer %s: %w", durable, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if lastInfo != nil {
-		return first, end, fmt.Errorf("consumer %s acknowledged up to %d of %d within 5m (delivered %d)", durable, lastInfo.AckFloor.Stream, last, lastInfo.Delivered.Stream)
-	}
-	return first, end, fmt.Errorf("consumer %s did not appear within 5m", durable)
 }
