@@ -239,6 +239,9 @@ func (s *stack) provision(ctx context.Context, pc provision.Config) error {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
+	if err := s.migrateLegacy(ctx, nc, pc); err != nil {
+		return err
+	}
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := provision.Ensure(pctx, js, pc); err != nil {

@@ -39,6 +39,7 @@ var examples = map[string]string{
 	"commit":           "recall commit --session demo1",
 	"erase":            "recall erase --session demo1\n  recall erase --user alice --sessions",
 	"export":           "recall export --session demo1 > demo1.jsonl",
+	"migrate":          "recall migrate --shards 8 --dry-run\n  recall migrate --shards 8",
 	"tenant":           "recall tenant get --tenant acme\n  recall tenant validate acme.json",
 	"watch":            "recall watch ~/.claude/projects",
 	"hook":             "recall hook < hook-input.json",
