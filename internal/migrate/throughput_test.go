@@ -26,8 +26,9 @@ import (
 // migration and the server share the machine). Measured for PerMillion:
 // 200,000 records in 11.2 s (17,900 records/s: the copy 8.0 s, the scan of
 // the shards 2.1 s, the translations 0.6 s), 56 s per million, on a 2-core
-// machine with a load average of 9 from other work. Skipped unless the
-// variable is set:
+// machine with a load average of 9 from other work; 9.2 s (46 s per
+// million) at a load average of 5. PerMillion rounds up. Skipped unless
+// the variable is set:
 //
 //	RECALL_MIGRATE_BENCH_RECORDS=200000 go test ./internal/migrate/ -run Throughput -v
 func TestMigrationThroughput(t *testing.T) {
