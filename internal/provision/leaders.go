@@ -44,8 +44,10 @@ import (
 // on an incomplete view. Try again later.
 var ErrLeaderless = errors.New("a stream has no leader")
 
-// BalanceTimeout bounds the balancing done by Open.
-const BalanceTimeout = 10 * time.Second
+// BalanceTimeout bounds the balancing done by Open: milliseconds on a
+// healthy cluster (one list request, a stepdown per move); on a degraded
+// one (no meta leader, an election under way) the start goes on after it.
+const BalanceTimeout = 2 * time.Second
 
 // LeaderMove is a leader change BalanceLeaders asked for.
 type LeaderMove struct {
@@ -124,9 +126,12 @@ func balanceOnStart(ctx context.Context, js jetstream.JetStream, c Config, log *
 }
 
 // readLeaders lists the given streams' leaders and current peers in one
-// stream list request. A stream the server does not list (no leader
-// answered) has leader "".
+// stream list request, bounded by AttemptTimeout (a request sent while
+// there is no meta leader is never answered). A stream the server does not
+// list (no leader answered) has leader "".
 func readLeaders(ctx context.Context, js jetstream.JetStream, streams []string) ([]streamLeader, error) {
+	ctx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+	defer cancel()
 	byName := make(map[string]*jetstream.StreamInfo, len(streams))
 	l := js.ListStreams(ctx, jetstream.WithStreamListSubject(events.SubjectTranscriptRoot+".>"))
 	for info := range l.Info() {
@@ -202,8 +207,11 @@ func leastLoaded(peers []string, count map[string]int) string {
 	})
 }
 
-// stepDown asks m.Stream's leader to step down in favour of m.To.
+// stepDown asks m.Stream's leader to step down in favour of m.To, waiting
+// at most AttemptTimeout for the answer.
 func stepDown(ctx context.Context, js jetstream.JetStream, m LeaderMove) error {
+	ctx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+	defer cancel()
 	body, err := json.Marshal(map[string]any{"placement": map[string]string{"preferred": m.To}})
 	if err != nil {
 		return err

@@ -2,9 +2,10 @@ package provision
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,12 +93,24 @@ func TestBalanceLeadersOnCluster(t *testing.T) {
 	}
 	concentrate(t, ctx, js, cfg, "n0")
 
-	testpoll.Until(t, 30*time.Second, "the leaders balanced", func() bool {
-		moves, err := BalanceLeaders(ctx, js, cfg)
-		if err != nil && !errors.Is(err, ErrLeaderless) {
-			t.Logf("balancing: %v", err)
+	// One pass, as Open does it, then wait for the elections it started.
+	var logs strings.Builder
+	balanceOnStart(ctx, js, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	t.Logf("balancing at start:\n%s", logs.String())
+	if n := strings.Count(logs.String(), "moving a shard stream's leader"); n != 4 {
+		t.Errorf("%d moves requested, want 4 (two of n0's six leaders to each of n1, n2)", n)
+	}
+	testpoll.Until(t, 10*time.Second, "the elections the balancer started", func() bool {
+		view, err := readLeaders(ctx, js, cfg.Layout().Streams())
+		if err != nil {
+			return false
 		}
-		return err == nil && len(moves) == 0
+		for _, s := range view {
+			if s.leader == "" {
+				return false
+			}
+		}
+		return len(planLeaderMoves(view)) == 0
 	})
 	leaders, err := ShardLeaders(ctx, js, cfg)
 	if err != nil {

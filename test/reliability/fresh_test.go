@@ -10,8 +10,10 @@ import (
 
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/telemetry"
+	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/extractor/extractorsvc"
 	"github.com/recallhq/recall/services/trigger/triggersvc"
@@ -24,8 +26,8 @@ import (
 // results thrown away because the extraction built on a revision that was
 // no longer the newest — are counted by cause and reported.
 func TestExtractionOnClusterLosingMemoryLeader(t *testing.T) {
-	c := startCluster(t, 3)
-	_, js := c.connect(t)
+	c := natstest.StartCluster(t, 3)
+	_, js := c.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	prov := provision.Config{Replicas: 3, Partitions: 4, MemoryHistory: 64}
@@ -53,14 +55,14 @@ func TestExtractionOnClusterLosingMemoryLeader(t *testing.T) {
 
 	var jss []jetstream.JetStream
 	for i := 0; i < 3; i++ {
-		_, j := c.connect(t)
+		_, j := c.Connect(t)
 		jss = append(jss, j)
 	}
 	g := &loadGen{Tenant: tenantA, Sessions: 30, PerSession: 120, Batch: 10, Workers: 6, TextBytes: 60, Pause: 10 * time.Millisecond}
 	done := make(chan error, 1)
 	go func() { done <- g.Run(ctx, jss) }()
 
-	c.waitFor("a third of the load", time.Minute, func() bool { return g.Published.Load() >= int64(g.Total()/3) })
+	testpoll.Until(t, time.Minute, "a third of the load", func() bool { return g.Published.Load() >= int64(g.Total()/3) })
 	st, err := js.Stream(ctx, "KV_"+events.BucketMemory)
 	if err != nil {
 		t.Fatal(err)
@@ -69,15 +71,15 @@ func TestExtractionOnClusterLosingMemoryLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	victim := c.nodeIndex(info.Cluster.Leader)
-	c.stop(victim)
+	victim := c.Index(info.Cluster.Leader)
+	c.Stop(victim)
 	t.Logf("stopped %s, the %s leader", info.Cluster.Leader, "KV_"+events.BucketMemory)
-	c.waitFor("two thirds of the load", time.Minute, func() bool { return g.Published.Load() >= int64(2*g.Total()/3) })
-	c.start(victim)
+	testpoll.Until(t, time.Minute, "two thirds of the load", func() bool { return g.Published.Load() >= int64(2*g.Total()/3) })
+	c.Start(victim)
 	if err := <-done; err != nil {
 		t.Fatalf("load: %v", err)
 	}
-	c.waitFor("the pipeline to settle", 90*time.Second, func() bool { return settled(js) })
+	testpoll.Until(t, 90*time.Second, "the pipeline to settle", func() bool { return settled(js) })
 
 	stale, concurrent := extractorsvc.FenceDiscards()
 	stale, concurrent = stale-stale0, concurrent-concurrent0

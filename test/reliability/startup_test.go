@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/telemetry"
 	"github.com/recallhq/recall/services/compactor/compactorsvc"
@@ -37,7 +38,7 @@ type running struct {
 // until each reports ready (/readyz answers 200; ingest: Start returned and
 // its /readyz answers 200). It fails the test when a service exits or is
 // not ready within startLimit.
-func startServices(t *testing.T, c *cluster, prov provision.Config, tag string) []*running {
+func startServices(t *testing.T, c *natstest.Cluster, prov provision.Config, tag string) []*running {
 	t.Helper()
 	log := &logSink{}
 	base := telemetry.NewLogger(log, telemetry.Config{LogLevel: "debug", LogFormat: "json"})
@@ -62,7 +63,7 @@ func startServices(t *testing.T, c *cluster, prov provision.Config, tag string) 
 	}
 	logger := func(name string) *slog.Logger { return base.With("service", name+"/"+tag) }
 
-	ingestAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	ingestAddr := fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))
 	launch("ingest", ingestAddr, func(ctx context.Context) error {
 		s, err := ingestsvc.Start(ctx, ingestsvc.Config{NATS: nc, Config: prov, HTTPAddr: ingestAddr,
 			Tenants: tenantA + ":" + ingestsvc.HashToken(tokenA)}, logger("ingest"))
@@ -74,18 +75,18 @@ func startServices(t *testing.T, c *cluster, prov provision.Config, tag string) 
 		defer cancel()
 		return s.Shutdown(sctx)
 	})
-	ops := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	ops := fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))
 	launch("trigger", ops, func(ctx context.Context) error {
 		return triggersvc.Run(ctx, triggersvc.Config{NATS: nc, Config: prov, OpsAddr: ops, AckWait: 5 * time.Second,
 			PinnedTTL: 2 * time.Second}, logger("trigger"))
 	})
-	eops := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	eops := fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))
 	launch("extractor", eops, func(ctx context.Context) error {
 		return extractorsvc.Run(ctx, extractorsvc.Config{NATS: nc, Config: prov, OpsAddr: eops, WorkerID: "x-" + tag,
 			Provider: &extractortest.EditProvider{}, AckWait: 5 * time.Second, HeartbeatTTL: 2 * time.Second,
 			FetchWait: time.Second, DrainTimeout: 2 * time.Second}, logger("extractor"))
 	})
-	cops := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	cops := fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t))
 	launch("compactor", cops, func(ctx context.Context) error {
 		return compactorsvc.Run(ctx, compactorsvc.Config{NATS: nc, Config: prov, OpsAddr: cops}, logger("compactor"))
 	})
@@ -127,30 +128,28 @@ func waitReady(t *testing.T, r *running, url string, start time.Time) time.Durat
 // restarts that node and at once starts every service again: each becomes
 // ready within a few seconds and none exits; all stop cleanly.
 func TestServicesStartWhileANodeIsDown(t *testing.T) {
-	c := startCluster(t, 3)
-	_, js := c.connect(t)
+	c := natstest.StartCluster(t, 3)
+	_, js := c.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	prov := provision.Config{Replicas: 3, Partitions: 4, MemoryHistory: 64}
 	if err := provision.Ensure(ctx, js, prov); err != nil {
 		t.Fatalf("provisioning R3: %v", err)
 	}
-	victim := -1
-	for i, s := range c.nodes {
-		if s.JetStreamIsLeader() {
-			victim = i
-		}
+	victim := c.MetaLeader()
+	if victim < 0 {
+		t.Fatal("no JetStream meta leader")
 	}
 	// The services start while the node goes down and the others elect
 	// new leaders.
 	stopped := make(chan struct{})
-	go func() { defer close(stopped); c.stop(victim) }()
+	go func() { defer close(stopped); c.Stop(victim) }()
 	down := startServices(t, c, prov, "down")
 	<-stopped
-	t.Logf("stopped %s (the meta leader)", c.opts[victim].ServerName)
+	t.Logf("stopped %s (the meta leader)", c.Name(victim))
 
-	c.start(victim)
-	t.Logf("restarted %s", c.opts[victim].ServerName)
+	c.Start(victim)
+	t.Logf("restarted %s", c.Name(victim))
 	back := startServices(t, c, prov, "returning")
 
 	all := append(down, back...)
