@@ -16,8 +16,10 @@ import (
 //
 // S is fixed when the streams are created (RECALL_SHARDS) and recorded in
 // every shard stream's metadata (ShardsMetadataKey); a client that does not
-// know it reads it from the first shard (see Layout). Changing it moves
-// every session: `recall migrate` does that.
+// know it reads it from the first shard (see Layout). Changing it would move
+// sessions between shards: it is refused (`recall migrate` moves a
+// single-stream deployment to shards; changing S of a sharded one is not
+// supported yet).
 const (
 	// StreamTranscriptShardPrefix + shard names a shard's stream.
 	StreamTranscriptShardPrefix = "RECALL_TRANSCRIPT_"
