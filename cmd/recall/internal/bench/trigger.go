@@ -65,7 +65,6 @@ func runTrigger(ctx context.Context, e *env) error {
 func triggerThroughput(ctx context.Context, e *env, cfg triggersvc.Config, last shardSeqs, sessions int) error {
 	r := &e.res.Trigger
 	n := int(last.total())
-	heapBefore := heapInUse()
 	p := startPhase()
 	rs, err := startTriggerReplicas(ctx, e, cfg, 1, "bench-throughput")
 	if err != nil {
@@ -86,11 +85,18 @@ func triggerThroughput(ctx context.Context, e *env, cfg triggersvc.Config, last 
 	r.CPUUSPerEvent = cpuPerEvent(cpu, cpuOK, n)
 	r.CPURatioVsRaw = ratio(r.CPUUSPerEvent, r.RawCPUUSPerEvent)
 	r.Sessions = ptrInt(sessions)
-	heapAfter := heapInUse()
-	r.BytesPerSession = f64(round1(float64(int64(heapAfter)-int64(heapBefore)) / float64(sessions)))
 	if s, err := e.js.Stream(ctx, events.StreamExtract); err == nil {
 		r.Requests = int(s.CachedInfo().State.Msgs)
 	}
+	// The live heap with every session held, less the live heap a moment
+	// later once the replica stopped and dropped them: the embedded server
+	// shares the heap, and its block caches (eight shards being read or
+	// written) change over seconds, so a heap taken before the replica
+	// started, with the fill's caches, is not comparable.
+	with := heapInUse()
+	stopReplicas(rs)
+	without := heapInUse()
+	r.BytesPerSession = f64(round1(float64(int64(with)-int64(without)) / float64(sessions)))
 	e.progress("   trigger: %.0f events/s (%.2f x raw consume), %.2f µs CPU per event (%.2f x raw), %.0f bytes/session, %d extraction requests",
 		*r.EventsPerS, deref(r.RatioVsRawConsume), deref(r.CPUUSPerEvent), deref(r.CPURatioVsRaw), *r.BytesPerSession, r.Requests)
 	return nil
