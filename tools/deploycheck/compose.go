@@ -5,6 +5,8 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
@@ -12,7 +14,12 @@ import (
 
 // recallServices are the compose services that run the recall image, by
 // subcommand.
-var recallServices = []string{"ingest", "trigger", "extractor", "compactor"}
+var recallServices = []string{"ingest", "trigger", "extractor", "compactor", "indexer", "longterm"}
+
+// shardReaders are the services whose replicas share the transcript's
+// shards: a replica count that divides RECALL_SHARDS gives every replica
+// as many shards.
+var shardReaders = []string{"trigger", "indexer", "longterm"}
 
 // checkCompose loads the compose file the way `docker compose` does (schema
 // validation, interpolation with an empty environment) and checks the
@@ -32,11 +39,22 @@ func (c *checker) checkCompose(rel string) {
 	}
 	c.ok("%s: valid against the Compose specification (%d services)", rel, len(p.Services))
 	n := len(c.errs)
-	for _, want := range append([]string{"nats", "nats-exporter", "jaeger", "prometheus"}, recallServices...) {
+	for _, want := range append(append([]string{"nats-exporter", "jaeger", "prometheus"}, natsNodes...), recallServices...) {
 		if _, ok := p.Services[want]; !ok {
 			c.fail("%s: no service %q", rel, want)
 		}
 	}
+	c.checkComposeRecall(rel, p)
+	c.checkComposeShards(rel, p)
+	c.checkComposeNATS(rel, p)
+	c.checkComposeMounts(rel, p)
+	if len(c.errs) == n {
+		c.ok("%s: one image, health checks, extractor x3, offline provider, known RECALL_* names, a 3-node NATS cluster every service reaches, RECALL_REPLICAS=3, shard readers dividing RECALL_SHARDS, mounted files exist", rel)
+	}
+}
+
+// checkComposeRecall checks the services that run the recall image.
+func (c *checker) checkComposeRecall(rel string, p *types.Project) {
 	image := ""
 	for _, name := range recallServices {
 		s, ok := p.Services[name]
@@ -63,8 +81,14 @@ func (c *checker) checkCompose(rel string) {
 		}
 		sort.Strings(names)
 		c.checkEnvNames(rel+": service "+name, names)
-		if v := s.Environment["RECALL_NATS_URL"]; v == nil || *v != "nats://nats:4222" {
-			c.fail("%s: service %s: RECALL_NATS_URL must be nats://nats:4222", rel, name)
+		if v := s.Environment["RECALL_NATS_URL"]; v == nil || *v != natsURLs() {
+			c.fail("%s: service %s: RECALL_NATS_URL must list every NATS node, %s", rel, name, natsURLs())
+		}
+		if v := s.Environment["RECALL_REPLICAS"]; v == nil || *v != strconv.Itoa(len(natsNodes)) {
+			c.fail("%s: service %s: RECALL_REPLICAS must be %d (one replica per NATS node)", rel, name, len(natsNodes))
+		}
+		if v := s.Environment["RECALL_SHARDS"]; v == nil || *v == "" {
+			c.fail("%s: service %s: RECALL_SHARDS must be set (fixed once the streams exist)", rel, name)
 		}
 	}
 	if ex, ok := p.Services["extractor"]; ok {
@@ -75,21 +99,78 @@ func (c *checker) checkCompose(rel string) {
 			c.fail("%s: the extractor's default LLM provider must be offline", rel)
 		}
 	}
-	if nats, ok := p.Services["nats"]; ok {
+}
+
+// checkComposeShards checks that the shard readers run several replicas,
+// each count dividing RECALL_SHARDS.
+func (c *checker) checkComposeShards(rel string, p *types.Project) {
+	for _, name := range shardReaders {
+		s, ok := p.Services[name]
+		if !ok {
+			continue
+		}
+		v := s.Environment["RECALL_SHARDS"]
+		if v == nil {
+			continue // reported by checkComposeRecall
+		}
+		shards, err := strconv.Atoi(*v)
+		if err != nil || shards <= 0 {
+			c.fail("%s: service %s: RECALL_SHARDS %q is not a positive number", rel, name, *v)
+			continue
+		}
+		if s.Deploy == nil || s.Deploy.Replicas == nil || *s.Deploy.Replicas < 2 || shards%*s.Deploy.Replicas != 0 {
+			c.fail("%s: %s must run several replicas (deploy.replicas) dividing RECALL_SHARDS=%d: they share the shards", rel, name, shards)
+		}
+	}
+}
+
+// natsNodes are the compose services of the NATS cluster.
+var natsNodes = []string{"nats", "nats-2", "nats-3"}
+
+// natsURLs is the RECALL_NATS_URL that names every node.
+func natsURLs() string {
+	u := make([]string, len(natsNodes))
+	for i, n := range natsNodes {
+		u[i] = "nats://" + n + ":4222"
+	}
+	return strings.Join(u, ",")
+}
+
+// checkComposeNATS checks that the NATS nodes form one JetStream cluster
+// (every node routes to every node) and publish nothing beyond loopback.
+func (c *checker) checkComposeNATS(rel string, p *types.Project) {
+	var routes []string
+	for _, n := range natsNodes {
+		routes = append(routes, "nats://"+n+":6222")
+	}
+	wantRoutes := "--routes=" + strings.Join(routes, ",")
+	for _, name := range natsNodes {
+		nats, ok := p.Services[name]
+		if !ok {
+			continue
+		}
 		if !slices.Contains(nats.Command, "--jetstream") || !slices.Contains(nats.Command, "--http_port=8222") {
-			c.fail("%s: nats must run with --jetstream and monitoring on 8222", rel)
+			c.fail("%s: %s must run with --jetstream and monitoring on 8222", rel, name)
+		}
+		if !slices.Contains(nats.Command, "--cluster=nats://0.0.0.0:6222") || !slices.Contains(nats.Command, wantRoutes) ||
+			!slices.ContainsFunc(nats.Command, func(a string) bool { return strings.HasPrefix(a, "--cluster_name=") }) {
+			c.fail("%s: %s must join the cluster: --cluster_name, --cluster=nats://0.0.0.0:6222 and %s", rel, name, wantRoutes)
 		}
 		if nats.HealthCheck == nil {
-			c.fail("%s: nats has no health check", rel)
+			c.fail("%s: %s has no health check", rel, name)
 		}
 		// This NATS has no authentication: publishing its ports beyond the
 		// host's loopback would open every tenant's data to the network.
 		for _, port := range nats.Ports {
 			if port.Published != "" && port.HostIP != "127.0.0.1" && port.HostIP != "::1" {
-				c.fail("%s: nats publishes port %d on %q: bind it to 127.0.0.1 (the server runs without authentication)", rel, port.Target, port.HostIP)
+				c.fail("%s: %s publishes port %d on %q: bind it to 127.0.0.1 (the server runs without authentication)", rel, name, port.Target, port.HostIP)
 			}
 		}
 	}
+}
+
+// checkComposeMounts checks that every bind-mounted file exists.
+func (c *checker) checkComposeMounts(rel string, p *types.Project) {
 	for name, s := range p.Services {
 		for _, v := range s.Volumes {
 			if v.Type == types.VolumeTypeBind {
@@ -98,8 +179,5 @@ func (c *checker) checkCompose(rel string) {
 				}
 			}
 		}
-	}
-	if len(c.errs) == n {
-		c.ok("%s: one image, health checks, extractor x3, offline provider, known RECALL_* names, mounted files exist", rel)
 	}
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -89,6 +91,51 @@ spec:
 	for _, want := range []string{"runAsNonRoot", "no securityContext", "liveness probe", "PodDisruptionBudget"} {
 		if !strings.Contains(strings.Join(c.errs, "\n"), want) {
 			t.Errorf("errors lack %q", want)
+		}
+	}
+}
+
+func TestShardReadersDivideShards(t *testing.T) {
+	trigger := strings.NewReplacer("recall-extractor", "recall-trigger", "replicas: 2", "replicas: 5").Replace(deployment)
+	config := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: recall-config}\ndata: {RECALL_SHARDS: \"12\"}\n"
+	objs, errs := decodeManifests("test", []byte(trigger+"---\n"+config))
+	if len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	c := &checker{}
+	c.checkSet("test", objs)
+	if !strings.Contains(strings.Join(c.errs, "\n"), "5 replicas do not divide RECALL_SHARDS=12") {
+		t.Errorf("errors %q lack the shard division", c.errs)
+	}
+}
+
+// TestComposeNeedsThreeNodeCluster checks that a compose file with one NATS
+// server (the layout before shards) is rejected for the cluster rules.
+func TestComposeNeedsThreeNodeCluster(t *testing.T) {
+	dir := t.TempDir()
+	single := `services:
+  nats:
+    image: nats:2.14.2-alpine
+    command: [nats-server, --jetstream, --http_port=8222]
+    healthcheck: {test: ["CMD", "true"]}
+  trigger:
+    image: recall:local
+    command: [trigger]
+    read_only: true
+    cap_drop: [ALL]
+    healthcheck: {test: ["CMD", "true"]}
+    environment: {RECALL_NATS_URL: "nats://nats:4222", RECALL_REPLICAS: "1"}
+`
+	if err := os.WriteFile(filepath.Join(dir, "docker-compose.yml"), []byte(single), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &checker{root: dir}
+	c.checkCompose("docker-compose.yml")
+	got := strings.Join(c.errs, "\n")
+	for _, want := range []string{`no service "nats-2"`, "must join the cluster", "RECALL_NATS_URL must list every NATS node",
+		"RECALL_REPLICAS must be 3", "RECALL_SHARDS must be set"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("errors lack %q:\n%s", want, got)
 		}
 	}
 }

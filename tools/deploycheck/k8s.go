@@ -242,6 +242,7 @@ func (c *checker) checkSet(set string, objs []object) {
 	for _, so := range byKind[ScaledObject](objs) {
 		c.checkScaledObject(set, so, deps, configMaps)
 	}
+	c.checkShardReaders(set, deps, configMaps)
 	for _, pm := range byKind[PodMonitor](objs) {
 		if pm.Spec.Selector.MatchLabels == nil && len(pm.Spec.Selector.MatchExpressions) == 0 {
 			c.fail("%s: PodMonitor %s selects nothing", set, pm.Name)
