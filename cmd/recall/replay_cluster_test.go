@@ -6,71 +6,22 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/importer"
 	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/testpoll"
-	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 )
-
-// threeNodes starts a three-node JetStream cluster on loopback (each node
-// with its own file store) and returns the nodes and their client URLs.
-func threeNodes(t *testing.T) ([]*server.Server, string) {
-	t.Helper()
-	port := func() int {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		return l.Addr().(*net.TCPAddr).Port
-	}
-	var routes []*url.URL
-	rports := []int{port(), port(), port()}
-	for _, p := range rports {
-		routes = append(routes, &url.URL{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", p)})
-	}
-	var nodes []*server.Server
-	var urls []string
-	for i, rp := range rports {
-		s, err := server.NewServer(&server.Options{ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: port(),
-			JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true, Routes: routes,
-			Cluster: server.ClusterOpts{Name: "replay-test", Host: "127.0.0.1", Port: rp}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Start()
-		t.Cleanup(s.Shutdown)
-		if !s.ReadyForConnections(15 * time.Second) {
-			t.Fatal("node not ready")
-		}
-		nodes = append(nodes, s)
-		urls = append(urls, s.ClientURL())
-	}
-	testpoll.Until(t, 30*time.Second, "a JetStream meta leader", func() bool {
-		for _, s := range nodes {
-			if s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) == 3 {
-				return true
-			}
-		}
-		return false
-	})
-
-	return nodes, strings.Join(urls, ",")
-}
 
 // longTranscript writes a Claude Code JSONL transcript of n user messages.
 func longTranscript(t *testing.T, n int) string {
@@ -91,8 +42,8 @@ func longTranscript(t *testing.T, n int) string {
 }
 
 // TestReplayUnderLeaderLoss replays a long transcript through a real
-// ingest on a three-node cluster (R3) and stops the transcript stream's
-// leader in the middle: the replay finishes, and the session's records are
+// ingest on a three-node cluster (R3) and stops the leader of the session's
+// transcript shard in the middle: the replay finishes, and the session's records are
 // stored once each, in file order — one event per request, and batches of
 // 50 (the ingest publishes a session's events of a request one after the
 // other and stops at the first that is not stored).
@@ -103,11 +54,13 @@ func TestReplayUnderLeaderLoss(t *testing.T) {
 }
 
 func replayUnderLeaderLoss(t *testing.T, batch string) {
-	nodes, urls := threeNodes(t)
+	c := natstest.StartCluster(t, 3)
+	urls := c.URLs()
+	prov := provision.Config{Replicas: 3, Partitions: 2}
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	svc, err := ingestsvc.Start(ctx, ingestsvc.Config{
-		NATS: natsconn.Config{URL: urls}, Config: provision.Config{Replicas: 3, Partitions: 2},
+		NATS: natsconn.Config{URL: urls}, Config: prov,
 		HTTPAddr: "127.0.0.1:0", Tenants: "acme:" + ingestsvc.HashToken("tok"), PublishTimeout: 2 * time.Second,
 	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -128,7 +81,8 @@ func replayUnderLeaderLoss(t *testing.T, batch string) {
 	go func() {
 		done <- runReplay(ctx, []string{file, "--http", "http://" + svc.Addr(), "--token", "tok", "--batch", batch}, &out)
 	}()
-	st, err := js.Stream(ctx, events.StreamTranscript)
+	// The session's records live in one shard stream: stop its leader.
+	st, err := js.Stream(ctx, prov.Layout().Stream("acme", "long"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,11 +95,9 @@ func replayUnderLeaderLoss(t *testing.T, batch string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range nodes {
-		if s.Name() == info.Cluster.Leader {
-			s.Shutdown()
-			t.Logf("stopped the transcript leader %s at %d events", info.Cluster.Leader, info.State.Msgs)
-		}
+	if i := c.Index(info.Cluster.Leader); i >= 0 {
+		c.Stop(i)
+		t.Logf("stopped the session's shard leader %s at %d events", info.Cluster.Leader, info.State.Msgs)
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("replay: %v\n%s", err, out.String())
