@@ -212,18 +212,20 @@ func Service(name string) (User, error) {
 		pub = []string{notify}
 		sub = []string{apiAll(events.VerbCompact), apiAll(events.VerbEdit)}
 	case "indexer":
-		// Follows the transcript, writes the session index (entries and
+		// Follows the transcript's shards (membership heartbeats in
+		// RECALL_INDEX_MEMBERS), writes the session index (entries and
 		// name claims), reads memory notes, announces indexings, and
 		// serves the index, reference and question endpoints.
-		pub = append([]string{notify}, kv(events.BucketIndex)...)
+		pub = append([]string{notify}, kv(events.BucketIndex, events.BucketIndexMembers)...)
 		sub = []string{apiAll(events.VerbIndex), apiAll(events.VerbReindex), apiAll(events.VerbSessions),
 			apiAll(events.VerbResolve), apiAll(events.VerbQuery)}
 	case "longterm":
-		// Follows the transcript for commit points and queues them by
+		// Follows the transcript's shards for commit points (membership
+		// heartbeats in RECALL_LTM_FOLLOWERS) and queues them by
 		// user, works the commit partitions (membership heartbeats), writes
 		// memory documents, commit records and leases, announces commits,
 		// and serves commits and memory reads.
-		pub = append([]string{notify, events.CommitSubject("*", "*")}, kv(events.BucketLTM, events.BucketLTMState, events.BucketLTMMembers)...)
+		pub = append([]string{notify, events.CommitSubject("*", "*")}, kv(events.BucketLTM, events.BucketLTMState, events.BucketLTMMembers, events.BucketLTMFollowers)...)
 		sub = []string{apiAll(events.VerbCommit), apiAll(events.VerbLTM)}
 	default:
 		return User{}, fmt.Errorf("%w %q (known: %s)", ErrUnknownService, name, strings.Join(Services, ", "))

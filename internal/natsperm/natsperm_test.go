@@ -450,3 +450,22 @@ func TestTenantRejectsBadIDs(t *testing.T) {
 		t.Error("user with a space accepted")
 	}
 }
+
+// TestServicesMayHeartbeat: every service may write the membership bucket
+// of each consumer group it joins (a refused heartbeat leaves the replica
+// retrying to join forever: the transcript's shards are never read).
+func TestServicesMayHeartbeat(t *testing.T) {
+	for name, buckets := range map[string][]string{
+		"trigger":   {events.BucketTriggers},
+		"extractor": {events.BucketWorkers},
+		"indexer":   {events.BucketIndexMembers},
+		"longterm":  {events.BucketLTMMembers, events.BucketLTMFollowers},
+	} {
+		u := mustService(t, name)
+		for _, b := range buckets {
+			if !contains(u.Permissions.Publish.Allow, "$KV."+b+".>") {
+				t.Errorf("%s may not write its membership bucket %s", name, b)
+			}
+		}
+	}
+}

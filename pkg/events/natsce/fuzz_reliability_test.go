@@ -45,7 +45,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			return
 		}
-		m := natsce.NewMsg(events.TranscriptSubject("t1", s.Session), &s.Event)
+		m := natsce.NewMsg(events.NewLayout(events.DefaultShards).Subject("t1", s.Session), &s.Event)
 		for k, vs := range m.Header {
 			for _, v := range vs {
 				if strings.ContainsAny(k+v, "\r\n") {

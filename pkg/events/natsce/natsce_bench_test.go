@@ -17,7 +17,7 @@ func BenchmarkNewMsg(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		e := &evs[i%len(evs)]
-		_ = natsce.NewMsg(events.TranscriptSubject("bench", e.Subject()), e)
+		_ = natsce.NewMsg(events.NewLayout(events.DefaultShards).Subject("bench", e.Subject()), e)
 	}
 }
 
