@@ -33,20 +33,38 @@ import (
 // node leads at least two streams more than a peer could, so a balanced
 // layout (S divisible by the node count: exactly even; otherwise within
 // one) is never touched. It acts only on a complete view (every stream has
-// a leader), so it never moves leaders in the middle of an election.
-// Several replicas starting at once compute the same plan from the same
-// view; the server answers the second request for a move already made
-// with an error ("already leader", or no leader while it elects), which is
-// harmless.
+// a leader), so it never moves leaders in the middle of an election, and
+// only on a settled one: when a shard changed leader within leaderSettle
+// (a move by another replica, or a node loss; a stream's first election
+// excepted) it does nothing. Replicas starting one after the other thus do
+// not answer each other's moves with more moves — the preferred peer does
+// not always win, and a view read half way through another replica's moves
+// is not the layout. Several replicas starting at the same instant compute
+// the same plan from the same view; the server answers the second request
+// for a move already made with an error ("already leader", or no leader
+// while it elects), which is harmless.
 
 // ErrLeaderless is returned by BalanceLeaders when a stream has no leader
 // (an election is under way, or a node holding it is down): it does not act
 // on an incomplete view. Try again later.
 var ErrLeaderless = errors.New("a stream has no leader")
 
+// ErrUnsettled is returned by BalanceLeaders, acting on nothing, when a
+// shard stream changed leader within leaderSettle. Try again later.
+var ErrUnsettled = errors.New("a stream changed leader moments ago")
+
+// leaderSettle is how long after a shard's leader changed the balancer
+// leaves the layout alone (a variable for this package's tests).
+var leaderSettle = 10 * time.Second
+
+// firstElection is how long after a stream's creation its leader's
+// election counts as its first, not as a change.
+const firstElection = 2 * time.Second
+
 // BalanceTimeout bounds the balancing done by Open: milliseconds on a
-// healthy cluster (one list request, a stepdown per move); on a degraded
-// one (no meta leader, an election under way) the start goes on after it.
+// healthy cluster (one list request, and for each move a stepdown and its
+// election); on a degraded one (no meta leader, an election under way) the
+// start goes on after it.
 const BalanceTimeout = 2 * time.Second
 
 // LeaderMove is a leader change BalanceLeaders asked for.
@@ -58,9 +76,10 @@ type LeaderMove struct {
 
 // streamLeader is one stream's leader and the servers that may lead it.
 type streamLeader struct {
-	name   string
-	leader string
-	peers  []string // the leader and its current, online followers
+	name    string
+	leader  string
+	peers   []string // the leader and its current, online followers
+	changed bool     // the leader changed within leaderSettle
 }
 
 // ShardLeaders returns the leader server of every shard stream of c
@@ -81,10 +100,13 @@ func ShardLeaders(ctx context.Context, js jetstream.JetStream, c Config) (map[st
 // BalanceLeaders spreads the leaders of the shard streams of c over the
 // servers holding them, returning the stepdowns it requested (none when
 // the leaders are already spread). It fails with ErrLeaderless, acting on
-// nothing, while a shard stream has no leader, and returns the first
-// stepdown request error after trying every move. It does not wait for the
-// elections it starts: call it again to see their result. Safe to call
-// from many processes at once.
+// nothing, while a shard stream has no leader, with ErrUnsettled while one
+// changed leader moments ago, and returns the first
+// stepdown request error after trying every move. After its stepdowns it
+// waits, within ctx, until each moved stream has elected its new leader (so
+// the caller's next requests find one); the preferred peer usually, not
+// always, wins: call it again to see the result. Safe to call from many
+// processes at once.
 func BalanceLeaders(ctx context.Context, js jetstream.JetStream, c Config) ([]LeaderMove, error) {
 	if c.withDefaults().Replicas <= 1 {
 		return nil, nil
@@ -97,6 +119,9 @@ func BalanceLeaders(ctx context.Context, js jetstream.JetStream, c Config) ([]Le
 		if s.leader == "" {
 			return nil, fmt.Errorf("stream %s: %w", s.name, ErrLeaderless)
 		}
+		if s.changed {
+			return nil, fmt.Errorf("stream %s: %w", s.name, ErrUnsettled)
+		}
 	}
 	moves := planLeaderMoves(view)
 	var first error
@@ -105,7 +130,37 @@ func BalanceLeaders(ctx context.Context, js jetstream.JetStream, c Config) ([]Le
 			first = err
 		}
 	}
+	if first == nil {
+		waitElected(ctx, js, moves)
+	}
 	return moves, first
+}
+
+// electionPoll bounds one stream info request while waitElected waits for
+// an election (a request sent while a stream has no leader is never
+// answered).
+const electionPoll = 250 * time.Millisecond
+
+// waitElected returns once every moved stream has a leader other than the
+// one that stepped down, or when ctx ends: the caller's next requests to
+// those streams then find a leader instead of waiting out a timeout.
+func waitElected(ctx context.Context, js jetstream.JetStream, moves []LeaderMove) {
+	for _, m := range moves {
+		for ctx.Err() == nil {
+			rctx, cancel := context.WithTimeout(ctx, electionPoll)
+			s, err := js.Stream(rctx, m.Stream)
+			cancel()
+			if err == nil {
+				if ci := s.CachedInfo().Cluster; ci != nil && ci.Leader != "" && ci.Leader != m.From {
+					break
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(electionPoll / 5):
+			}
+		}
+	}
 }
 
 // balanceOnStart is BalanceLeaders for Open: bounded by BalanceTimeout,
@@ -120,7 +175,10 @@ func balanceOnStart(ctx context.Context, js jetstream.JetStream, c Config, log *
 	for _, m := range moves {
 		log.Info("moving a shard stream's leader", "stream", m.Stream, "from", m.From, "to", m.To)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrUnsettled) || errors.Is(err, ErrLeaderless):
+		log.Info("leaving the shard streams' leaders alone for now (the next start looks again)", "reason", err)
+	case err != nil:
 		log.Warn("balancing the shard streams' leaders (best effort; the next start tries again)", "error", err)
 	}
 }
@@ -148,6 +206,7 @@ func readLeaders(ctx context.Context, js jetstream.JetStream, streams []string) 
 			continue
 		}
 		out[i].leader = info.Cluster.Leader
+		out[i].changed = leaderChanged(info)
 		out[i].peers = []string{info.Cluster.Leader}
 		for _, p := range info.Cluster.Replicas {
 			if p != nil && p.Current && !p.Offline {
@@ -156,6 +215,17 @@ func readLeaders(ctx context.Context, js jetstream.JetStream, streams []string) 
 		}
 	}
 	return out, nil
+}
+
+// leaderChanged reports whether info's leader was elected within
+// leaderSettle of the answer (by the server's clock), its stream's first
+// election excepted.
+func leaderChanged(info *jetstream.StreamInfo) bool {
+	since := info.Cluster.LeaderSince
+	if since == nil || info.TimeStamp.IsZero() {
+		return false
+	}
+	return info.TimeStamp.Sub(*since) < leaderSettle && since.Sub(info.Created) > firstElection
 }
 
 // planLeaderMoves is the balancer's plan, deterministic for a view: while

@@ -93,7 +93,10 @@ func TestBalanceLeadersOnCluster(t *testing.T) {
 	}
 	concentrate(t, ctx, js, cfg, "n0")
 
-	// One pass, as Open does it, then wait for the elections it started.
+	// One pass, as Open does it (without waiting for the layout to settle
+	// after concentrate's moves), then wait for the elections it started.
+	defer func(d time.Duration) { leaderSettle = d }(leaderSettle)
+	leaderSettle = 0
 	var logs strings.Builder
 	balanceOnStart(ctx, js, cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 	t.Logf("balancing at start:\n%s", logs.String())
@@ -150,4 +153,27 @@ func concentrate(t *testing.T, ctx context.Context, js jetstream.JetStream, cfg 
 		}
 		return all
 	})
+}
+
+func TestLeaderChanged(t *testing.T) {
+	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { v := created.Add(d); return &v }
+	tests := []struct {
+		name       string
+		since, now *time.Time
+		want       bool
+	}{
+		{"a leader elected seconds ago", at(time.Hour), at(time.Hour + 2*time.Second), true},
+		{"a leader elected long ago", at(time.Hour), at(time.Hour + time.Minute), false},
+		{"the first election of a new stream", at(100 * time.Millisecond), at(2 * time.Second), false},
+		{"a server that does not say", nil, at(time.Hour), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			info := &jetstream.StreamInfo{Created: created, TimeStamp: *tt.now, Cluster: &jetstream.ClusterInfo{Leader: "n0", LeaderSince: tt.since}}
+			if got := leaderChanged(info); got != tt.want {
+				t.Fatalf("leaderChanged = %v, want %v", got, tt.want)
+			}
+		})
+	}
 }

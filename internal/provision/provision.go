@@ -171,7 +171,12 @@ func Buckets(c Config) []jetstream.KeyValueConfig {
 // AttemptTimeout (within ctx), so one hung request fails the attempt in
 // seconds; EnsureRetry tries again.
 func Ensure(ctx context.Context, js jetstream.JetStream, c Config) error {
-	if err := checkLayout(ctx, js, c); err != nil {
+	// Bounded like every request below: one sent while the meta leader is
+	// going away is never answered, and would hold the attempt for 30 s.
+	lctx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+	err := checkLayout(lctx, js, c)
+	cancel()
+	if err != nil {
 		return err
 	}
 	for _, sc := range Streams(c) {
