@@ -261,8 +261,8 @@ type scenario struct {
 // typicalS is how long each scenario took in a full and a quick run on a
 // 2-core machine (docs/benchmarks.md): the ETA printed before each scenario
 // is the sum of what is left, scaled by how this run compares.
-var typicalS = map[string][2]float64{ScenarioRaw: {10, 2}, ScenarioIngest: {12, 2}, ScenarioTrigger: {60, 6},
-	ScenarioCompaction: {13, 3}, ScenarioExtraction: {32, 4}, ScenarioPipeline: {75, 12}, ScenarioQuery: {15, 2}}
+var typicalS = map[string][2]float64{ScenarioRaw: {10, 2}, ScenarioIngest: {25, 5}, ScenarioTrigger: {90, 14},
+	ScenarioCompaction: {13, 3}, ScenarioExtraction: {32, 4}, ScenarioPipeline: {100, 12}, ScenarioQuery: {15, 2}}
 
 // runScenarios runs the selected scenarios in order, each on freshly
 // provisioned streams; a scenario that fails or cannot run is recorded as

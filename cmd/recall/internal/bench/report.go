@@ -148,7 +148,7 @@ func (t table) services(r *Result) {
 	t.row("trigger.events", r.Trigger.EventsPerS, "events/s", ratioNote(r.Trigger.RatioVsRawConsume, "raw consumer acking alike"))
 	t.row("trigger.cpu_per_event", r.Trigger.CPUUSPerEvent, "µs", ratioNote(r.Trigger.CPURatioVsRaw, cpuRawNote(r.Trigger.RawCPUUSPerEvent, "raw consumer acking alike")))
 	t.row("trigger.bytes_per_session", r.Trigger.BytesPerSession, "B", "")
-	t.row("trigger.restart_recovery", r.Trigger.RestartRecoveryS, "s", "one new record in every session after a restart")
+	t.row("trigger.restart_recovery", r.Trigger.RestartRecoveryS, "s", fmt.Sprintf("one new record in every session after a restart; %.2f s of CPU", deref(r.Trigger.RestartRecoveryCPUS)))
 	for _, s := range r.Trigger.ReplicasScaling {
 		fmt.Fprintf(t.tw, "trigger.replicas[%d]\tdelivered %.3f\tthe busiest replica received %d of %d records; %d shards; %.1f events/s in %.2f s\n",
 			s.Replicas, s.DeliveredFraction, s.DeliveredMost, s.Records, s.Shards, s.EventsPerS, s.Seconds)

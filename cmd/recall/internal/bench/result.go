@@ -123,6 +123,11 @@ type TriggerResult struct {
 	// acknowledgement of one new record in every session (each rebuilt from
 	// its transcript).
 	RestartRecoveryS *float64 `json:"restart_recovery_s"`
+	// RestartRecoveryCPUS is the process's CPU time meanwhile (the
+	// embedded server's included). Over RestartRecoveryS it is the cores
+	// the recovery kept busy: near the machine's core count it is bounded
+	// by the CPU; well below, by waits or by other work on the machine.
+	RestartRecoveryCPUS *float64 `json:"restart_recovery_cpu_s"`
 	// ReplicasScaling is the trigger on the same transcript with 1, 2
 	// and 4 replicas sharing its shards.
 	ReplicasScaling []ReplicaStep `json:"replicas_scaling"`
@@ -147,6 +152,9 @@ type ReplicaStep struct {
 	// cores with the server.
 	EventsPerS float64 `json:"events_per_s"`
 	Seconds    float64 `json:"seconds"`
+	// CPUUSPerEvent is the process's CPU time per record from the
+	// replicas' start to the last acknowledgement (information).
+	CPUUSPerEvent *float64 `json:"cpu_us_per_event"`
 }
 
 // CompactionSize is the compaction latency of sessions with one transcript
