@@ -142,9 +142,12 @@ func BalanceLeaders(ctx context.Context, js jetstream.JetStream, c Config) ([]Le
 const electionPoll = 250 * time.Millisecond
 
 // waitElected returns once every moved stream has a leader other than the
-// one that stepped down, or when ctx ends: the caller's next requests to
+// one that stepped down, or after AttemptTimeout (the old leader may win
+// the election again), or when ctx ends: the caller's next requests to
 // those streams then find a leader instead of waiting out a timeout.
 func waitElected(ctx context.Context, js jetstream.JetStream, moves []LeaderMove) {
+	ctx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+	defer cancel()
 	for _, m := range moves {
 		for ctx.Err() == nil {
 			rctx, cancel := context.WithTimeout(ctx, electionPoll)

@@ -186,6 +186,9 @@ func checkOnlyVictimsLeadersMove(t *testing.T, ctx context.Context, js jetstream
 // triggerConsumedAll reports whether the trigger's consumer on every shard
 // stream has acknowledged the stream's last record.
 func triggerConsumedAll(ctx context.Context, js jetstream.JetStream, prov provision.Config) bool {
+	// A request a stream leader never answers must not hold the poll.
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
 	for _, name := range prov.Layout().Streams() {
 		st, err := js.Stream(ctx, name)
 		if err != nil {
@@ -215,6 +218,8 @@ func checkDecisionsOnce(t *testing.T, ctx context.Context, c *natstest.Cluster, 
 	})
 	last := map[string]uint64{}
 	n := 0
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	err := transcript.ScanRaw(ctx, nc, events.StreamEvents, events.EventsSubject(events.KindExtractionRequested, tenantA, "*"), 0, 0, 0, func(m transcript.Raw) bool {
 		e, err := natsce.Decode(m.Header, m.Data)
 		var req events.ExtractionRequested
