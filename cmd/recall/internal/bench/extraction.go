@@ -4,31 +4,38 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"regexp"
-	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/recallhq/recall/internal/benchgen"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/llm/llmtest"
-	"github.com/recallhq/recall/internal/natsconn"
-	"github.com/recallhq/recall/internal/pcgroup"
-	"github.com/recallhq/recall/pkg/events"
-	"github.com/recallhq/recall/pkg/events/natsce"
 	"github.com/recallhq/recall/pkg/memory"
-	"github.com/recallhq/recall/services/extractor/extractorsvc"
 )
 
 const (
-	// extractMessages is the transcript length of each extraction session.
+	// extractMessages is how many records each session gains between two
+	// of its extractions.
 	extractMessages = 8
+	// extractRounds is how many model-calling extractions each session
+	// gets, one after the other: each round's request is published when the
+	// session's previous one settled, as a trigger would publish it for a
+	// session that kept growing meanwhile. With two rounds the 8-worker
+	// step of a full run lasts eight model latencies per slot (waves:
+	// 1024 × 2 / (8 × 32)), so its ramp-up and last wave weigh less.
+	extractRounds = 2
+	// scalingLatency is the fake model's latency in the scaling steps of a
+	// full run, a real model's: at 200 ms the 8-worker step measured the
+	// CPU, not the scheduling.
+	scalingLatency = 2 * time.Second
+	// scalingPerWorker is each worker's concurrency in the scaling steps of
+	// a full run. At capacity 8 workers run 256 extractions at once, a
+	// quarter of the 1,024 sessions (the busiest worker owns about 130 for
+	// its 32 slots), and at about 5 ms of CPU per extraction (the embedded
+	// server's included) keep about 0.6 of a core busy, so a 2-core machine
+	// is not the bound; the four steps take about four minutes.
+	scalingPerWorker = 32
 	// worklogDesc is the description line of the template's Worklog
 	// section: the fake model's edits insert after it, so every edit
 	// applies however many came before.
@@ -81,6 +88,17 @@ func (f *fakeModel) respond(call int, body []byte) llmtest.Reply {
 	}
 }
 
+func (f *fakeModel) provider() llm.Provider {
+	return llm.NewAnthropic(llm.ClientOptions{APIKey: "bench", BaseURL: f.srv.BaseURL(), Model: "bench-model"})
+}
+
+// overlapsSeen describes the overlapping model calls seen so far.
+func (f *fakeModel) overlapsSeen() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.overlaps...)
+}
+
 // benchTB lets llmtest's fakes run outside tests: the only methods they
 // call are Helper and Cleanup (and Fatalf on misuse).
 type benchTB struct {
@@ -107,44 +125,23 @@ func (b *benchTB) cleanup() {
 	b.cleanups = nil
 }
 
+// runExtraction runs the scaling steps (planExtraction), then the long
+// session.
 func runExtraction(ctx context.Context, e *env) error {
+	p := planExtraction(e.sizes, e.opts.Quick)
 	r := &e.res.Extraction
-	r.LLMLatencyMS = int(e.sizes.extractLatency / time.Millisecond)
-	r.Sessions = e.sizes.extractSessions
-	r.PerWorker = e.sizes.extractPerWorker
+	r.LLMLatencyMS = int(p.latency / time.Millisecond)
+	r.Sessions, r.PerWorker, r.Rounds = p.sessions, p.perWorker, p.rounds
+	examples, err := runScaling(ctx, e, p)
+	if err != nil {
+		return err
+	}
+	// The long session measures Recall's time besides the model, so it
+	// keeps sizesFor's latency: its first extraction makes about a hundred
+	// model calls one after the other.
 	fake := newFakeModel(e.sizes.extractLatency)
 	defer fake.close()
-	provider := llm.NewAnthropic(llm.ClientOptions{APIKey: "bench", BaseURL: fake.srv.BaseURL(), Model: "bench-model"})
-
-	total := 0
-	var examples []string
-	for i, workers := range e.sizes.extractWorkers {
-		if i > 0 {
-			if err := e.reset(ctx); err != nil {
-				return err
-			}
-		}
-		step, ex, err := extractionStep(ctx, e, provider, workers)
-		if err != nil {
-			return fmt.Errorf("%d workers: %w", workers, err)
-		}
-		r.Scaling = append(r.Scaling, step)
-		total += step.OrderingProblems
-		examples = append(examples, ex...)
-	}
-	fake.mu.Lock()
-	total += len(fake.overlaps)
-	examples = append(examples, fake.overlaps...)
-	fake.mu.Unlock()
-	base := r.Scaling[0].ExtractionsPerS / float64(r.Scaling[0].Workers)
-	for i := range r.Scaling {
-		s := &r.Scaling[i]
-		s.Efficiency = round3(s.ExtractionsPerS / (float64(s.Workers) * base))
-		e.progress("   %d workers: %.1f extractions/s (%.0f%% of their capacity %.0f/s), efficiency %.3f (without sharing the session balance bounds it to %.3f: busiest worker owns %d of %d sessions; %d extractions shared)",
-			s.Workers, s.ExtractionsPerS, 100*s.Utilization, s.CapacityPerS, s.Efficiency, s.EfficiencyBound, s.BusiestWorkerSessions, r.Sessions, s.Shared)
-	}
-	r.OrderingViolations = ptrInt(total)
-	long, err := runLongSession(ctx, e, provider)
+	long, err := runLongSession(ctx, e, fake.provider())
 	if err != nil {
 		return fmt.Errorf("long session: %w", err)
 	}
@@ -152,6 +149,9 @@ func runExtraction(ctx context.Context, e *env) error {
 	for _, s := range long {
 		e.progress("   long session, extraction up to record %d: read from seq %d, %d model calls, %.0f ms besides the model", s.Records, s.ReadFrom, s.Parts, s.OverheadMS)
 	}
+	overlaps := fake.overlapsSeen()
+	*r.OrderingViolations += len(overlaps)
+	examples = append(examples, overlaps...)
 	if len(examples) > 5 {
 		examples = examples[:5]
 	}
@@ -159,345 +159,62 @@ func runExtraction(ctx context.Context, e *env) error {
 	return nil
 }
 
-// completion is one extraction outcome seen on RECALL_EVENTS.
-type completion struct {
-	session string
-	covered uint64
-	upTo    uint64
-	skipped bool
-	worker  string // the worker that ran it
-	failed  string
-	at      time.Time
-}
-
-// extractionStep runs one worker count: pre-fill, start the workers, wait
-// until every partition has a worker pulling, publish two requests per
-// session and wait for every outcome.
-func extractionStep(ctx context.Context, e *env, provider llm.Provider, workers int) (ExtractionStep, []string, error) {
-	step := ExtractionStep{Workers: workers}
-	sessions := benchgen.SessionIDs(fmt.Sprintf("x%d_", workers), e.sizes.extractSessions)
-	seqs, err := fillExtractionSessions(ctx, e, sessions)
-	if err != nil {
-		return step, nil, err
-	}
-	stop, err := startExtractors(ctx, e, provider, workers)
-	defer stop()
-	if err != nil {
-		return step, nil, err
-	}
-	col, err := collectOutcomes(e, 2*len(sessions))
-	if err != nil {
-		return step, nil, err
-	}
-	defer col.close()
-
-	limit := 30*time.Second + time.Duration(4*len(sessions)/workers/e.sizes.extractPerWorker+4)*e.sizes.extractLatency
-	start := time.Now()
-	if err := requestExtractions(ctx, e, sessions, seqs); err != nil {
-		return step, nil, err
-	}
-	outs, err := col.wait(ctx, limit)
-	if err != nil {
-		return step, nil, err
-	}
-	last, problems := judgeOutcomes(&step, outs, sessions, seqs)
-	step.BusiestWorkerSessions = busiestWorker(sessions, workers, e.provisionConfig().Partitions)
-	step.Shared = countShared(outs, sessionOwners(sessions, workers, e.provisionConfig().Partitions))
-	per := e.sizes.extractPerWorker
-	waves := func(n int) float64 { return float64((n + per - 1) / per) }
-	step.EfficiencyBound = round3(waves(len(sessions)) / float64(workers) / waves(step.BusiestWorkerSessions))
-	step.ExtractionsPerS = round3(rate(step.Extractions, last.Sub(start)))
-	step.CapacityPerS = round3(float64(workers*per) / e.sizes.extractLatency.Seconds())
-	step.Utilization = round3(step.ExtractionsPerS / step.CapacityPerS)
-	e.progress("   %d workers: %d extractions (%d outcomes) in %s", workers, step.Extractions, len(outs), last.Sub(start).Round(time.Millisecond))
-	return step, problems, nil
-}
-
-// fillExtractionSessions stores extractMessages records for each session
-// and returns each session's stream sequences, in order.
-func fillExtractionSessions(ctx context.Context, e *env, sessions []string) (map[string][]uint64, error) {
-	plan := fillPlan{sessions: sessions, counts: make([]int, len(sessions))}
-	for i := range plan.counts {
-		plan.counts[i] = extractMessages
-	}
-	seqs := map[string][]uint64{}
-	var mu sync.Mutex
-	_, err := e.fill(ctx, benchgen.New(11), plan, func(s string, seq uint64) {
-		mu.Lock()
-		seqs[s] = append(seqs[s], seq)
-		mu.Unlock()
-	})
-	return seqs, err
-}
-
-// startExtractors starts workers extractor services and waits until every
-// partition has a worker pulling. stop (always set) stops them all at once.
-func startExtractors(ctx context.Context, e *env, provider llm.Provider, workers int) (stop func(), err error) {
-	var svcs []*service
-	stop = func() {
-		t0 := time.Now()
-		for _, s := range svcs {
-			s.cancel() // stop them all at once, then wait
-		}
-		for _, s := range svcs {
-			_ = s.stop()
-		}
-		e.progress("   %d workers stopped in %s", workers, time.Since(t0).Round(time.Millisecond))
-	}
-	for w := 0; w < workers; w++ {
-		cfg := extractorsvc.Config{NATS: natsconn.Config{URL: e.url}, Config: e.provisionConfig(), Provider: provider,
-			WorkerID: fmt.Sprintf("bench-%d-%d", workers, w), Concurrency: e.sizes.extractPerWorker, FetchWait: time.Second}
-		svc, err := startService(ctx, "extractor", func(ctx context.Context) error {
-			return extractorsvc.Run(ctx, cfg, e.log.With("service", "extractor", "worker", cfg.WorkerID))
-		}, nil)
-		if err != nil {
-			return stop, err
-		}
-		svcs = append(svcs, svc)
-	}
-	t0 := time.Now()
-	if err := waitWorkers(ctx, e, workers, svcs); err != nil {
-		return stop, err
-	}
-	e.progress("   %d workers own every partition after %s", workers, time.Since(t0).Round(time.Millisecond))
-	return stop, nil
-}
-
-// outcomes collects the extraction outcome events of the bench tenant.
-type outcomes struct {
-	mu   sync.Mutex
-	outs []completion
-	want int
-	done chan struct{}
-	subs []*nats.Subscription
-}
-
-// collectOutcomes subscribes to the completion and failure events until
-// want of them arrived.
-func collectOutcomes(e *env, want int) (*outcomes, error) {
-	o := &outcomes{want: want, done: make(chan struct{})}
-	for _, kind := range []string{events.KindExtractionCompleted, events.KindExtractionFailed} {
-		sub, err := e.nc.Subscribe(events.EventsSubject(kind, benchTenant, "*"), o.onEvent)
-		if err != nil {
-			o.close()
-			return nil, err
-		}
-		o.subs = append(o.subs, sub)
-	}
-	if err := e.nc.Flush(); err != nil {
-		o.close()
-		return nil, err
-	}
-	return o, nil
-}
-
-func (o *outcomes) onEvent(m *nats.Msg) {
-	ev, err := natsce.FromMsg(m)
-	if err != nil {
-		return
-	}
-	c := completion{at: time.Now()}
-	switch ev.Type() {
-	case events.TypeExtractionCompleted:
-		var d events.ExtractionCompleted
-		if json.Unmarshal(ev.Data(), &d) != nil {
-			return
-		}
-		c.session, c.covered, c.upTo, c.skipped, c.worker = d.Session, d.CoveredSeq, d.UpToSeq, d.Skipped, d.Worker
-	case events.TypeExtractionFailed:
-		var d events.ExtractionFailed
-		if json.Unmarshal(ev.Data(), &d) != nil {
-			return
-		}
-		c.session, c.upTo, c.failed = d.Session, d.UpToSeq, d.Error
-	default:
-		return
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.outs = append(o.outs, c)
-	if len(o.outs) == o.want {
-		close(o.done)
-	}
-}
-
-// wait returns the outcomes once want arrived, or an error after limit.
-func (o *outcomes) wait(ctx context.Context, limit time.Duration) ([]completion, error) {
-	select {
-	case <-o.done:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-time.After(limit):
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if len(o.outs) < o.want {
-		return nil, fmt.Errorf("%d of %d extraction outcomes within %s", len(o.outs), o.want, limit)
-	}
-	return append([]completion(nil), o.outs...), nil
-}
-
-func (o *outcomes) close() {
-	for _, s := range o.subs {
-		_ = s.Unsubscribe()
-	}
-}
-
-// requestExtractions publishes two requests per session, back to back: the
-// first (whole transcript) costs one model call; the second names an older
-// point (a request delayed in flight), must be answered as already covered
-// and never run beside the first or move the coverage back. (Identical
-// requests would be deduplicated by the stream.)
-func requestExtractions(ctx context.Context, e *env, sessions []string, seqs map[string][]uint64) error {
-	for round := 0; round < 2; round++ {
-		for _, s := range sessions {
-			l := seqs[s]
-			upTo := l[len(l)-1-round]
-			req := events.ExtractionRequested{Tenant: benchTenant, Session: s, UpToSeq: upTo,
-				UpToID: fmt.Sprintf("%s-m%06d", s, indexOf(l, upTo)), Reason: events.ReasonThreshold}
-			if err := publishRequest(ctx, e.js, req); err != nil {
-				return err
+// runScaling runs the scaling steps, one per worker count, each against a
+// fresh fake model (the fake keeps every request body), and fills in
+// e.res.Extraction's scaling, CPU and violations; it returns examples of
+// the violations.
+func runScaling(ctx context.Context, e *env, p extractionPlan) ([]string, error) {
+	r := &e.res.Extraction
+	total := 0
+	var examples []string
+	for i, workers := range p.workers {
+		if i > 0 {
+			if err := e.reset(ctx); err != nil {
+				return nil, err
 			}
 		}
+		fake := newFakeModel(p.latency)
+		step, ex, err := extractionStep(ctx, e, p, fake.provider(), workers)
+		fake.close()
+		if err != nil {
+			return nil, fmt.Errorf("%d workers: %w", workers, err)
+		}
+		overlaps := fake.overlapsSeen()
+		step.OrderingProblems += len(overlaps)
+		r.Scaling = append(r.Scaling, step)
+		total += step.OrderingProblems
+		examples = append(examples, ex...)
+		examples = append(examples, overlaps...)
 	}
-	return nil
+	r.OrderingViolations = ptrInt(total)
+	base := r.Scaling[0].ExtractionsPerS / float64(r.Scaling[0].Workers)
+	for i := range r.Scaling {
+		s := &r.Scaling[i]
+		s.Efficiency = round3(s.ExtractionsPerS / (float64(s.Workers) * base))
+		e.progress("   %d workers: %.1f extractions/s (%.0f%% of their capacity %.0f/s), efficiency %.3f (without sharing the session balance bounds it to %.3f: busiest worker owns %d of %d sessions; %d extractions shared); besides the model p50 %.0f ms, p99 %.0f ms; %s",
+			s.Workers, s.ExtractionsPerS, 100*s.Utilization, s.CapacityPerS, s.Efficiency, s.EfficiencyBound, s.BusiestWorkerSessions, r.Sessions, s.Shared, s.OverheadP50MS, s.OverheadP99MS, cpuNote(*s))
+	}
+	r.CPUMSPerExtraction = overallCPU(r.Scaling)
+	return examples, nil
 }
 
-// judgeOutcomes counts the model-calling extractions into step and returns
-// when the last one completed and the ordering problems: failed outcomes,
-// coverage moving back, sessions not covered to their end.
-func judgeOutcomes(step *ExtractionStep, outs []completion, sessions []string, seqs map[string][]uint64) (last time.Time, problems []string) {
-	covered := map[string]uint64{}
-	for _, c := range outs {
-		if c.failed != "" {
-			problems = append(problems, fmt.Sprintf("session %s: extraction up to %d failed: %s", c.session, c.upTo, c.failed))
-			continue
-		}
-		if c.covered < covered[c.session] {
-			problems = append(problems, fmt.Sprintf("session %s: coverage went back from %d to %d", c.session, covered[c.session], c.covered))
-		}
-		covered[c.session] = max(covered[c.session], c.covered)
-		if !c.skipped {
-			step.Extractions++
-			last = c.at
-		}
-	}
-	for _, s := range sessions {
-		if l := seqs[s]; covered[s] < l[len(l)-1] {
-			problems = append(problems, fmt.Sprintf("session %s: covered %d, want %d", s, covered[s], l[len(l)-1]))
-		}
-	}
-	sort.Strings(problems)
-	step.OrderingProblems = len(problems)
-	return last, problems
+// extractionPlan is the load of the scaling steps.
+type extractionPlan struct {
+	latency   time.Duration // the fake model's
+	sessions  int
+	perWorker int // extractions one worker runs at once
+	rounds    int // model-calling extractions per session, one after the other
+	workers   []int
 }
 
-// busiestWorker returns how many of sessions the busiest of n workers owns:
-// sessions map to partitions as RECALL_EXTRACT's subject transform maps
-// them (FNV-1a of tenant and session tokens, modulo the partition count),
-// partitions to workers as the extractors' consumer group does.
-func busiestWorker(sessions []string, n, partitions int) int {
-	load := map[string]int{}
-	busiest := 0
-	for _, w := range sessionOwners(sessions, n, partitions) {
-		load[w]++
-		busiest = max(busiest, load[w])
+// planExtraction is the scaling steps' load: sizesFor's, with a real
+// model's latency and a concurrency to match in a full run.
+func planExtraction(s sizes, quick bool) extractionPlan {
+	p := extractionPlan{latency: s.extractLatency, sessions: s.extractSessions, perWorker: s.extractPerWorker,
+		rounds: extractRounds, workers: s.extractWorkers}
+	if !quick {
+		p.latency = max(p.latency, scalingLatency)
+		p.perWorker = max(p.perWorker, scalingPerWorker)
 	}
-	return busiest
-}
-
-// sessionOwners maps each session to the bench worker (of n) that owns its
-// partition: the server's partition() is FNV-1a of tenant and session, the
-// assignment pcgroup.Assign over the worker ids.
-func sessionOwners(sessions []string, n, partitions int) map[string]string {
-	members := make([]string, n)
-	for w := range members {
-		members[w] = fmt.Sprintf("bench-%d-%d", n, w)
-	}
-	ownerOf := make([]string, partitions)
-	for w, ps := range pcgroup.Assign(members, partitions) {
-		for _, p := range ps {
-			ownerOf[p] = w
-		}
-	}
-	out := make(map[string]string, len(sessions))
-	for _, s := range sessions {
-		h := fnv.New32a()
-		h.Write([]byte(benchTenant + s))
-		out[s] = ownerOf[h.Sum32()%uint32(partitions)]
-	}
-	return out
-}
-
-// countShared counts the extractions a worker ran for a session of another
-// worker's partition (work sharing).
-func countShared(outs []completion, owners map[string]string) int {
-	n := 0
-	for _, c := range outs {
-		if c.failed == "" && !c.skipped && c.worker != owners[c.session] {
-			n++
-		}
-	}
-	return n
-}
-
-func indexOf(l []uint64, v uint64) int {
-	for i, x := range l {
-		if x == v {
-			return i
-		}
-	}
-	return -1
-}
-
-// publishRequest publishes an extraction request as the trigger does: a
-// binary-mode CloudEvent on recall.extract.<tenant>.<session>, deduplicated
-// by RequestDedupID.
-func publishRequest(ctx context.Context, js jetstream.JetStream, req events.ExtractionRequested) error {
-	data, _ := json.Marshal(req)
-	ev := eventOf(events.TypeExtractionRequested, req.RequestDedupID(), req.Session, data)
-	m := natsce.NewMsg(events.ExtractSubject(req.Tenant, req.Session), &ev)
-	m.Header[jetstream.MsgIDHeader] = []string{req.RequestDedupID()}
-	if _, err := js.PublishMsg(ctx, m); err != nil {
-		return fmt.Errorf("publishing an extraction request: %w", err)
-	}
-	return nil
-}
-
-// waitWorkers waits until the membership bucket lists n workers and every
-// partition consumer has a pull request waiting (an owner is pulling).
-func waitWorkers(ctx context.Context, e *env, n int, svcs []*service) error {
-	kv, err := e.js.KeyValue(ctx, events.BucketWorkers)
-	if err != nil {
-		return err
-	}
-	parts := e.provisionConfig().Partitions
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, s := range svcs {
-			select {
-			case <-s.done:
-				if s.err != nil && strings.Contains(s.err.Error(), "not implemented") {
-					return skipped("the extractor service does not run: " + s.err.Error())
-				}
-				return fmt.Errorf("an extractor stopped: %v", s.err)
-			default:
-			}
-		}
-		keys, _ := kv.Keys(ctx)
-		ready := len(keys) == n
-		for p := 0; ready && p < parts; p++ {
-			c, err := e.js.Consumer(ctx, events.StreamExtract, events.ExtractDurable(p))
-			ready = err == nil && c.CachedInfo().NumWaiting > 0
-		}
-		if ready {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("%d extractors did not own every partition within 60s", n)
+	return p
 }

@@ -50,6 +50,8 @@ func targets(r *Result) []Target {
 		atMost("compaction.ratio_p50_vs_floor", "<= 1.2 (p50 / floor p50, worst size)", r.Compaction.RatioP50VsFloor, 1.2),
 		atMost("compaction.ratio_p99_vs_floor", "<= 3 (p99 / floor p99, worst size)", r.Compaction.RatioP99VsFloor, 3),
 		atMost("compaction.flatness", "<= 1.2 (p99 largest / p99 smallest transcript)", r.Compaction.Flatness, 1.2),
+		atLeast("extraction.llm_latency_ms", ">= 2000 (the scaling steps' model latency)", extractionSize(r, r.Extraction.LLMLatencyMS), 2000),
+		atLeast("extraction.sessions", ">= 1024", extractionSize(r, r.Extraction.Sessions), 1024),
 		atLeast("extraction.scaling[workers=8].efficiency", ">= 0.9", eff8, 0.9),
 		atMost("extraction.ordering_violations", "== 0", viol, 0),
 		atMost("pipeline.trigger_lag_p99_ms", "<= 1000 (50 % of ingest capacity, 2 trigger replicas)", r.Pipeline.TriggerLagP99MS, 1000),
@@ -67,6 +69,15 @@ func deliveredFraction(r *Result, replicas int) *float64 {
 		}
 	}
 	return nil
+}
+
+// extractionSize is a size of the extraction scenario, nil when it did not
+// run.
+func extractionSize(r *Result, v int) *float64 {
+	if len(r.Extraction.Scaling) == 0 {
+		return nil
+	}
+	return f64(float64(v))
 }
 
 // PrintTable writes a human-readable summary of r.
@@ -165,10 +176,11 @@ func (t table) services(r *Result) {
 	t.row("compaction.flatness", r.Compaction.Flatness, "", "p99 largest / p99 smallest")
 	t.skip("extraction", r.Extraction.Skipped)
 	for _, s := range r.Extraction.Scaling {
-		fmt.Fprintf(t.tw, "extraction[%d workers]\t%.1f /s\tefficiency %.3f (session balance bound %.3f), %.0f%% of capacity, %d extractions\n", s.Workers, s.ExtractionsPerS, s.Efficiency, s.EfficiencyBound, 100*s.Utilization, s.Extractions)
+		fmt.Fprintf(t.tw, "extraction[%d workers]\t%.1f /s\tefficiency %.3f (session balance bound %.3f), %.0f%% of capacity, %d extractions, besides the model p50 %.0f ms / p99 %.0f ms, %s\n",
+			s.Workers, s.ExtractionsPerS, s.Efficiency, s.EfficiencyBound, 100*s.Utilization, s.Extractions, s.OverheadP50MS, s.OverheadP99MS, cpuNote(s))
 	}
-	for _, s := range r.Extraction.LongSession {
-		fmt.Fprintf(t.tw, "extraction.long_session[%d records]	%.0f ms	besides the model; read from seq %d (0: the first record)\n", s.Records, s.OverheadMS, s.ReadFrom)
+	if len(r.Extraction.Scaling) > 0 {
+		t.row("extraction.cpu_per_extraction", r.Extraction.CPUMSPerExtraction, "ms", fmt.Sprintf("process CPU, all steps (embedded NATS included); model latency %d ms, %d sessions × %d extractions", r.Extraction.LLMLatencyMS, r.Extraction.Sessions, r.Extraction.Rounds))
 	}
 	for _, s := range r.Extraction.LongSession {
 		fmt.Fprintf(t.tw, "extraction.long_session[%d records]\t%.0f ms\tbesides the model; %d model calls; read from seq %d (0: the first record)\n", s.Records, s.OverheadMS, s.Parts, s.ReadFrom)

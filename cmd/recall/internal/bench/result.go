@@ -197,9 +197,10 @@ type ExtractionStep struct {
 	// BusiestWorkerSessions is the number of sessions whose partitions the
 	// busiest worker owns (pcgroup.Assign over the session hashes). Without
 	// work sharing, with PerWorker extractions at once, the run cannot take
-	// less than ceil(BusiestWorkerSessions / PerWorker) model latencies,
-	// which bounds Efficiency (EfficiencyBound); with sharing, idle workers
-	// take the busiest one's waiting requests (Shared counts them).
+	// less than ceil(BusiestWorkerSessions × Rounds / PerWorker) model
+	// latencies, which bounds Efficiency (EfficiencyBound); with sharing,
+	// idle workers take the busiest one's waiting requests (Shared counts
+	// them).
 	BusiestWorkerSessions int     `json:"busiest_worker_sessions"`
 	EfficiencyBound       float64 `json:"efficiency_bound"`
 	Shared                int     `json:"shared"`
@@ -208,18 +209,59 @@ type ExtractionStep struct {
 	// ExtractionsPerS / CapacityPerS.
 	CapacityPerS float64 `json:"capacity_per_s"`
 	Utilization  float64 `json:"utilization"`
+	// OverheadP50MS and OverheadP99MS are Recall's time in a model-calling
+	// extraction besides the model: the handler's duration
+	// (ExtractionCompleted.DurationMS: reads, model call, commit) less the
+	// model latency. With a fixed latency the slots end their calls
+	// together, so this is the time a step loses at each wave; time spent
+	// waiting for a slot is not in it.
+	OverheadP50MS float64 `json:"overhead_p50_ms"`
+	OverheadP99MS float64 `json:"overhead_p99_ms"`
+	// CPUS is the process CPU time (user + system, getrusage) from the
+	// step's first request to its last outcome; CPUMSPerExtraction is it
+	// per model-calling extraction, CPUCores it over the wall time. See
+	// ExtractionResult.CPUMSPerExtraction for what it includes. Null where
+	// the process CPU time cannot be read.
+	CPUS               *float64 `json:"cpu_s"`
+	CPUMSPerExtraction *float64 `json:"cpu_ms_per_extraction"`
+	CPUCores           *float64 `json:"cpu_cores"`
+	// RunQueueCores is how long the process's threads waited for a CPU
+	// while runnable (Linux schedstat) over the wall time: the average
+	// number of them waiting. Well above zero the machine's CPUs were
+	// short (other processes, or the step's own load) and the step's
+	// efficiency measured them, not the scheduling. Null off Linux.
+	RunQueueCores *float64 `json:"run_queue_wait_cores"`
 }
 
 // ExtractionResult measures extraction scaling against a fake LLM with a
 // fixed latency.
 type ExtractionResult struct {
-	Skipped            string           `json:"skipped,omitempty"`
-	LLMLatencyMS       int              `json:"llm_latency_ms"`
-	Sessions           int              `json:"sessions"`
-	PerWorker          int              `json:"extractions_per_worker"`
+	Skipped string `json:"skipped,omitempty"`
+	// LLMLatencyMS is the fake model's latency in the scaling steps (2,000
+	// in a full run, 50 in a quick one).
+	LLMLatencyMS int `json:"llm_latency_ms"`
+	Sessions     int `json:"sessions"`
+	// PerWorker is each worker's concurrency (extractions at once).
+	PerWorker int `json:"extractions_per_worker"`
+	// Rounds is the model-calling extractions of each session, one after
+	// the other: a session's next request is published when its previous
+	// one settled. Each is followed by a late request for an older point,
+	// which must be answered as covered.
+	Rounds             int              `json:"extractions_per_session"`
 	Scaling            []ExtractionStep `json:"scaling"`
 	OrderingViolations *int             `json:"ordering_violations"`
 	ViolationExamples  []string         `json:"violation_examples,omitempty"`
+	// CPUMSPerExtraction is Recall's own CPU per model-calling extraction
+	// over all scaling steps: the process CPU time (user + system,
+	// getrusage RUSAGE_SELF) from each step's first request to its last
+	// outcome, minus nothing, over the step's extractions. The fake
+	// model's latency is a sleep and costs no CPU, but its HTTP serving is
+	// in the process and counted, and so are the bench's publishing of the
+	// requests and reading of the outcomes, the late requests' answers and
+	// the idle workers' pulls and heartbeats. The embedded NATS server
+	// shares the process, so its CPU is included (with --url it is not).
+	// Null where the process CPU time cannot be read.
+	CPUMSPerExtraction *float64 `json:"cpu_ms_per_extraction"`
 	// LongSession is one long session extracted three times: the third
 	// reads from the window the second kept (MemoryRecord.ContextSeq).
 	LongSession []LongSessionStep `json:"long_session"`
