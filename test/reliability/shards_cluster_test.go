@@ -86,17 +86,7 @@ func TestShardsOnCluster(t *testing.T) {
 		t.Fatalf("load: %v", err)
 	}
 	t.Logf("%v: %s restarted, the load published (%d acknowledged while it was down)", at(), c.Name(victim), downAcked)
-	testpoll.Until(t, 30*time.Second, c.Name(victim)+"'s replicas to catch up", func() bool {
-		var msgs uint64
-		for _, name := range prov.Layout().Streams() {
-			s, ok := converged(c, name)
-			if !ok || !c.StreamCurrent(victim, name) {
-				return false
-			}
-			msgs += s.Msgs
-		}
-		return msgs == uint64(g.Total())
-	})
+	waitShardsCaughtUp(t, c, prov, victim, uint64(g.Total()))
 	vs := verifyStoredOnce(t, nc, g, false)
 	if vs.Reordered != 0 {
 		t.Errorf("%d sessions stored out of order across the node loss (first: %s)", vs.Reordered, vs.FirstReorder)
@@ -114,6 +104,23 @@ func TestShardsOnCluster(t *testing.T) {
 	fmt.Printf("RELIABILITY shards-cluster: shards=%d events=%d stored=%d duplicates=%d retries=%d acked_while_down=%d reordered_sessions=%d decisions=%d leaders_before=%v leaders_after_return=%v\n",
 		prov.Shards, g.Total(), vs.Stored, g.Duplicates.Load(), g.Retries.Load(), downAcked, vs.Reordered, decisions,
 		leadersPerNode(before), leadersPerNode(back))
+}
+
+// waitShardsCaughtUp waits until every node holds the same copy of every
+// shard stream, node victim's current, total records in all.
+func waitShardsCaughtUp(t *testing.T, c *natstest.Cluster, prov provision.Config, victim int, total uint64) {
+	t.Helper()
+	testpoll.Until(t, 30*time.Second, c.Name(victim)+"'s replicas to catch up", func() bool {
+		var msgs uint64
+		for _, name := range prov.Layout().Streams() {
+			s, ok := converged(c, name)
+			if !ok || !c.StreamCurrent(victim, name) {
+				return false
+			}
+			msgs += s.Msgs
+		}
+		return msgs == total
+	})
 }
 
 // balancedLeaders balances the shard streams' leaders until no node leads
