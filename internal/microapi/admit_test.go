@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/internal/natstest"
+	"github.com/recallhq/recall/internal/testpoll"
 )
 
 // TestAdmissionPerKeyAndGlobal: with two slots per tenant and three in all,
@@ -59,17 +59,16 @@ func TestAdmissionPerKeyAndGlobal(t *testing.T) {
 func TestLaterGoRefusesOverShare(t *testing.T) {
 	s := natstest.Start(t)
 	nc, _ := s.Connect(t)
-	later, adm := microapi.NewLater(), microapi.NewAdmission(1, 10, time.Second)
+	later, adm := microapi.NewLater(context.Background(), nc, slog.Default(), 0), microapi.NewAdmission(1, 10, time.Second)
 	svc, err := micro.AddService(nc, micro.Config{Name: "admit-test", Version: "1.0.0", StatsHandler: later.Stats})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer svc.Stop()
 	release := make(chan struct{})
-	var wg sync.WaitGroup
 	err = svc.AddEndpoint("work", micro.HandlerFunc(func(req micro.Request) {
 		tenant := string(req.Data())
-		later.Go(context.Background(), nc, slog.Default(), req, "work", adm, tenant, &wg, func(ctx context.Context) (any, *microapi.Error) {
+		later.Go(req, "work", adm, tenant, func(ctx context.Context) (any, *microapi.Error) {
 			if tenant == "acme" {
 				<-release
 			}
@@ -87,13 +86,10 @@ func TestLaterGoRefusesOverShare(t *testing.T) {
 		}
 		first <- err
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for n, _ := adm.InFlight("acme"); n == 0; n, _ = adm.InFlight("acme") {
-		if time.Now().After(deadline) {
-			t.Fatal("acme's first request was not admitted")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testpoll.Until(t, 5*time.Second, "acme's first request to be admitted", func() bool {
+		n, _ := adm.InFlight("acme")
+		return n > 0
+	})
 	m, err := nc.Request("admit.work", []byte("acme"), 5*time.Second)
 	if err != nil || m.Header.Get(micro.ErrorCodeHeader) != "429" || m.Header.Get("Retry-After") != "1" {
 		t.Fatalf("acme's second: %v %v", err, m.Header)
@@ -106,7 +102,7 @@ func TestLaterGoRefusesOverShare(t *testing.T) {
 	if err := <-first; err != nil {
 		t.Fatalf("acme's first: %v", err)
 	}
-	wg.Wait()
+	later.Stop(context.Background())
 	if st := later.Snapshot("work"); st.NumRequests != 2 || st.InFlight != 0 {
 		t.Fatalf("answered later: %+v", st)
 	}

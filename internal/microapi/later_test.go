@@ -1,6 +1,7 @@
 package microapi_test
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
@@ -18,30 +19,28 @@ import (
 // TestLaterStatsInSRVStats answers from goroutines after the handler
 // returned — one success, two refusals — and reads $SRV.STATS: micro's own
 // counters see three requests and no error, the endpoint's data counts the
-// answers as they were sent. Each answer is counted before it is sent
-// (Later.Begin's contract), so a client holding all three answers finds
-// them counted; micro counts a request when its handler returns, which
-// may be after the answer arrived, so its counters are polled.
+// answers as they were sent. Each answer is counted before it is sent, so
+// a client holding all three answers finds them counted; micro counts a
+// request when its handler returns, which may be after the answer arrived,
+// so its counters are polled.
 func TestLaterStatsInSRVStats(t *testing.T) {
 	s := natstest.Start(t)
 	nc, _ := s.Connect(t)
-	later := microapi.NewLater()
+	later := microapi.NewLater(context.Background(), nc, slog.Default(), 0)
 	svc, err := micro.AddService(nc, micro.Config{Name: "later-test", Version: "1.0.0", StatsHandler: later.Stats})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer svc.Stop()
 	err = svc.AddEndpoint("work", micro.HandlerFunc(func(req micro.Request) {
-		reply, body, done := req.Reply(), string(req.Data()), later.Begin("work")
-		go func() {
-			time.Sleep(20 * time.Millisecond)
-			var aerr *microapi.Error
+		body := string(req.Data())
+		later.Go(req, "work", nil, "", func(context.Context) (any, *microapi.Error) {
+			time.Sleep(20 * time.Millisecond) // the work's own duration, measured below
 			if body == "bad" {
-				aerr = microapi.Fail(422, "cannot do %q", body)
+				return nil, microapi.Fail(422, "cannot do %q", body)
 			}
-			microapi.Done(done, aerr) // counted before it goes out
-			microapi.Answer(nc, slog.Default(), reply, map[string]string{"ok": body}, aerr, nil)
-		}()
+			return map[string]string{"ok": body}, nil
+		})
 	}), micro.WithEndpointSubject("later.work"))
 	if err != nil {
 		t.Fatal(err)

@@ -4,10 +4,12 @@
 // JSON request bodies.
 //
 // Endpoints that answer at once call Answer with their micro.Request, so
-// micro's stats count their errors; endpoints that answer from a goroutine
-// (a model call, a wait) pass nil and answer on the reply subject — micro
-// reads its error state when the handler returns, so a later answer through
-// the request would race with it.
+// micro's stats count their errors. Endpoints that answer from a goroutine
+// (a model call, a wait) go through Later, the one helper for them:
+// admission per tenant, the service's run context with the caller's trace,
+// panic recovery, stats and a bounded wait at shutdown. Later answers on
+// the reply subject — micro reads its error state when the handler
+// returns, so a later answer through the request would race with it.
 package microapi
 
 import (
@@ -64,15 +66,21 @@ func Answer(nc *nats.Conn, log *slog.Logger, reply string, res any, aerr *Error,
 		_ = nc.PublishMsg(&nats.Msg{Subject: reply, Header: hdr, Data: body})
 		return
 	}
-	b, err := json.Marshal(res)
-	if err != nil {
-		Answer(nc, log, reply, nil, Fail(500, "encoding the reply: %v", err), req)
-		return
+	b, ok := res.(JSON)
+	if !ok {
+		var err error
+		if b, err = json.Marshal(res); err != nil {
+			Answer(nc, log, reply, nil, Fail(500, "encoding the reply: %v", err), req)
+			return
+		}
 	}
 	if err := chunked.Respond(nc, reply, nats.Header{"Content-Type": []string{"application/json"}}, b); err != nil {
 		log.Warn("answering failed", "err", err)
 	}
 }
+
+// JSON is a reply already encoded as JSON: Answer sends it as it is.
+type JSON []byte
 
 // DecodeBody decodes an optional JSON body strictly (unknown fields are
 // errors); an empty body leaves v as it is.

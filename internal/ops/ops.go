@@ -1,14 +1,11 @@
-// Package ops serves a service's operational endpoints: /healthz (the process
+// Package ops is a service's operational endpoints: /healthz (the process
 // is alive), /readyz (its dependencies answer) and /metrics (Prometheus).
+// internal/lifecycle serves them on their own address; ingest serves them
+// on its HTTP edge.
 package ops
 
 import (
-	"context"
-	"errors"
-	"log/slog"
-	"net"
 	"net/http"
-	"time"
 
 	"github.com/recallhq/recall/internal/telemetry"
 )
@@ -29,32 +26,4 @@ func Handler(ready func() error) *http.ServeMux {
 	})
 	mux.Handle("GET /metrics", telemetry.MetricsHandler())
 	return mux
-}
-
-// Serve runs h on addr until ctx is done, then shuts down gracefully. An
-// empty addr serves nothing and returns when ctx is done.
-func Serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger) error {
-	if addr == "" {
-		<-ctx.Done()
-		return nil
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	log.Info("serving operational endpoints", "addr", ln.Addr().String())
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
@@ -147,8 +148,11 @@ func (h *handler) serveEdit(req micro.Request) {
 		_ = req.Error("400", err.Error(), nil)
 		return
 	}
-	h.answer(req, events.VerbEdit, "edit", tenant, session, func(ctx context.Context) (any, func(), error) {
+	h.answer(req, events.VerbEdit, tenant, func(ctx context.Context) (any, *microapi.Error) {
 		reply, err := h.c.Edit(ctx, tenant, session, r)
-		return reply, nil, err
+		if err != nil {
+			return nil, microapi.Fail(500, "%v", err)
+		}
+		return encode(reply)
 	})
 }

@@ -9,11 +9,12 @@
 // running extraction never delays another session's compaction. Replies
 // larger than the server's max payload are sent with internal/chunked.
 //
-// Shutdown, when the context given to Run is done: the micro service stops
-// taking requests, in-flight compactions finish and are answered (after 10 s
-// what still runs — a full compaction waiting on its model — is cancelled
-// and answered as not served), then internal/lifecycle stops the
-// operational endpoints and drains the connection. A clean stop returns nil.
+// Shutdown, when the context given to Run is done (internal/lifecycle):
+// the micro service stops taking requests, in-flight compactions finish and
+// are answered (microapi.Later: after 10 s what still runs — a full
+// compaction waiting on its model — is cancelled and answered as not
+// served), then the operational endpoints stop and the connection drains.
+// A clean stop returns nil.
 package compactorsvc
 
 import (
@@ -21,8 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"runtime/debug"
-	"sync"
 	"time"
 
 	jsoniter "github.com/json-iterator/go"
@@ -34,9 +33,7 @@ import (
 	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/internal/replyspace"
 	"github.com/recallhq/recall/internal/tenantcfg"
-	"github.com/recallhq/recall/pkg/chunked"
 	"github.com/recallhq/recall/pkg/events"
-	"github.com/recallhq/recall/pkg/events/natsce"
 )
 
 // ServiceName is the micro service name.
@@ -68,11 +65,11 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// The watcher and the requests outlive ctx: in-flight compactions are
-	// answered after ctx ends (bounded by inflightGrace).
-	base, cancelBase := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelBase()
-	tenants, err := tenantcfg.Watch(base, life.JS, log)
+	// The watcher outlives ctx: in-flight compactions are answered after
+	// ctx ends (for at most inflightGrace; then they are cancelled).
+	watch, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	life.OnStop(stopWatch)
+	tenants, err := tenantcfg.Watch(watch, life.JS, log)
 	if err != nil {
 		return err
 	}
@@ -80,18 +77,17 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	h := &handler{c: c, nc: life.NC, log: log, adm: microapi.NewAdmission(cfg.TenantConcurrency, cfg.Concurrency, time.Second), base: base, later: microapi.NewLater()}
-	svc, err := h.service()
+	h := &handler{c: c, log: log, adm: microapi.NewAdmission(cfg.TenantConcurrency, cfg.Concurrency, time.Second),
+		later: microapi.NewLater(ctx, life.NC, log, inflightGrace)}
+	svc, err := h.service(life.NC)
 	if err != nil {
 		return err
 	}
+	life.Adopt(svc)
+	life.Await(h.later)
 	life.SetReady(func() error { return nil })
 	log.InfoContext(ctx, "serving compactions", "subject", events.APISubject(events.VerbCompact, "*", "*"), "full_compact", provider != nil)
 	<-ctx.Done()
-	if err := svc.Stop(); err != nil {
-		log.Warn("stopping micro service", "err", err)
-	}
-	h.finish(cancelBase)
 	return nil
 }
 
@@ -112,8 +108,8 @@ func fullCompactProvider(cfg Config, log *slog.Logger) (llm.Provider, error) {
 }
 
 // service registers the micro service with the compact and edit endpoints.
-func (h *handler) service() (micro.Service, error) {
-	svc, err := micro.AddService(h.nc, micro.Config{
+func (h *handler) service(nc *nats.Conn) (micro.Service, error) {
+	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
 		Version:     "1.0.0",
 		Description: "Recall compaction from session memory",
@@ -134,43 +130,14 @@ func (h *handler) service() (micro.Service, error) {
 	return svc, nil
 }
 
-// finish waits for the in-flight requests, at most inflightGrace, then
-// cancels what still runs and waits for it to answer.
-func (h *handler) finish(cancel context.CancelFunc) {
-	done := make(chan struct{})
-	go func() { h.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return
-	case <-time.After(inflightGrace):
-	}
-	h.log.Warn("cancelling compactions still running at shutdown", "grace", inflightGrace)
-	cancel()
-	<-done
-}
-
-// fail answers reply with a micro service error.
-func (h *handler) fail(reply, code, description string) {
-	if reply == "" {
-		return
-	}
-	_ = h.nc.PublishMsg(&nats.Msg{Subject: reply, Header: nats.Header{
-		micro.ErrorCodeHeader: []string{code},
-		micro.ErrorHeader:     []string{description},
-	}})
-}
-
-// handler adapts micro requests to the Compactor, one goroutine per request.
+// handler adapts micro requests to the Compactor, one goroutine per
+// request (microapi.Later).
 type handler struct {
 	c   *Compactor
-	nc  *nats.Conn
 	log *slog.Logger
 	// adm bounds the requests in flight per tenant and in all.
-	adm *microapi.Admission
-	wg  sync.WaitGroup
-	// later counts the answers sent after the handler returned.
+	adm   *microapi.Admission
 	later *microapi.Later
-	base  context.Context
 }
 
 func (h *handler) serve(req micro.Request) {
@@ -184,68 +151,29 @@ func (h *handler) serve(req micro.Request) {
 		_ = req.Error("400", err.Error(), nil)
 		return
 	}
-	h.answer(req, events.VerbCompact, "compaction", tenant, session, func(ctx context.Context) (any, func(), error) {
+	h.answer(req, events.VerbCompact, tenant, func(ctx context.Context) (any, *microapi.Error) {
 		reply := h.c.Compact(ctx, tenant, session, r)
-		if r.Preview {
-			return reply, nil, nil
+		data, aerr := encode(reply)
+		if aerr != nil || r.Preview {
+			return data, aerr
 		}
-		return reply, func() { h.c.Announce(ctx, tenant, session, reply) }, nil
+		return microapi.Then{Reply: data, After: func() { h.c.Announce(ctx, tenant, session, reply) }}, nil
 	})
 }
 
-// answer runs work on its own goroutine under the admission bounds (429
-// when the tenant has its share in flight, 503 when the replica is full,
-// both with Retry-After) and sends its result as a (chunked when large) JSON
-// reply; a work error or a panic answers 500. then, when work returns one,
-// runs after the reply is sent. The request's headers and reply subject are
-// read before answer returns: micro reuses the request once the handler
-// returns, so the goroutine answers on the connection directly, and the
-// outcome is counted in h.later under the endpoint verb.
-func (h *handler) answer(req micro.Request, verb, what, tenant, session string, work func(context.Context) (any, func(), error)) {
-	release, aerr := h.adm.Admit(tenant)
-	if aerr != nil {
-		microapi.Answer(h.nc, h.log, req.Reply(), nil, aerr, req)
-		return
+// answer runs work under the admission bounds (429 when the tenant has its
+// share in flight, 503 when the replica is full, both with Retry-After)
+// through h.later, which sends its result as a (chunked when large) JSON
+// reply; a panic answers 500.
+func (h *handler) answer(req micro.Request, verb, tenant string, work microapi.Work) {
+	h.later.Go(req, verb, h.adm, tenant, work)
+}
+
+// encode encodes a reply with replyJSON.
+func encode(reply any) (microapi.JSON, *microapi.Error) {
+	data, err := replyJSON.Marshal(reply)
+	if err != nil {
+		return nil, microapi.Fail(500, "encoding the reply: %v", err)
 	}
-	h.wg.Add(1)
-	hdrs, replyTo := nats.Header(req.Headers()), req.Reply()
-	done := h.later.Begin(verb)
-	// The stats count an answer, and the tenant's slot is freed, before it
-	// goes out: a client that has the answer finds it counted and may send
-	// its next request at once.
-	fail := func(description string) {
-		done(500, description)
-		release()
-		h.fail(replyTo, "500", description)
-	}
-	go func() {
-		defer h.wg.Done()
-		defer release() // a panic before the answer (release is idempotent)
-		ctx := natsce.Extract(h.base, hdrs)
-		defer func() {
-			if v := recover(); v != nil {
-				h.log.ErrorContext(ctx, what+" panicked", "tenant", tenant, "session", session, "panic", v, "stack", string(debug.Stack()))
-				fail("internal error (" + what + "); see the compactor's log")
-			}
-		}()
-		reply, then, err := work(ctx)
-		if err != nil {
-			fail(err.Error())
-			return
-		}
-		data, err := replyJSON.Marshal(reply)
-		if err != nil {
-			fail("encoding the reply: " + err.Error())
-			return
-		}
-		hdr := nats.Header{"Content-Type": []string{"application/json"}}
-		done(0, "")
-		release()
-		if err := chunked.Respond(h.nc, replyTo, hdr, data); err != nil {
-			h.log.WarnContext(ctx, "sending the "+what+" reply", "tenant", tenant, "session", session, "err", err)
-		}
-		if then != nil {
-			then()
-		}
-	}()
+	return data, nil
 }

@@ -30,11 +30,14 @@ var fail = microapi.Fail
 
 // serve adds the micro service with the index endpoints. Requests work
 // under ctx (the service's lifetime: stopping cancels them) and their own
-// deadline. The expensive endpoints answer later under x.admit: a tenant
-// with TenantRequests in flight is refused 429, a replica with Requests in
-// flight 503, both with Retry-After (docs/sessions.md).
+// deadline. The expensive endpoints answer later (microapi.Later) under
+// x.admit: a tenant with TenantRequests in flight is refused 429, a
+// replica with Requests in flight 503, both with Retry-After
+// (docs/sessions.md). Stopping the returned service also waits for the
+// answers in flight, so the lifecycle that adopts it drains the
+// connection only after them.
 func (x *Indexer) serve(ctx context.Context, log *slog.Logger) (micro.Service, error) {
-	later := microapi.NewLater()
+	later := microapi.NewLater(ctx, x.nc, log, 0)
 	svc, err := micro.AddService(x.nc, micro.Config{
 		Name:         ServiceName,
 		Version:      "1.0.0",
@@ -65,16 +68,15 @@ func (x *Indexer) serve(ctx context.Context, log *slog.Logger) (micro.Service, e
 				_ = req.Error("400", "subject must be "+events.APISubject(e.verb, "<tenant>", "<session>"), nil)
 				return
 			}
-			rctx := natsce.Extract(ctx, nats.Header(req.Headers()))
 			if e.quick {
-				qctx, cancel := context.WithTimeout(rctx, x.cfg.Timeout)
+				qctx, cancel := context.WithTimeout(natsce.Extract(ctx, nats.Header(req.Headers())), x.cfg.Timeout)
 				defer cancel()
 				res, aerr := e.fn(qctx, tenant, session, req.Data())
 				x.answer(req.Reply(), res, aerr, req)
 				return
 			}
 			data := req.Data()
-			later.Go(rctx, x.nc, x.log, req, e.verb, x.admit, tenant, nil, func(ctx context.Context) (any, *apiError) {
+			later.Go(req, e.verb, x.admit, tenant, func(ctx context.Context) (any, *apiError) {
 				return e.fn(ctx, tenant, session, data)
 			})
 		})
@@ -83,7 +85,20 @@ func (x *Indexer) serve(ctx context.Context, log *slog.Logger) (micro.Service, e
 			return nil, err
 		}
 	}
-	return svc, nil
+	return finishing{svc, later}, nil
+}
+
+// finishing is a micro service whose Stop also finishes its answers in
+// flight (microapi.Later.Stop: bounded) once it stopped taking requests.
+type finishing struct {
+	micro.Service
+	later *microapi.Later
+}
+
+func (f finishing) Stop() error {
+	err := f.Service.Stop()
+	f.later.Stop(context.Background())
+	return err
 }
 
 // answer replies with res or aerr (internal/microapi).

@@ -1,7 +1,9 @@
 package ingestsvc
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/pkg/events"
 )
@@ -176,7 +179,8 @@ func TestNATSEndpointTenantShare(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	h := NewNATSHandler(nc, NewIngester(js, testLayout, 1<<20, 5*time.Second), Limits{MaxEventBytes: 1 << 20, MaxBatchEvents: 100, MaxBodyBytes: 8 << 20}, 8)
+	later := microapi.NewLater(context.Background(), nc, slog.Default(), 0)
+	h := NewNATSHandler(later, NewIngester(js, testLayout, 1<<20, 5*time.Second), Limits{MaxEventBytes: 1 << 20, MaxBatchEvents: 100, MaxBodyBytes: 8 << 20}, 8)
 	h.tenantShare(1)
 	svc, err := micro.AddService(nc, micro.Config{Name: "ingest-share-test", Version: "1.0.0"})
 	if err != nil {
@@ -206,5 +210,5 @@ func TestNATSEndpointTenantShare(t *testing.T) {
 	if m := <-first; m == nil || m.Header.Get(micro.ErrorCodeHeader) != "" {
 		t.Fatalf("acme's first request: %+v", m)
 	}
-	h.Wait()
+	later.Stop(context.Background())
 }

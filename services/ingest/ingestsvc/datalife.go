@@ -17,7 +17,6 @@ import (
 
 	"github.com/recallhq/recall/internal/erase"
 	"github.com/recallhq/recall/internal/export"
-	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/pkg/events"
 )
@@ -54,28 +53,27 @@ type DataAPI struct {
 	log    *slog.Logger
 }
 
-// startEraser starts the eraser and its guard (until Shutdown) and makes
-// ingest refuse the events of erased sessions.
+// startEraser starts the eraser and its guard (until the lifecycle's
+// stop, once the requests in flight ended) and makes ingest refuse the
+// events of erased sessions.
 // The eraser has a connection of its own: its guard follows the headers
 // of every transcript record, which must not share the publishing lane.
 func (s *Service) startEraser() error {
 	var err error
-	if s.eraseNC, err = natsconn.ConnectLogged(s.cfg.NATS, "recall-ingest-eraser", s.log); err != nil {
+	if s.eraseNC, err = s.life.Connect("recall-ingest-eraser"); err != nil {
 		return err
 	}
 	js, err := jetstream.New(s.eraseNC)
 	if err != nil {
-		s.eraseNC.Close()
 		return fmt.Errorf("opening JetStream for the eraser: %w", err)
 	}
 	s.eraser = erase.New(js, s.cfg.Layout(), s.cfg.Erase, nil, s.log)
-	gctx, cancel := context.WithCancel(context.Background())
+	// The guard outlives the start: it ends at the lifecycle's stop.
+	gctx, stopGuard := context.WithCancel(context.Background())
+	s.life.OnStop(stopGuard)
 	if err := s.eraser.Guard(gctx); err != nil {
-		cancel()
-		s.eraseNC.Close()
 		return fmt.Errorf("starting the erase guard: %w", err)
 	}
-	s.stopGuard = cancel
 	s.in.erased = s.eraser.Tombstones().Erased
 	if s.cfg.Retention.Interval > 0 {
 		go s.sweep(gctx)

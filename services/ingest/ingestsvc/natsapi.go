@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -33,32 +32,29 @@ const IngestEndpointSubject = events.SubjectAPIRoot + "." + events.VerbIngest + 
 //
 // Requests are decoded, validated and published in arrival order on the
 // endpoint's subscription; acknowledgements are awaited and replies sent
-// concurrently, so a client may pipeline requests. Wait blocks until every
-// accepted request was answered.
+// concurrently through a microapi.Later, so a client may pipeline
+// requests. Stopping the Later waits until every accepted request was
+// answered.
 type NATSHandler struct {
-	nc     *nats.Conn // replies are sent on it
+	later  *microapi.Later // answers, counts and awaits the replies
 	in     *Ingester
 	limits Limits
 	// adm bounds the requests awaiting acknowledgements, in all and (see
 	// tenantShare) per tenant.
 	adm         *microapi.Admission
 	maxInFlight int
-	wg          sync.WaitGroup
-	// later counts the replies sent once the acknowledgements came back
-	// (micro counts only the decode and the submission).
-	later *microapi.Later
 }
 
-// NewNATSHandler returns the handler of the NATS ingest endpoint, replying
-// on nc (the connection of the micro service); at most maxInFlight requests
-// await their acknowledgements at once, more are refused with a 503 before
-// anything of them is published.
-func NewNATSHandler(nc *nats.Conn, in *Ingester, limits Limits, maxInFlight int) *NATSHandler {
+// NewNATSHandler returns the handler of the NATS ingest endpoint, answering
+// through later (on the connection of the micro service); at most
+// maxInFlight requests await their acknowledgements at once, more are
+// refused with a 503 before anything of them is published.
+func NewNATSHandler(later *microapi.Later, in *Ingester, limits Limits, maxInFlight int) *NATSHandler {
 	if maxInFlight <= 0 {
 		maxInFlight = 1024
 	}
-	return &NATSHandler{nc: nc, in: in, limits: limits, adm: microapi.NewAdmission(0, maxInFlight, time.Second),
-		maxInFlight: maxInFlight, later: microapi.NewLater()}
+	return &NATSHandler{later: later, in: in, limits: limits, adm: microapi.NewAdmission(0, maxInFlight, time.Second),
+		maxInFlight: maxInFlight}
 }
 
 // tenantShare bounds one tenant's requests awaiting acknowledgements to n
@@ -75,8 +71,7 @@ func (h *NATSHandler) tenantShare(n int) {
 func (h *NATSHandler) Handle(req micro.Request) {
 	start := time.Now()
 	hdr := nats.Header(req.Headers())
-	ctx := natsce.Extract(context.Background(), hdr)
-	ctx, span := h.in.tracer.Start(ctx, "ingest "+events.SubjectAPIRoot+"."+events.VerbIngest, trace.WithSpanKind(trace.SpanKindServer))
+	ctx, span := h.in.tracer.Start(h.later.Context(hdr), "ingest "+events.SubjectAPIRoot+"."+events.VerbIngest, trace.WithSpanKind(trace.SpanKindServer))
 	tenant, session, ok := events.SplitSessionSubject(req.Subject())
 	if !ok {
 		h.in.reject(ctx, "invalid_body", 1)
@@ -98,68 +93,38 @@ func (h *NATSHandler) Handle(req micro.Request) {
 	// at once with a 503 and nothing of it is stored, rather than queued in
 	// the subscription's buffer, where it would wait unseen and finally be
 	// dropped as a slow consumer's message.
-	release, ok := h.admit(ctx, req, tenant, len(items))
+	t, ok := h.later.Admit(req, events.VerbIngest, h.adm, tenant, func(aerr *microapi.Error) *microapi.Error {
+		return h.refusal(ctx, aerr, len(items))
+	})
 	if !ok {
 		span.End()
 		return
 	}
 	pend := h.in.submit(ctx, tenant, session, items)
-	// The reply is published directly on the connection, not through req:
-	// micro reads the request's state after Handle returns.
-	reply := req.Reply()
-	h.wg.Add(1)
-	done := h.later.Begin(events.VerbIngest)
-	go func() {
-		defer func() { h.wg.Done(); span.End() }()
+	t.Go(func(context.Context) (any, *microapi.Error) {
+		defer span.End()
+		defer h.in.observe(ctx, "nats", start)
 		status, body := summarize(pend.wait(ctx))
-		// The slot is free before the client hears back: a request sent
-		// right after the answer must not find it still taken.
-		release()
-		m := &nats.Msg{Subject: reply, Data: mustJSON(body)}
 		if status != http.StatusAccepted {
 			p := body.(*Problem)
-			m.Header = nats.Header{
-				micro.ErrorHeader:     []string{p.Detail},
-				micro.ErrorCodeHeader: []string{strconv.Itoa(p.Status)},
-				"Content-Type":        []string{MediaProblem},
-			}
-			done(p.Status, p.Detail)
-		} else {
-			done(0, "")
+			return nil, &microapi.Error{Code: p.Status, Msg: p.Detail, Problem: p}
 		}
-		if reply != "" {
-			_ = h.nc.PublishMsg(m)
-		}
-		h.in.observe(ctx, "nats", start)
-	}()
+		return body, nil
+	})
 }
 
-// admit takes a slot for tenant's request of n events, or refuses it at
-// once: 429 when the tenant is over its share, 503 when every slot awaits
-// acknowledgements, both with Retry-After and nothing of it stored.
-func (h *NATSHandler) admit(ctx context.Context, req micro.Request, tenant string, n int) (release func(), ok bool) {
-	release, aerr := h.adm.Admit(tenant)
-	if aerr == nil {
-		return release, true
-	}
-	microapi.CountRejected(ctx, events.VerbIngest, tenant, aerr)
+// refusal is the answer to a request admission refused, nothing of it
+// stored: 429 when the tenant is over its share, 503 when every slot
+// awaits acknowledgements, both with Retry-After.
+func (h *NATSHandler) refusal(ctx context.Context, aerr *microapi.Error, n int) *microapi.Error {
 	h.in.reject(ctx, "busy", n)
 	p := newProblem(ProblemTooManyRequests, aerr.Code, aerr.Msg)
 	if aerr.Code == http.StatusServiceUnavailable {
 		p = newProblem(ProblemUnavailable, aerr.Code,
 			fmt.Sprintf("ingest busy: %d requests are awaiting their acknowledgements; nothing of this request was stored, retry shortly", h.maxInFlight))
 	}
-	_ = req.Error(strconv.Itoa(p.Status), p.Detail, mustJSON(p), micro.WithHeaders(micro.Headers{
-		"Content-Type": []string{MediaProblem}, "Retry-After": []string{microapi.RetryAfter(aerr.RetryAfter)}}))
-	return nil, false
+	return &microapi.Error{Code: p.Status, Msg: p.Detail, Problem: p, RetryAfter: aerr.RetryAfter}
 }
-
-// Stats is the micro StatsHandler of the ingest service: the outcomes of
-// the requests answered after Handle returned.
-func (h *NATSHandler) Stats(e *micro.Endpoint) any { return h.later.Stats(e) }
-
-// Wait blocks until every request handed to Handle has been answered.
-func (h *NATSHandler) Wait() { h.wg.Wait() }
 
 func (h *NATSHandler) decode(hdr nats.Header, body []byte) ([]item, *problemReason) {
 	if isBinary(hdr) {

@@ -3,6 +3,7 @@ package ingestsvc
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/pkg/events"
 )
@@ -41,7 +43,8 @@ func TestNATSEndpointShedsWhenEverySlotWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	h := NewNATSHandler(nc, NewIngester(js, testLayout, 1<<20, 5*time.Second), Limits{MaxEventBytes: 1 << 20, MaxBatchEvents: 100, MaxBodyBytes: 8 << 20}, 1)
+	later := microapi.NewLater(context.Background(), nc, slog.Default(), 0)
+	h := NewNATSHandler(later, NewIngester(js, testLayout, 1<<20, 5*time.Second), Limits{MaxEventBytes: 1 << 20, MaxBatchEvents: 100, MaxBodyBytes: 8 << 20}, 1)
 	svc, err := micro.AddService(nc, micro.Config{Name: "ingest-shed-test", Version: "1.0.0"})
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +88,7 @@ func TestNATSEndpointShedsWhenEverySlotWaits(t *testing.T) {
 	if err != nil || m.Header.Get(micro.ErrorCodeHeader) != "" {
 		t.Fatalf("third request, after the slot was free: %v %+v", err, m)
 	}
-	h.Wait()
+	later.Stop(context.Background())
 	if n := published.Load(); n != 2 {
 		t.Fatalf("%d events published, want 2 (the refused one never)", n)
 	}

@@ -3,6 +3,8 @@ package ingestsvc
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"log/slog"
 	"net/http"
 	"testing"
 	"time"
@@ -10,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/recallhq/recall/internal/lifecycle"
+	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/events"
 )
@@ -47,7 +51,7 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 		defer cancel()
 		shutdownDone <- e.svc.Shutdown(ctx)
 	}()
-	testpoll.Until(t, 10*time.Second, "shutdown to start", func() bool { return !e.svc.ready.Load() })
+	testpoll.Until(t, 10*time.Second, "shutdown to start", func() bool { return e.svc.life.Ready() != nil })
 	select {
 	case err := <-shutdownDone:
 		t.Fatalf("shutdown returned %v with requests in flight", err)
@@ -134,5 +138,20 @@ func TestSessionAPIProxy(t *testing.T) {
 	status, _, _ = e.post("/v1/sessions/bad.session/compact", tokenAcme, nil, nil)
 	if status != http.StatusBadRequest {
 		t.Fatalf("bad session id: %d", status)
+	}
+}
+
+// TestStopWhileStartingIsClean: a stop while ingest is still connecting is
+// a clean stop, as in the other services (Run used to return the
+// connection error, so a SIGTERM during start-up exited 1).
+func TestStopWhileStartingIsClean(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	cfg := Config{NATS: natsconn.Config{URL: "nats://127.0.0.1:1"}, HTTPAddr: "127.0.0.1:0"}
+	if err := Run(ctx, cfg, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatalf("Run stopped while starting: %v, want nil (a clean stop)", err)
+	}
+	if _, err := Start(ctx, cfg, slog.New(slog.DiscardHandler)); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Fatalf("Start stopped while starting: %v, want lifecycle.ErrStopped", err)
 	}
 }

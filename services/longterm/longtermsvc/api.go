@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -19,15 +20,21 @@ import (
 // ServiceName is the long-term memory service's micro service.
 const ServiceName = "recall-longterm"
 
-// serve adds the micro service: commit (answered from a goroutine: it runs
-// model calls) and ltm (a read, answered at once).
-func (c *committer) serve(nc *nats.Conn, log *slog.Logger) (micro.Service, error) {
-	later := microapi.NewLater() // counts the commits answered from goroutines
+// readTimeout bounds a read of a user's memory.
+const readTimeout = 10 * time.Second
+
+// serve adds the micro service: commit (answered later through the
+// returned Later: it runs model calls) and ltm (a read, answered at once).
+// Both work under ctx, the service's run context, with the caller's trace:
+// a commit in flight when ctx ends is cancelled and answered before the
+// connection drains (the caller stops the service, then the Later).
+func (c *committer) serve(ctx context.Context, nc *nats.Conn, log *slog.Logger) (micro.Service, *microapi.Later, error) {
+	later := microapi.NewLater(ctx, nc, log, 0)
 	svc, err := micro.AddService(nc, micro.Config{Name: ServiceName, Version: "1.0.0",
 		Description:  "Recall long-term memory: commits of session batches, per-user and per-peer memory",
 		StatsHandler: later.Stats})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	read := micro.HandlerFunc(func(req micro.Request) {
 		tenant, user, ok := events.SplitSessionSubject(req.Subject())
@@ -35,7 +42,9 @@ func (c *committer) serve(nc *nats.Conn, log *slog.Logger) (micro.Service, error
 			_ = req.Error("400", "subject must be "+events.APISubject(events.VerbLTM, "<tenant>", "<user>"), nil)
 			return
 		}
-		res, aerr := c.read(context.Background(), tenant, user, req.Data())
+		rctx, cancel := context.WithTimeout(natsce.Extract(ctx, nats.Header(req.Headers())), readTimeout)
+		defer cancel()
+		res, aerr := c.read(rctx, tenant, user, req.Data())
 		microapi.Answer(nc, log, req.Reply(), res, aerr, req)
 	})
 	commit := micro.HandlerFunc(func(req micro.Request) {
@@ -49,21 +58,17 @@ func (c *committer) serve(nc *nats.Conn, log *slog.Logger) (micro.Service, error
 			microapi.Answer(nc, log, req.Reply(), nil, aerr, req)
 			return
 		}
-		ctx := natsce.Extract(context.Background(), nats.Header(req.Headers()))
-		reply, done := req.Reply(), later.Begin(events.VerbCommit)
-		go func() {
-			res, aerr := c.explicit(ctx, tenant, session)
-			microapi.Done(done, aerr) // counted before it goes out
-			microapi.Answer(nc, log, reply, res, aerr, nil)
-		}()
+		later.Go(req, events.VerbCommit, nil, tenant, func(ctx context.Context) (any, *microapi.Error) {
+			return c.explicit(ctx, tenant, session)
+		})
 	})
 	for verb, h := range map[string]micro.Handler{events.VerbLTM: read, events.VerbCommit: commit} {
 		if err := svc.AddEndpoint(verb, replyspace.Guard(log, h), micro.WithEndpointSubject(events.APISubject(verb, "*", "*"))); err != nil {
 			_ = svc.Stop()
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return svc, nil
+	return svc, later, nil
 }
 
 // explicit runs a commit asked for through the API.
@@ -84,6 +89,8 @@ func (c *committer) explicit(ctx context.Context, tenant, session string) (any, 
 		return nil, microapi.Fail(400, "session %s: %v", session, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return nil, microapi.Fail(504, "the commit of %s did not finish in time (a running commit of the same user may still be going)", session)
+	case errors.Is(err, context.Canceled):
+		return nil, &microapi.Error{Code: 503, Msg: "the service is stopping; retry the commit of " + session, RetryAfter: time.Second}
 	case err != nil:
 		return nil, microapi.Fail(503, "%v", err)
 	}

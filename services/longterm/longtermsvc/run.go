@@ -74,11 +74,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	c := &committer{ltm: ltm, state: state, reader: transcript.NewReader(life.NC, cfg.Layout()), tenants: tenants, provider: provider,
 		pub: eventpub.New(life.JS, "longterm"), cfg: cfg, log: log, m: newMetrics(), holder: cfg.ID,
 		slots: make(chan struct{}, cfg.Concurrency)}
-	svc, err := c.serve(life.NC, log)
+	svc, later, err := c.serve(ctx, life.NC, log)
 	if err != nil {
 		return fmt.Errorf("adding the micro service: %w", err)
 	}
 	life.Adopt(svc)
+	life.Await(later)
 	group, err := c.newGroup(life.JS)
 	if err != nil {
 		return err

@@ -31,10 +31,12 @@ const maxManualTimeout = 10 * time.Minute
 // "extract" on recall.api.extract.<tenant>.<session>: a manual extraction
 // that bypasses thresholds and gates and answers events.ExtractResult once
 // the extractor finished (bounded by the request's timeout_ms or
-// Config.ExtractTimeout). Requests are served concurrently; ctx cancels the
-// waits in progress. The caller stops the returned service.
-func (t *Trigger) ServeManual(ctx context.Context) (micro.Service, error) {
-	later := microapi.NewLater()
+// Config.ExtractTimeout). Requests are served concurrently through the
+// returned Later: ctx (the service's run context) cancels the waits in
+// progress, which are then answered 503. The caller stops the returned
+// service, then the Later (before the connection drains).
+func (t *Trigger) ServeManual(ctx context.Context) (micro.Service, *microapi.Later, error) {
+	later := microapi.NewLater(ctx, t.nc, t.log, 0)
 	svc, err := micro.AddService(t.nc, micro.Config{
 		Name:        ServiceName,
 		Version:     "1.0.0",
@@ -44,34 +46,29 @@ func (t *Trigger) ServeManual(ctx context.Context) (micro.Service, error) {
 		StatsHandler: later.Stats,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	err = svc.AddEndpoint(events.VerbExtract, replyspace.Guard(t.log, micro.HandlerFunc(func(req micro.Request) {
-		// Handlers are serial per endpoint and an extraction takes seconds:
-		// a request that can be refused at once is answered here, through
-		// micro (which counts the error); one that waits is answered from a
-		// goroutine on the connection (answering through the micro.Request
-		// after the handler returned races with micro reading its error
-		// state) and counted by later.
+		// A request that can be refused at once is answered here, through
+		// micro (which counts the error); one that waits is answered later.
 		in, code, msg := t.parseManual(req)
 		if code != "" {
 			t.m.manual.Add(ctx, 1, reasonAttr("error_"+code))
 			_ = req.Error(code, msg, nil)
 			return
 		}
-		go t.manual(ctx, req.Reply(), in, later.Begin(events.VerbExtract))
+		later.Go(req, events.VerbExtract, nil, in.tenant, func(ctx context.Context) (any, *microapi.Error) { return t.manual(ctx, in) })
 	})), micro.WithEndpointSubject(events.SubjectAPIRoot+"."+events.VerbExtract+".*.*"))
 	if err != nil {
 		_ = svc.Stop()
-		return nil, err
+		return nil, nil, err
 	}
-	return svc, nil
+	return svc, later, nil
 }
 
 // manualRequest is a parsed manual extraction request.
 type manualRequest struct {
 	tenant, session string
-	header          nats.Header
 	timeout         time.Duration
 }
 
@@ -88,40 +85,28 @@ func (t *Trigger) parseManual(req micro.Request) (in manualRequest, code, msg st
 			return in, "400", "decoding extract request: " + err.Error()
 		}
 	}
-	in = manualRequest{tenant: tenant, session: session, header: nats.Header(req.Headers()), timeout: t.cfg.ExtractTimeout}
+	in = manualRequest{tenant: tenant, session: session, timeout: t.cfg.ExtractTimeout}
 	if body.TimeoutMS > 0 {
 		in.timeout = min(time.Duration(body.TimeoutMS)*time.Millisecond, maxManualTimeout)
 	}
 	return in, "", ""
 }
 
-// manual runs one manual extraction, answers on reply and records the
-// outcome with done (a failed extraction is an answer, not an error).
-func (t *Trigger) manual(ctx context.Context, reply string, in manualRequest, done func(int, string)) {
+// manual runs one manual extraction and counts its outcome (a failed
+// extraction is an answer, not an error).
+func (t *Trigger) manual(ctx context.Context, in manualRequest) (any, *microapi.Error) {
 	res, code, msg := t.extract(ctx, in)
-	if n, err := strconv.Atoi(code); err == nil {
-		done(n, msg)
-	} else {
-		done(0, "")
-	}
-	if reply == "" {
-		return
-	}
 	if code != "" {
 		t.m.manual.Add(ctx, 1, reasonAttr("error_"+code))
-		_ = t.nc.PublishMsg(&nats.Msg{Subject: reply, Header: nats.Header{
-			micro.ErrorCodeHeader: []string{code},
-			micro.ErrorHeader:     []string{msg},
-		}})
-		return
+		n, _ := strconv.Atoi(code)
+		return nil, &microapi.Error{Code: n, Msg: msg}
 	}
 	outcome := "success"
 	if !res.Success {
 		outcome = "failure"
 	}
 	t.m.manual.Add(ctx, 1, reasonAttr(outcome))
-	body, _ := json.Marshal(res)
-	_ = t.nc.PublishMsg(&nats.Msg{Subject: reply, Data: body})
+	return res, nil
 }
 
 // extract runs one manual extraction; code is a micro error code when the
@@ -132,9 +117,6 @@ func (t *Trigger) extract(ctx context.Context, in manualRequest) (res events.Ext
 	defer wait.Stop()
 	ctx, cancel := context.WithTimeout(ctx, in.timeout+10*time.Second) // reads and publishes get their own margin
 	defer cancel()
-	if in.header != nil {
-		ctx = natsce.Extract(ctx, in.header)
-	}
 	ctx, span := t.tracer.Start(ctx, "trigger.manual_extract")
 	defer span.End()
 

@@ -16,9 +16,10 @@
 // Shutdown, when the context given to Run is done: the consumers stop
 // delivering, publications are awaited (at most 5 s) and what they cover is
 // acknowledged, the pins are released so another replica takes over at
-// once (2 s), then internal/lifecycle stops the manual endpoint, the
-// operational endpoints and drains the connection (bounded). A clean stop
-// returns nil.
+// once (2 s), then internal/lifecycle stops the manual endpoint, waits for
+// the manual extractions it was answering (cancelled with ctx, they answer
+// 503 at once), stops the operational endpoints and drains the connection
+// (bounded). A clean stop returns nil.
 package triggersvc
 
 import (
@@ -55,11 +56,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	svc, err := t.ServeManual(ctx)
+	svc, later, err := t.ServeManual(ctx)
 	if err != nil {
 		return fmt.Errorf("starting %s micro service: %w", ServiceName, err)
 	}
 	life.Adopt(svc)
+	life.Await(later)
 	life.SetReady(func() error {
 		if !t.Ready() {
 			return errors.New("not consuming yet")

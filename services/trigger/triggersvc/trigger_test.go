@@ -213,7 +213,7 @@ func TestManualExtraction(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	svc, err := tr.ServeManual(ctx)
+	svc, _, err := tr.ServeManual(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestManualExtraction(t *testing.T) {
 func TestManualExtractionFailure(t *testing.T) {
 	_, nc, js := setup(t)
 	tr, _ := New(nc, testConfig(), nil, nil)
-	svc, err := tr.ServeManual(context.Background())
+	svc, _, err := tr.ServeManual(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
