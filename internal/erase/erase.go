@@ -39,6 +39,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/envconf"
 	"github.com/recallhq/recall/internal/eventpub"
 	"github.com/recallhq/recall/internal/store"
 	"github.com/recallhq/recall/pkg/events"
@@ -47,19 +48,21 @@ import (
 // ErrInvalid marks a tenant, session or user id that is not valid.
 var ErrInvalid = errors.New("invalid id")
 
-// Config configures an Eraser (environment variables RECALL_ERASE_*).
+// Config configures an Eraser (environment variables RECALL_ERASE_*). Zero
+// values take the defaults of their tags (internal/envconf).
 type Config struct {
 	TombstoneTTL time.Duration `envconfig:"TOMBSTONE_TTL" default:"24h" desc:"how long an erased session's events are refused (410 Gone) and anything written for it again is removed"`
-	Drain        time.Duration `envconfig:"DRAIN" default:"500ms" desc:"how long an erase waits after its tombstone before purging, so events accepted just before are purged too"`
+	Drain        time.Duration `envconfig:"DRAIN" default:"500ms" negative:"ok" desc:"how long an erase waits after its tombstone before purging, so events accepted just before are purged too (negative: no wait)"`
 }
 
+// LogValue logs the settings under their variables' names.
+func (c Config) LogValue() slog.Value { return envconf.LogValue(c) }
+
+// withDefaults fills unset values from their tags; a negative drain is no
+// wait.
 func (c Config) withDefaults() Config {
-	if c.TombstoneTTL <= 0 {
-		c.TombstoneTTL = 24 * time.Hour
-	}
-	if c.Drain < 0 {
-		c.Drain = 0
-	}
+	envconf.Defaults(&c)
+	c.Drain = max(c.Drain, 0)
 	return c
 }
 

@@ -8,11 +8,10 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/recallhq/recall/internal/envconf"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/provision"
-	"github.com/recallhq/recall/pkg/events"
-	"github.com/recallhq/recall/pkg/memory"
 )
 
 // LLMConfig is llm.Config under a name that can be embedded beside
@@ -20,6 +19,8 @@ import (
 type LLMConfig = llm.Config
 
 // Config configures the extractor service (environment variables RECALL_*).
+// Zero values take the defaults of their tags (internal/envconf), so tests
+// may build a literal.
 type Config struct {
 	NATS natsconn.Config
 	provision.Config
@@ -42,8 +43,8 @@ type Config struct {
 	ShareOff bool `envconfig:"EXTRACTOR_SHARE_OFF" desc:"do not share waiting requests with other workers (each runs only its own partitions')"`
 
 	MaxTurns              int   `envconfig:"EXTRACTOR_MAX_TURNS" default:"4" desc:"model calls per extraction that may apply edits"`
-	MaxConversationTokens int64 `envconfig:"EXTRACTOR_MAX_CONVERSATION_TOKENS" default:"150000" desc:"cap of the transcript sent to the model (estimated tokens; oldest messages before the last summarized point dropped first)"`
-	MaxBlockTokens        int   `envconfig:"EXTRACTOR_MAX_BLOCK_TOKENS" default:"20000" desc:"a longer text, tool result or tool input string (estimated tokens) is shown to the model by its beginning and end (negative: never clipped)"`
+	MaxConversationTokens int64 `envconfig:"EXTRACTOR_MAX_CONVERSATION_TOKENS" default:"150000" negative:"ok" desc:"cap of the transcript sent to the model (estimated tokens; oldest messages before the last summarized point dropped first; negative: no cap)"`
+	MaxBlockTokens        int   `envconfig:"EXTRACTOR_MAX_BLOCK_TOKENS" default:"20000" negative:"ok" desc:"a longer text, tool result or tool input string (estimated tokens) is shown to the model by its beginning and end (negative: never clipped)"`
 	MaxAttempts           int   `envconfig:"EXTRACTOR_MAX_ATTEMPTS" default:"5" desc:"deliveries of a request failing on infrastructure errors (NATS) before it is parked"`
 
 	// Provider, when set, is used instead of building one from llm.Config
@@ -52,28 +53,14 @@ type Config struct {
 }
 
 // LogValue masks secrets.
-func (c Config) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.Any("nats", c.NATS),
-		slog.Any("llm", c.LLMConfig),
-		slog.String("ops_addr", c.OpsAddr),
-		slog.String("worker_id", c.WorkerID),
-		slog.Int("partitions", c.Partitions),
-		slog.Duration("ack_wait", c.AckWait),
-		slog.Duration("heartbeat_ttl", c.HeartbeatTTL),
-		slog.Duration("stale_threshold", c.StaleThreshold),
-		slog.Int("concurrency", c.Concurrency),
-		slog.Bool("share_off", c.ShareOff),
-		slog.Int("max_turns", c.MaxTurns),
-		slog.Int64("max_conversation_tokens", c.MaxConversationTokens),
-		slog.Int("max_block_tokens", c.MaxBlockTokens),
-	)
-}
+func (c Config) LogValue() slog.Value { return envconf.LogValue(c) }
 
 var badIDChars = regexp.MustCompile(`[^-_a-zA-Z0-9]+`)
 
-// withDefaults fills zero values, so tests may build a Config literal.
+// withDefaults fills unset values from their tags (internal/envconf) and
+// derives the rest: the worker id, a stale threshold of at least a second.
 func (c Config) withDefaults() Config {
+	envconf.Defaults(&c)
 	if c.WorkerID == "" {
 		host, _ := os.Hostname()
 		var b [4]byte
@@ -81,41 +68,6 @@ func (c Config) withDefaults() Config {
 		c.WorkerID = host + "-" + hex.EncodeToString(b[:])
 	}
 	c.WorkerID = badIDChars.ReplaceAllString(c.WorkerID, "_")
-	if c.AckWait <= 0 {
-		c.AckWait = 30 * time.Second
-	}
-	if c.HeartbeatTTL <= 0 {
-		c.HeartbeatTTL = 10 * time.Second
-	}
-	if c.FetchWait <= 0 {
-		c.FetchWait = 5 * time.Second
-	}
-	if c.StaleThreshold <= 0 {
-		c.StaleThreshold = events.DefaultStaleThreshold
-	}
-	if c.StaleThreshold < time.Second {
-		c.StaleThreshold = time.Second
-	}
-	if c.Concurrency <= 0 {
-		c.Concurrency = 8
-	}
-	if c.DrainTimeout <= 0 {
-		c.DrainTimeout = 30 * time.Second
-	}
-	if c.MaxTurns <= 0 {
-		c.MaxTurns = 4
-	}
-	if c.MaxConversationTokens == 0 {
-		c.MaxConversationTokens = 150000
-	}
-	if c.MaxBlockTokens == 0 {
-		c.MaxBlockTokens = memory.DefaultMaxBlockTokens
-	}
-	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = 5
-	}
-	if c.Partitions <= 0 {
-		c.Partitions = 16
-	}
+	c.StaleThreshold = max(c.StaleThreshold, time.Second)
 	return c
 }

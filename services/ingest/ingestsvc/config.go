@@ -3,17 +3,20 @@
 // CloudEvents, stamps the authenticated tenant, and answers only after
 // JetStream stored the event.
 //
-// Shutdown, when the context given to Run is done: the HTTP listener closes
-// and in-flight HTTP requests finish (their acks included), the micro
-// service stops and in-flight NATS requests are answered, then the NATS
-// connections (publishing, the endpoint, the console's reads) drain. A
-// clean stop returns nil.
+// Shutdown, when the context given to Run is done (internal/lifecycle's
+// sequence): readiness goes false, the HTTP listener closes and in-flight
+// HTTP requests finish (their acks included), the micro service stops and
+// in-flight NATS requests are answered, the erase guard and the retention
+// sweeper stop, then the NATS connections (the endpoint's, the console's
+// reads, the eraser's, then publishing) drain. A clean stop returns nil,
+// and so does a stop while starting.
 package ingestsvc
 
 import (
 	"log/slog"
 	"time"
 
+	"github.com/recallhq/recall/internal/envconf"
 	"github.com/recallhq/recall/internal/erase"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/provision"
@@ -26,8 +29,11 @@ type Config struct {
 	HTTPAddr string `envconfig:"HTTP_ADDR" default:"127.0.0.1:8080" desc:"HTTP edge listen address (an empty address serves no HTTP)"`
 	// Tenants lists "tenant:sha256hex" pairs, comma separated. Empty means a
 	// single tenant "default" without authentication (localhost use only).
-	Tenants        string        `envconfig:"TENANTS" desc:"bearer tokens per tenant as tenant:sha256(token) hex, comma separated; empty = single tenant 'default' without auth (secret)"`
-	OperatorTokens string        `envconfig:"OPERATOR_TOKENS" desc:"console operator tokens as sha256(token) hex, comma separated: they see every tenant and may replay parked extractions"`
+	// Tenants and OperatorTokens hold hashes of bearer tokens, not the
+	// tokens: they grant nothing by themselves, but a weak token can be
+	// found from its hash offline, so they are logged masked.
+	Tenants        string        `envconfig:"TENANTS" secret:"true" desc:"bearer tokens per tenant as tenant:sha256(token) hex, comma separated; empty = single tenant 'default' without auth (secret)"`
+	OperatorTokens string        `envconfig:"OPERATOR_TOKENS" secret:"true" desc:"console operator tokens as sha256(token) hex, comma separated: they see every tenant and may replay parked extractions (secret)"`
 	MaxEventBytes  int           `envconfig:"INGEST_MAX_EVENT_BYTES" default:"16777216" desc:"largest accepted event (encoded JSON or binary body), bytes; larger ones get 413 naming the limit and the size"`
 	InlineBytes    int           `envconfig:"INGEST_INLINE_BYTES" default:"524288" desc:"largest event stored whole in its transcript record, bytes (at most the server's max_payload less 64 KiB); a larger one's body goes to the RECALL_BLOBS object store (claim check)"`
 	MaxBatchEvents int           `envconfig:"INGEST_MAX_BATCH_EVENTS" default:"1000" desc:"most events in one batch"`
@@ -54,102 +60,22 @@ type Config struct {
 	// Erase configures the erase of sessions and users (RECALL_ERASE_*).
 	Erase erase.Config
 	// Retention configures the sweeper of tenants' retention
-	// (RECALL_RETENTION_*; an interval of 0 runs none).
+	// (RECALL_RETENTION_*; an interval of 0 runs none). The environment's
+	// default interval is 10m; a Config literal runs none unless it sets
+	// one.
 	Retention erase.SweepConfig
 }
 
-// LogValue masks the tenant token hashes.
-func (c Config) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.Any("nats", c.NATS),
-		slog.String("http_addr", c.HTTPAddr),
-		slog.Int("tenants", len(splitList(c.Tenants))),
-		slog.Int("max_event_bytes", c.MaxEventBytes),
-		slog.Int("inline_bytes", c.InlineBytes),
-		slog.Int("max_batch_events", c.MaxBatchEvents),
-		slog.Int64("max_body_bytes", c.MaxBodyBytes),
-		slog.Duration("body_timeout", c.BodyTimeout),
-		slog.Int("max_bodies", c.MaxBodies),
-		slog.Int("tenant_bodies", c.TenantBodies),
-		slog.Int64("large_body_bytes", c.LargeBodyBytes),
-		slog.Int("max_large_bodies", c.MaxLargeBodies),
-		slog.Int("tenant_large_bodies", c.TenantLarge),
-		slog.Int("max_calls", c.MaxCalls),
-		slog.Int("tenant_calls", c.TenantCalls),
-		slog.Int("max_reads", c.MaxReads),
-		slog.Int("tenant_reads", c.TenantReads),
-		slog.Int("tenant_in_flight", c.TenantInFlight),
-		slog.Int("max_conns", c.MaxConns),
-		slog.Int("max_conns_per_ip", c.MaxConnsPerIP),
-		slog.Duration("header_timeout", c.HeaderTimeout),
-		slog.Duration("idle_timeout", c.IdleTimeout),
-		slog.Duration("publish_timeout", c.PublishTimeout),
-		slog.Int("partitions", c.Partitions),
-		slog.Int("replicas", c.Replicas),
-		slog.Duration("erase_tombstone_ttl", c.Erase.TombstoneTTL),
-	)
-}
+// LogValue masks the token hashes.
+func (c Config) LogValue() slog.Value { return envconf.LogValue(c) }
 
-// withDefaults fills zero values, so tests may build a Config literal.
+// withDefaults fills unset values from their tags (internal/envconf), so
+// tests may build a Config literal, and derives the rest: the body limit
+// holds one event of the largest size.
 func (c Config) withDefaults() Config {
-	if c.MaxEventBytes <= 0 {
-		c.MaxEventBytes = 16 << 20
-	}
-	if c.InlineBytes <= 0 {
-		c.InlineBytes = 512 << 10
-	}
-	if c.MaxBatchEvents <= 0 {
-		c.MaxBatchEvents = 1000
-	}
-	if c.MaxBodyBytes <= 0 {
-		c.MaxBodyBytes = 17 << 20
-	}
+	retention := c.Retention
+	envconf.Defaults(&c)
+	c.Retention = retention // a literal's zero interval runs no sweeper
 	c.MaxBodyBytes = max(c.MaxBodyBytes, int64(c.MaxEventBytes)+1<<10)
-	if c.BodyTimeout <= 0 {
-		c.BodyTimeout = 30 * time.Second
-	}
-	c = c.admissionDefaults()
-	if c.PublishTimeout <= 0 {
-		c.PublishTimeout = 10 * time.Second
-	}
-	if c.MaxPending <= 0 {
-		c.MaxPending = 8192
-	}
-	if c.APITimeout <= 0 {
-		c.APITimeout = 120 * time.Second
-	}
-	if c.ShutdownGrace <= 0 {
-		c.ShutdownGrace = 30 * time.Second
-	}
-	return c
-}
-
-// admissionDefaults fills the zero bounds of admission and connections.
-func (c Config) admissionDefaults() Config {
-	def := func(v *int, d int) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&c.MaxBodies, 16)
-	def(&c.TenantBodies, 8)
-	def(&c.MaxLargeBodies, 4)
-	def(&c.TenantLarge, 2)
-	def(&c.MaxCalls, 16)
-	def(&c.TenantCalls, 4)
-	def(&c.MaxReads, 256)
-	def(&c.TenantReads, 64)
-	def(&c.TenantInFlight, 256)
-	def(&c.MaxConns, 2048)
-	def(&c.MaxConnsPerIP, 256)
-	if c.LargeBodyBytes <= 0 {
-		c.LargeBodyBytes = 1 << 20
-	}
-	if c.HeaderTimeout <= 0 {
-		c.HeaderTimeout = 10 * time.Second
-	}
-	if c.IdleTimeout <= 0 {
-		c.IdleTimeout = 60 * time.Second
-	}
 	return c
 }

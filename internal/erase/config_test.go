@@ -1,0 +1,26 @@
+package erase
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+)
+
+// TestDefaultsFromTags: a Config literal gets the environment's defaults
+// (one source: the tags); a negative drain is no wait.
+func TestDefaultsFromTags(t *testing.T) {
+	var env Config
+	if err := envconfig.Process("RECALL_DEFAULTS_TEST_UNSET", &env); err != nil {
+		t.Fatal(err)
+	}
+	if lit := (Config{}).withDefaults(); lit != env {
+		t.Fatalf("literal defaults %+v, environment's %+v", lit, env)
+	}
+	if env.TombstoneTTL != 24*time.Hour || env.Drain != 500*time.Millisecond {
+		t.Fatalf("defaults: %+v", env)
+	}
+	if c := (Config{Drain: -1}).withDefaults(); c.Drain != 0 {
+		t.Fatalf("a negative drain became %v, want no wait", c.Drain)
+	}
+}

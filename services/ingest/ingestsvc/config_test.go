@@ -1,0 +1,43 @@
+package ingestsvc
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+)
+
+// TestDefaultsFromTags: a Config literal gets the environment's defaults
+// (one source: the tags) — but for the retention sweeper, which a literal
+// runs only when it sets an interval — what is derived is derived, and the
+// token hashes are logged masked.
+func TestDefaultsFromTags(t *testing.T) {
+	var env Config
+	if err := envconfig.Process("RECALL_DEFAULTS_TEST_UNSET", &env); err != nil {
+		t.Fatal(err)
+	}
+	lit := Config{}.withDefaults()
+	if env.Retention.Interval != 10*time.Minute || lit.Retention.Interval != 0 {
+		t.Fatalf("retention sweep: environment every %v, literal every %v; want 10m, none", env.Retention.Interval, lit.Retention.Interval)
+	}
+	env.Retention = lit.Retention
+	if lit.LogValue().String() != env.LogValue().String() {
+		t.Fatalf("literal defaults %v\nenvironment's %v", lit.LogValue(), env.LogValue())
+	}
+	if lit.Erase.TombstoneTTL != 24*time.Hour || lit.TenantInFlight != 256 || lit.ShutdownGrace != 30*time.Second {
+		t.Fatalf("defaults: %v", lit.LogValue())
+	}
+	if c := (Config{MaxEventBytes: 32 << 20, MaxBodyBytes: 1 << 20}).withDefaults(); c.MaxBodyBytes != 32<<20+1<<10 {
+		t.Fatalf("a body limit below one event of the largest size: %d", c.MaxBodyBytes)
+	}
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("config", "config",
+		Config{Tenants: "acme:" + HashToken("tok-a"), OperatorTokens: HashToken("tok-op")}.withDefaults())
+	out := buf.String()
+	if strings.Contains(out, HashToken("tok-a")) || strings.Contains(out, HashToken("tok-op")) || !strings.Contains(out, "config.tenants=***") {
+		t.Fatalf("token hashes not masked: %s", out)
+	}
+}
