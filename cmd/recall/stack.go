@@ -18,6 +18,7 @@ import (
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/retry"
 	"github.com/recallhq/recall/internal/svcmain"
 	"github.com/recallhq/recall/services/compactor/compactorsvc"
 	"github.com/recallhq/recall/services/extractor/extractorsvc"
@@ -174,7 +175,9 @@ func (s *stack) waitServices(ctx context.Context) error {
 			if time.Now().After(deadline) {
 				return fmt.Errorf("the %s service did not come up within 60s", name)
 			}
-			time.Sleep(50 * time.Millisecond)
+			if !retry.Pause(ctx.Done(), pollEvery) {
+				return ctx.Err()
+			}
 		}
 	}
 	return nil
@@ -250,24 +253,33 @@ func (s *stack) provision(ctx context.Context, pc provision.Config) error {
 	return nil
 }
 
+// pollEvery is the interval of the start-up waits.
+const pollEvery = 50 * time.Millisecond
+
 // maxQuickFailures is how many times in a row a service may fail soon after
 // starting before the stack gives up on it.
 const maxQuickFailures = 5
 
+// maxRestartPause caps the pause before a failed service restarts.
+const maxRestartPause = 30 * time.Second
+
 // goRun runs a service under supervision, as a process supervisor would: a
-// service that returns an error is restarted after a growing pause (a
-// trigger halts on purpose when it cannot rebuild a session, a NATS outage
-// can stop any service). A service that keeps failing within seconds of
-// starting stops the whole stack with its error.
+// service that returns an error is restarted after a growing pause
+// (internal/retry: the stack's first pause, default 1s, doubling up to
+// 30s; a service that ran for over a minute starts again from the first)
+// — a trigger halts on purpose when it cannot rebuild a session, a NATS
+// outage can stop any service. A service that keeps failing within seconds
+// of starting stops the whole stack with its error.
 func (s *stack) goRun(ctx context.Context, name string, run func(context.Context) error) {
+	first := s.pause
+	if first <= 0 {
+		first = time.Second
+	}
+	backoff := retry.Policy{First: first, Max: maxRestartPause}.Backoff()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		first := s.pause
-		if first <= 0 {
-			first = time.Second
-		}
-		quick, pause := 0, first
+		quick := 0
 		for {
 			started := time.Now()
 			err := run(ctx)
@@ -275,27 +287,30 @@ func (s *stack) goRun(ctx context.Context, name string, run func(context.Context
 				return
 			}
 			if time.Since(started) > time.Minute {
-				quick, pause = 0, first
+				quick = 0
+				backoff.Reset()
 			}
-			quick++
-			if quick >= maxQuickFailures {
-				s.errMu.Lock()
-				if s.err == nil {
-					s.err = fmt.Errorf("%s failed %d times in a row: %w", name, quick, err)
-				}
-				s.errMu.Unlock()
-				s.cancel()
+			if quick++; quick >= maxQuickFailures {
+				s.fail(fmt.Errorf("%s failed %d times in a row: %w", name, quick, err))
 				return
 			}
+			pause := backoff.Next()
 			s.log.Error("service stopped with an error; restarting it", "service", name, "err", err, "in", pause)
-			select {
-			case <-ctx.Done():
+			if !retry.Pause(ctx.Done(), pause) {
 				return
-			case <-time.After(pause):
 			}
-			pause = min(2*pause, 30*time.Second)
 		}
 	}()
+}
+
+// fail records the stack's first error and stops the stack.
+func (s *stack) fail(err error) {
+	s.errMu.Lock()
+	if s.err == nil {
+		s.err = err
+	}
+	s.errMu.Unlock()
+	s.cancel()
 }
 
 // waitHTTP waits until the HTTP edge answers /healthz or a service failed.
@@ -319,7 +334,9 @@ func (s *stack) waitHTTP(ctx context.Context) error {
 				return nil
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
+		if !retry.Pause(ctx.Done(), pollEvery) {
+			return ctx.Err()
+		}
 	}
 	return errors.New("the HTTP edge did not come up within 30s")
 }
