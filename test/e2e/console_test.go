@@ -100,6 +100,25 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	}
 }
 
+// screenshotOf saves the element css selects, as screenshot saves the
+// page.
+func screenshotOf(t *testing.T, ctx context.Context, name, css string) {
+	t.Helper()
+	dir := os.Getenv("RECALL_CONSOLE_SCREENSHOTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	c, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	buf, err := chromedp.Run(c, chromedp.Screenshot(chromedp.CSS(css)))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), buf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func postAs(t *testing.T, url, token string, evs []map[string]any) {
 	t.Helper()
 	body, _ := json.Marshal(evs)
@@ -177,7 +196,9 @@ func visible(css string) chromedp.Action[chromedp.Void] {
 // TestConsoleInABrowser drives the console in headless Chromium: a tenant
 // sees its sessions and no other tenant's, a session page shows the memory,
 // chart, timeline, revisions and a compaction preview, a new extraction
-// appears live within 2 s, an operator sees every tenant and replays a
+// appears live within 2 s, the page's parent, children and references,
+// the tokens and cost per extraction, the transcript with the blocks a
+// context edit would clear; an operator sees every tenant and replays a
 // parked extraction that a tenant may only look at.
 func TestConsoleInABrowser(t *testing.T) {
 	newTab := browser(t)
@@ -200,7 +221,7 @@ func TestConsoleInABrowser(t *testing.T) {
 		t.Fatal("no extraction of acme-s1")
 	}
 	t.Run("a tenant sees its own sessions only", func(t *testing.T) { consoleTenantView(t, newTab(), p.httpURL) })
-	t.Run("a session page, updated live", func(t *testing.T) { consoleSessionLive(t, newTab(), p.httpURL, completed) })
+	t.Run("a session page, updated live", func(t *testing.T) { consoleSessionLive(t, newTab(), p.httpURL, completed, js) })
 	t.Run("the search is kept in the address", func(t *testing.T) { consoleSearchInURL(t, newTab(), p.httpURL) })
 	t.Run("eight tabs at once, all live", func(t *testing.T) { consoleTabs(t, newTab, p.httpURL) })
 	t.Run("a user's long-term memory", func(t *testing.T) { consoleUserMemory(t, newTab(), p.httpURL, js) })
@@ -233,7 +254,7 @@ func consoleTenantView(t *testing.T, ctx context.Context, base string) {
 	}
 }
 
-func consoleSessionLive(t *testing.T, ctx context.Context, base string, completed <-chan *nats.Msg) {
+func consoleSessionLive(t *testing.T, ctx context.Context, base string, completed <-chan *nats.Msg, js jetstream.JetStream) {
 	if err := login(ctx, base, "tok-acme"); err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +272,6 @@ func consoleSessionLive(t *testing.T, ctx context.Context, base string, complete
 	if err := doWithin(ctx, time.Minute, chromedp.Click(chromedp.CSS("#preview-button")), visible("#preview .badge")); err != nil {
 		t.Fatal(err)
 	}
-	screenshot(t, ctx, "session")
 	// The operator picks the oldest revision on both sides: a live update
 	// must keep that choice, and the open preview.
 	pick := `(() => { for (const id of ["rev-left", "rev-right"]) { const s = document.getElementById(id); s.value = "0"; s.dispatchEvent(new Event("change")); } return document.querySelector("#rev-right option:checked").textContent; })()`
@@ -291,6 +311,7 @@ func consoleSessionLive(t *testing.T, ctx context.Context, base string, complete
 		t.Fatalf("the revisions diff shows no added lines: %d %v", added, err)
 	}
 	consoleSessionViews(t, ctx)
+	consoleSessionLinks(t, ctx, base, js) // and the screenshots of the page and its transcript
 }
 
 func consoleParked(t *testing.T, newTab func() context.Context, base string, js jetstream.JetStream) {

@@ -27,7 +27,6 @@ func consoleSessionViews(t *testing.T, ctx context.Context) {
 	if !strings.Contains(first, "#1 · stream seq") || !strings.Contains(first, "tokens") {
 		t.Fatalf("the transcript's first record: %q", first)
 	}
-	screenshot(t, ctx, "transcript")
 	hide := `(() => { const b = document.querySelector('#timeline-filter input[data-kind="extraction_requested"]'); b.click(); return document.querySelectorAll('#timeline li[data-kind="extraction_requested"]').length * 1000 + document.querySelectorAll('#timeline li').length; })()`
 	if n, err := evalInt(ctx, hide); err != nil || n >= 1000 || n == 0 {
 		t.Fatalf("the timeline filtered by kind: %d %v", n, err)
@@ -40,6 +39,10 @@ func consoleSessionViews(t *testing.T, ctx context.Context) {
 	ref := `(() => { const p = document.createElement("pre"); p.append(...withReferences("see @@auth-refactor and <i>x</i>")); return p.innerHTML; })()`
 	if html, err := evalString(ctx, ref); err != nil || html != `see <a class="ref" href="#/?q=auth-refactor">@@auth-refactor</a> and &lt;i&gt;x&lt;/i&gt;` {
 		t.Fatalf("an @@reference: %s %v", html, err)
+	}
+	ref = `(() => { const p = document.createElement("pre"); p.append(...withReferences("ask @@auth.v2.")); return p.innerHTML; })()`
+	if html, err := evalString(ctx, ref); err != nil || html != `ask <a class="ref" href="#/?q=auth.v2">@@auth.v2</a>.` {
+		t.Fatalf("an @@reference ending a sentence: %s %v", html, err)
 	}
 	if pwned, _ := evalInt(ctx, `window.pwned ? 1 : 0`); pwned != 0 {
 		t.Fatal("markup in a memory ran")

@@ -3,12 +3,11 @@ package indexersvc
 import (
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/recallhq/recall/internal/envconf"
 	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/llm/prices"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/provision"
 )
@@ -66,63 +65,23 @@ const (
 	DefaultResolveMaxRefs       = 20
 )
 
-// price is USD per million tokens.
-type price struct{ in, out float64 }
+// price is USD per million tokens (the shared table's).
+type price = prices.Price
 
-// defaultPrices are list prices of common cheap models (USD per million
-// input and output tokens); INDEX_PRICES adds to and overrides them.
-var defaultPrices = map[string]price{
-	"claude-haiku-4-5":  {1, 5},
-	"claude-3-5-haiku":  {0.8, 4},
-	"claude-sonnet-4-5": {3, 15},
-	"gpt-4o-mini":       {0.15, 0.6},
-	"gpt-4.1-mini":      {0.4, 1.6},
-	"gpt-4.1-nano":      {0.1, 0.4},
-	"gemini-2.5-flash":  {0.3, 2.5},
-	llm.OfflineModel:    {0, 0},
-}
-
-// parsePrices reads INDEX_PRICES ("model=in:out,...") over the defaults.
+// parsePrices reads INDEX_PRICES ("model=in:out,...") over the built-in
+// table (internal/llm/prices, which the console prices extractions with).
 func parsePrices(spec string) (map[string]price, error) {
-	out := make(map[string]price, len(defaultPrices))
-	for k, v := range defaultPrices {
-		out[k] = v
+	t, err := prices.Parse(spec)
+	if err != nil {
+		return nil, fmt.Errorf("RECALL_INDEX_PRICES: %w", err)
 	}
-	for _, item := range strings.Split(spec, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		model, rates, ok := strings.Cut(item, "=")
-		in, outS, ok2 := strings.Cut(rates, ":")
-		if !ok || !ok2 || strings.TrimSpace(model) == "" {
-			return nil, fmt.Errorf("RECALL_INDEX_PRICES: %q is not model=input:output", item)
-		}
-		pin, err1 := strconv.ParseFloat(strings.TrimSpace(in), 64)
-		pout, err2 := strconv.ParseFloat(strings.TrimSpace(outS), 64)
-		if err1 != nil || err2 != nil || pin < 0 || pout < 0 {
-			return nil, fmt.Errorf("RECALL_INDEX_PRICES: %q: prices must be non-negative numbers (USD per million tokens)", item)
-		}
-		out[strings.TrimSpace(model)] = price{pin, pout}
-	}
-	return out, nil
+	return t, nil
 }
 
 // cost prices input and output tokens for model: an exact entry, else the
 // longest entry that prefixes the model name (dated model versions); 0 when
 // none.
-func cost(prices map[string]price, model string, in, out int64) float64 {
-	p, ok := prices[model]
-	if !ok {
-		best := ""
-		for k := range prices {
-			if strings.HasPrefix(model, k) && len(k) > len(best) {
-				best, p, ok = k, prices[k], true
-			}
-		}
-	}
-	if !ok {
-		return 0
-	}
-	return (float64(in)*p.in + float64(out)*p.out) / 1e6
+func cost(table map[string]price, model string, in, out int64) float64 {
+	usd, _ := prices.Table(table).Cost(model, in, out)
+	return usd
 }

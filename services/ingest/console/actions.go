@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"mime"
 	"net/http"
 	"strconv"
@@ -22,21 +23,49 @@ import (
 // preview asks the compactor what a compaction would keep now, without
 // compacting (events.CompactRequest.Preview).
 func (c *Console) preview(w http.ResponseWriter, r *http.Request) {
+	body, _ := json.Marshal(events.CompactRequest{Preview: true, Trigger: events.TriggerManual})
+	c.askCompactor(w, r, "POST /console/api/tenants/{tenant}/sessions/{session}/preview", events.VerbCompact, body)
+}
+
+// edit asks the compactor which blocks of the session's current context
+// a context edit would clear (events.EditRequest; an empty body uses the
+// tenant's settings, else clear_tool_uses with the API's defaults). It
+// changes nothing: the platform applies an edit, not the compactor.
+func (c *Console) edit(w http.ResponseWriter, r *http.Request) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 16<<10))
+	if err != nil {
+		fail(w, http.StatusBadRequest, "reading the body: "+err.Error())
+		return
+	}
+	req, err := events.DecodeEditRequest(b)
+	if err != nil {
+		fail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	body, _ := json.Marshal(req)
+	c.askCompactor(w, r, "POST /console/api/tenants/{tenant}/sessions/{session}/edit", events.VerbEdit, body)
+}
+
+// askCompactor sends body to the compactor's verb for the session of r's
+// path and answers its reply as it came (JSON), or its refusal as a
+// problem: 400 (a request it found invalid), 429 and 503 (over a share,
+// or full: with Retry-After) keep their status, other refusals are 502;
+// no compactor is 503.
+func (c *Console) askCompactor(w http.ResponseWriter, r *http.Request, endpoint, verb string, body []byte) {
 	tenant, session, ok := c.sessionOf(w, r)
 	if !ok {
 		return
 	}
-	release, ok := c.admit(w, r, tenant, "POST /console/api/tenants/{tenant}/sessions/{session}/preview")
+	release, ok := c.admit(w, r, tenant, endpoint)
 	if !ok {
 		return
 	}
 	defer release()
 	ctx, cancel := context.WithTimeout(r.Context(), c.cfg.Timeout)
 	defer cancel()
-	body, _ := json.Marshal(events.CompactRequest{Preview: true, Trigger: events.TriggerManual})
 	hdr := nats.Header{}
 	natsce.Inject(ctx, hdr)
-	reply, err := chunked.Request(ctx, c.nc, events.APISubject(events.VerbCompact, tenant, session), hdr, body)
+	reply, err := chunked.Request(ctx, c.nc, events.APISubject(verb, tenant, session), hdr, body)
 	switch {
 	case errors.Is(err, chunked.ErrNoResponders):
 		fail(w, http.StatusServiceUnavailable, "no compactor answers right now")
@@ -46,9 +75,7 @@ func (c *Console) preview(w http.ResponseWriter, r *http.Request) {
 		return
 	case reply.Header.Get("Nats-Service-Error-Code") != "":
 		status := http.StatusBadGateway
-		// The compactor's refusals over a share or when full keep their
-		// status and Retry-After.
-		if code := reply.Header.Get("Nats-Service-Error-Code"); code == "429" || code == "503" {
+		if code := reply.Header.Get("Nats-Service-Error-Code"); code == "429" || code == "503" || code == "400" {
 			status, _ = strconv.Atoi(code)
 			if ra := reply.Header.Get("Retry-After"); ra != "" {
 				w.Header().Set("Retry-After", ra)

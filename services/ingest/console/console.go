@@ -5,8 +5,10 @@
 // extractions). Pages: sessions; a session (memory as markdown, revisions
 // with side-by-side diffs, context tokens over the transcript with
 // extraction points and compaction boundaries over the whole session, the
-// timeline of its lifecycle events, a preview of what a compaction would
-// keep now, its transcript a page at a time); a user's long-term memory;
+// timeline of its lifecycle events, its parent, children and @@references,
+// the tokens and cost of each extraction, a preview of what a compaction
+// would keep now, its transcript a page at a time with the blocks a
+// context edit would clear marked); a user's long-term memory;
 // parked failures; for operators, every tenant at a glance. Live updates
 // are server-sent events from RECALL_EVENTS, one stream per browser and
 // token (the tabs share it). The assets are embedded; nothing is fetched
@@ -28,6 +30,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/llm/prices"
 	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
@@ -63,6 +66,9 @@ type Config struct {
 	// the edge's per-tenant and global bound. When it refuses it has
 	// answered (429 or 503 with Retry-After) and ok is false.
 	Admit Admitter
+	// Prices prices the extractions of a session's memory (nil: the
+	// built-in table of internal/llm/prices).
+	Prices prices.Table
 }
 
 // Admitter admits a request reading tenant's data; see Config.Admit.
@@ -76,6 +82,8 @@ type Console struct {
 	layout    events.Layout // the transcript's shards
 	series    lru[series]
 	timelines lru[timeline]
+	lineages  lru[lineage] // by tenant
+	prices    prices.Table
 	cfg       Config
 	// closing ends the live streams (Close), which would otherwise hold a
 	// graceful HTTP shutdown until its deadline.
@@ -105,8 +113,12 @@ func New(nc *nats.Conn, layout events.Layout, auth Authenticator, cfg Config) (*
 	if cfg.Admit == nil {
 		cfg.Admit = func(http.ResponseWriter, *http.Request, string, string) (func(), bool) { return func() {}, true }
 	}
+	if cfg.Prices == nil {
+		cfg.Prices = prices.Default()
+	}
 	cfg.Tenants = slices.Compact(slices.Sorted(slices.Values(cfg.Tenants)))
-	return &Console{nc: nc, js: js, auth: auth, layout: layout, series: lru[series]{max: 32}, timelines: lru[timeline]{max: 32}, cfg: cfg, closing: make(chan struct{}),
+	return &Console{nc: nc, js: js, auth: auth, layout: layout, series: lru[series]{max: 32}, timelines: lru[timeline]{max: 32},
+		lineages: lru[lineage]{max: 8}, prices: cfg.Prices, cfg: cfg, closing: make(chan struct{}),
 		streams: microapi.NewAdmission(maxStreamsPer, maxStreams, 10*time.Second)}, nil
 }
 
@@ -129,6 +141,7 @@ func (c *Console) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /console/api/tenants/{tenant}/sessions", c.sessions)
 	mux.HandleFunc("GET /console/api/tenants/{tenant}/sessions/{session}", c.session)
 	mux.HandleFunc("POST /console/api/tenants/{tenant}/sessions/{session}/preview", c.preview)
+	mux.HandleFunc("POST /console/api/tenants/{tenant}/sessions/{session}/edit", c.edit)
 	mux.HandleFunc("GET /console/api/tenants/{tenant}/sessions/{session}/transcript", c.transcriptPage)
 	mux.HandleFunc("GET /console/api/tenants/{tenant}/users/{user}/memory", c.userMemory)
 	mux.HandleFunc("GET /console/api/overview", c.overview)
@@ -220,10 +233,16 @@ func (c *Console) whoami(w http.ResponseWriter, r *http.Request) {
 	if id.Operator {
 		tenants = c.cfg.Tenants
 	}
+	// LiveStreams is how many live streams this edge holds open for the
+	// token's tenant (every operator's, for an operator): the tabs of a
+	// browser share one, and a page left for the back/forward cache
+	// closes its own.
+	open, _ := c.streams.InFlight(streamKey(id))
 	writeJSON(w, struct {
 		Identity
-		Tenants []string `json:"tenants"`
-	}{id, tenants})
+		Tenants     []string `json:"tenants"`
+		LiveStreams int      `json:"live_streams"`
+	}{id, tenants, open})
 }
 
 // fail answers an RFC 9457 problem.

@@ -63,7 +63,18 @@ type sessionPage struct {
 	// covers (CoveredExact: counted exactly, else to within a bucket).
 	CoveredRecords int  `json:"covered_records"`
 	CoveredExact   bool `json:"covered_exact"`
-	read           *series
+	// Parent is the session Index names as parent, with its name;
+	// Children are the sessions that name this one (by id, at most
+	// maxChildren; MoreChildren counts the rest); References are the
+	// sessions this one referenced with @@ (see related).
+	Parent       *related  `json:"parent,omitempty"`
+	Children     []related `json:"children"`
+	MoreChildren int       `json:"more_children,omitempty"`
+	References   []related `json:"references"`
+	// IndexPartial: the tenant's session index was read for maxPageTime
+	// by this request and Children may lack some; ask again to read on.
+	IndexPartial bool `json:"index_partial,omitempty"`
+	read         *series
 }
 
 // memoryView is the memory record; Revision is the RECALL_MEMORY key's
@@ -72,11 +83,14 @@ type sessionPage struct {
 type memoryView struct {
 	events.MemoryRecord
 	Revision uint64 `json:"revision"`
+	// CostUSD prices Usage at Model's price (nil: no price known).
+	CostUSD *float64 `json:"cost_usd,omitempty"`
 }
 
 // revision is one kept memory revision: Revision is the bucket's (KV)
 // revision, Extractions the session's extraction count at it, Usage the
-// LLM tokens spent on the session's memory up to it.
+// LLM tokens spent on the session's memory up to it, Spent what its own
+// extraction spent (nil when unknown), Model the model that wrote it.
 type revision struct {
 	Revision          uint64            `json:"revision"`
 	Time              time.Time         `json:"time"`
@@ -85,6 +99,8 @@ type revision struct {
 	CoveredRecords    int               `json:"covered_records"`
 	Extractions       int               `json:"extractions"`
 	Usage             events.TokenUsage `json:"usage"`
+	Model             string            `json:"model,omitempty"`
+	Spent             *spent            `json:"spent,omitempty"`
 }
 
 // point is the estimated context after the record at stream sequence Seq,
@@ -150,15 +166,11 @@ func (c *Console) sessionPage(ctx context.Context, tenant, session string, timin
 	if err := timing.measure("events", func() error { return c.readTimeline(ctx, p) }); err != nil {
 		return nil, err
 	}
+	c.priceHistory(p)
 	key := events.MemoryKey(tenant, session)
-	if kv, err := c.js.KeyValue(ctx, events.BucketIndex); err == nil {
-		if e, err := kv.Get(ctx, key); err == nil {
-			var ix events.SessionIndex
-			if json.Unmarshal(e.Value(), &ix) == nil {
-				p.Index = &ix
-			}
-		}
-	}
+	c.readIndex(ctx, p)
+	_ = timing.measure("index", func() error { c.readChildren(ctx, p); return nil })
+	p.References = append([]related{}, p.read.refs...)
 	if kv, err := c.js.KeyValue(ctx, events.BucketStatus); err == nil {
 		_, err := kv.Get(ctx, key)
 		p.Extracting = err == nil
@@ -192,6 +204,43 @@ func (c *Console) readSeries(ctx context.Context, p *sessionPage) error {
 	p.Series = next.points(maxPoints)
 	p.Compactions = append(p.Compactions, next.compactions...)
 	return nil
+}
+
+// readIndex reads the session's index entry and its parent: the one the
+// index names, else the parent_session of its session.started (a session
+// the indexer has not seen yet), with the parent's name when the index
+// has it. A bucket that cannot be read leaves them out.
+func (c *Console) readIndex(ctx context.Context, p *sessionPage) {
+	kv, err := c.js.KeyValue(ctx, events.BucketIndex)
+	if err == nil {
+		p.Index = getIndex(ctx, kv, events.MemoryKey(p.Tenant, p.Session))
+	}
+	parent := p.read.parent
+	if p.Index != nil && p.Index.ParentSession != "" {
+		parent = p.Index.ParentSession
+	}
+	if parent == "" {
+		return
+	}
+	p.Parent = &related{Session: parent}
+	if err == nil {
+		if ix := getIndex(ctx, kv, events.MemoryKey(p.Tenant, parent)); ix != nil {
+			p.Parent.Name = ix.Name
+		}
+	}
+}
+
+// getIndex reads the session index entry of key (nil when there is none).
+func getIndex(ctx context.Context, kv jetstream.KeyValue, key string) *events.SessionIndex {
+	e, err := kv.Get(ctx, key)
+	if err != nil {
+		return nil
+	}
+	var ix events.SessionIndex
+	if json.Unmarshal(e.Value(), &ix) != nil {
+		return nil
+	}
+	return &ix
 }
 
 // lru keeps what was read of the sessions viewed last (their series and
@@ -256,7 +305,7 @@ func (c *Console) readMemory(ctx context.Context, p *sessionPage) error {
 		}
 		pos, _ := p.read.position(rec.LastSummarizedSeq)
 		p.History = append(p.History, revision{Revision: e.Revision(), Time: e.Created(), Notes: rec.Notes, LastSummarizedSeq: rec.LastSummarizedSeq,
-			Extractions: rec.Extractions, CoveredRecords: pos, Usage: rec.Usage})
+			Extractions: rec.Extractions, CoveredRecords: pos, Usage: rec.Usage, Model: rec.Model})
 		p.Extractions = append(p.Extractions, mark{Seq: rec.LastSummarizedSeq, Pos: pos, Time: e.Created(), Label: "extraction " + itoa(int64(rec.Extractions))})
 		p.Memory = &memoryView{MemoryRecord: rec, Revision: e.Revision()}
 	}

@@ -27,10 +27,7 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request) {
 	if tenant != "" {
 		subject = events.EventsSubject("*", tenant, "*")
 	}
-	who := tenant
-	if id.Operator {
-		who = "operator"
-	}
+	who := streamKey(id)
 	release, aerr := c.streams.Admit(who)
 	if aerr != nil {
 		microapi.CountRejected(r.Context(), "GET /console/api/live", who, aerr)
@@ -73,6 +70,15 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request) {
 		}
 		flusher.Flush()
 	}
+}
+
+// streamKey is the key id's live streams are counted under: the tenant,
+// or "operator" for every operator.
+func streamKey(id Identity) string {
+	if id.Operator {
+		return "operator"
+	}
+	return id.Tenant
 }
 
 // tenantSession are the last two tokens of recall.events.<kind>.<t>.<s>.

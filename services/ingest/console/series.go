@@ -29,6 +29,10 @@ type series struct {
 	width       uint64
 	buckets     []bucket
 	compactions []mark
+	// refs are the sessions the session referenced (addRefs); parent is
+	// the parent_session of its session.started.
+	refs   []related
+	parent string
 }
 
 // bucket is one stretch of a series: how many records it holds, and its
@@ -45,6 +49,7 @@ func (s *series) clone() *series {
 	c := *s
 	c.buckets = slices.Clone(s.buckets)
 	c.compactions = slices.Clip(s.compactions)
+	c.refs = slices.Clip(s.refs)
 	return &c
 }
 
@@ -58,10 +63,14 @@ func (s *series) add(m transcript.Raw) {
 	s.lastSeq = m.Seq
 	b := s.bucketOf(m.Seq)
 	b.records++
-	msg, compacted := decodeRecord(m)
+	msg, compacted, started := decodeRecord(m)
+	if started != nil && started.ParentSession != "" {
+		s.parent = started.ParentSession
+	}
 	switch {
 	case msg != nil:
 		s.tokens += memory.EstimateMessage(msg)
+		s.refs = addRefs(s.refs, msg, m.Seq)
 	case compacted != nil:
 		s.tokens = compacted.PostTokens
 		s.compactions = append(s.compactions, mark{Seq: m.Seq, Pos: s.records, Time: m.Time,
@@ -80,23 +89,31 @@ func (s *series) add(m transcript.Raw) {
 	b.n++
 }
 
-func decodeRecord(m transcript.Raw) (*events.Message, *events.SessionCompacted) {
+// decodeRecord decodes what the series reads of a record: a message, a
+// compaction boundary or a session start (nil for the others).
+func decodeRecord(m transcript.Raw) (*events.Message, *events.SessionCompacted, *events.SessionStarted) {
 	switch typ := m.Header.Get("ce-type"); typ {
 	case events.TypeMessage:
 		msg, _ := events.DecodeMessage(m.Data)
-		return msg, nil
+		return msg, nil, nil
 	case events.TypeSessionCompacted:
 		c := new(events.SessionCompacted)
 		if json.Unmarshal(m.Data, c) != nil {
-			return nil, nil
+			return nil, nil, nil
 		}
-		return nil, c
+		return nil, c, nil
+	case events.TypeSessionStarted:
+		st := new(events.SessionStarted)
+		if json.Unmarshal(m.Data, st) != nil {
+			return nil, nil, nil
+		}
+		return nil, nil, st
 	case "":
 		if rec, err := transcript.Decode(m.Header, m.Data); err == nil {
-			return rec.Message, rec.Compacted
+			return rec.Message, rec.Compacted, rec.Started
 		}
 	}
-	return nil, nil
+	return nil, nil, nil
 }
 
 // bucketOf is the bucket of seq (at or after firstSeq), coarsening the

@@ -42,11 +42,13 @@ function facts(page) {
   const m = page.memory;
   const ix = page.index || {};
   const covered = m ? `${m.extractions} extraction${m.extractions === 1 ? "" : "s"}; covers ${page.covered_exact ? "" : "≈ "}${num(page.covered_records)} of ${num(page.records)} records (stream seq ${num(m.last_summarized_seq)} of ${num(page.last_seq)})` : "none yet";
-  const used = m && m.usage ? `${num(m.usage.input_tokens)} in, ${num(m.usage.output_tokens)} out` : "—";
+  const used = m && m.usage ? `${num(m.usage.input_tokens)} in, ${num(m.usage.output_tokens)} out` + (m.cost_usd != null ? ` ≈ ${usd(m.cost_usd)} at ${m.model} prices` : m.model ? ` (no price for ${m.model})` : "") : "—";
   return el("dl", { class: "facts" },
     el("dt", { text: "Session" }), el("dd", { text: page.session }),
     ix.description ? [el("dt", { text: "Description" }), el("dd", { text: ix.description })] : null,
-    ix.parent_session ? [el("dt", { text: "Parent" }), el("dd", {}, sessionLink(page.tenant, ix.parent_session))] : null,
+    page.parent ? [el("dt", { text: "Parent" }), el("dd", { id: "parent" }, relatedLink(page.tenant, page.parent))] : null,
+    page.children.length || page.index_partial ? [el("dt", { text: "Children" }), el("dd", {}, relatedList("children", page.tenant, page.children, page.more_children), page.index_partial ? el("span", { class: "muted", text: "reading the session index…" }) : null)] : null,
+    page.references.length ? [el("dt", { text: "References" }), el("dd", {}, relatedList("references", page.tenant, page.references, 0))] : null,
     ix.user_id ? [el("dt", { text: "User" }), el("dd", {}, userLink(page.tenant, ix.user_id), " (long-term memory)")] : null,
     ix.model ? [el("dt", { text: "Model" }), el("dd", { text: ix.model })] : null,
     ix.cwd ? [el("dt", { text: "Directory" }), el("dd", { text: ix.cwd })] : null,
@@ -98,11 +100,11 @@ async function sessionPage(tenant, session) {
       if (state.refresh !== refresh) return; // the page was left meanwhile
       render(p);
       main.dataset.renders = +main.dataset.renders + 1;
-      if (p.partial) setTimeout(refresh, 50);
+      if (p.partial || p.index_partial) setTimeout(refresh, 50);
     } catch (err) { /* the next update tries again */ }
   };
   state.refresh = refresh;
-  if (page.partial) setTimeout(refresh, 50); // a long transcript is read over several requests
+  if (page.partial || page.index_partial) setTimeout(refresh, 50); // a long transcript (or index) is read over several requests
 }
 
 function previewSection(base) {
@@ -159,7 +161,9 @@ function revisionsView() {
   const left = el("select", { id: "rev-left", "aria-label": "Older revision" });
   const right = el("select", { id: "rev-right", "aria-label": "Newer revision" });
   const out = el("div", { class: "panel", id: "diff" });
-  const usage = el("div", { id: "usage-per-extraction" });
+  const usageBody = el("tbody");
+  const usage = el("details", { id: "usage-per-extraction", open: true }, el("summary", { text: "LLM tokens and cost per extraction" }),
+    el("table", {}, el("thead", {}, el("tr", {}, ["Extraction", "Time", "Model", "Input", "Output", "Cache read", "Cache write", "Cost"].map((h, i) => el("th", { class: i > 2 ? "num" : null, text: h })))), usageBody));
   const byRev = r => Math.max(0, history.findIndex(h => h.revision === r));
   const render = () => {
     const a = history[+left.value], b = history[+right.value];
@@ -175,25 +179,44 @@ function revisionsView() {
     const opts = sel => history.map((h, i) => el("option", { value: i, selected: i === sel, text: `extraction ${h.extractions} (KV r${h.revision}) — ${fmtTime(h.time)} — covers ${num(h.covered_records)} records` }));
     left.replaceChildren(...opts(li)); right.replaceChildren(...opts(ri));
     left.value = li; right.value = ri;
-    usage.replaceChildren(usageTable(history));
+    usageBody.replaceChildren(...usageRows(history));
     render();
     if (!node.firstChild || !node.contains(out)) node.replaceChildren(el("div", { class: "toolbar" }, el("label", {}, "From ", left), el("label", {}, "to ", right)), out, usage);
   };
   return { node, update };
 }
 
-// usageTable: the LLM tokens each kept extraction spent (the difference of
-// the session's running totals).
-function usageTable(history) {
-  const body = el("tbody");
-  history.forEach((h, i) => {
-    const u = h.usage || {}, p = i > 0 ? history[i - 1].usage || {} : null;
-    const d = k => p ? num((u[k] || 0) - (p[k] || 0)) : "—";
-    body.append(el("tr", {}, el("td", { text: `extraction ${h.extractions}` }), el("td", { text: fmtTime(h.time) }),
-      el("td", { class: "num", text: d("input_tokens") }), el("td", { class: "num", text: d("output_tokens") }), el("td", { class: "num", text: d("cache_read_tokens") })));
+// usageRows: what each kept extraction spent — its LLM tokens and, when
+// the model has a price, their cost — from its extraction.completed
+// notification, else from the difference of the running totals.
+function usageRows(history) {
+  return history.map(h => {
+    const s = h.spent;
+    const label = !s || s.extractions <= 1 ? `extraction ${h.extractions}` : `extractions ${h.extractions - s.extractions + 1}–${h.extractions}`;
+    const title = !s ? "its notification is no longer kept, and the revision before it is not either" : s.from === "event" ? "from its extraction.completed notification" : "the difference of the running totals with the kept revision before";
+    const cell = k => el("td", { class: "num", text: s ? num(s.usage[k]) : "—" });
+    const cost = !s ? "—" : s.cost_usd != null ? usd(s.cost_usd) : "no price";
+    return el("tr", { "data-revision": h.revision, title }, el("td", { text: label }), el("td", { text: fmtTime(h.time) }), el("td", { text: s ? s.model || "—" : "—" }),
+      cell("input_tokens"), cell("output_tokens"), cell("cache_read_tokens"), cell("cache_creation_tokens"),
+      el("td", { class: "num cost", title: s && s.cost_usd == null && s.model ? `no price for ${s.model} (RECALL_INDEX_PRICES)` : null, text: cost }));
   });
-  return el("details", {}, el("summary", { text: "LLM tokens per extraction" }),
-    el("table", {}, el("thead", {}, el("tr", {}, ["Extraction", "Time", "Input", "Output", "Cache read"].map(h => el("th", { text: h })))), body));
+}
+
+// usd formats a cost in US dollars.
+function usd(x) { return "$" + x.toFixed(x < 1 ? 4 : 2); }
+
+// relatedList lists linked sessions (children or references).
+function relatedList(id, tenant, list, more) {
+  return el("ul", { class: "related", id }, list.map(r => el("li", {}, relatedLink(tenant, r))), more ? el("li", { class: "muted", text: `and ${num(more)} more` }) : null);
+}
+
+// relatedLink links another session: its page when known (name and id),
+// else the sessions search for the reference as written.
+function relatedLink(tenant, r) {
+  if (!r.session) return [el("a", { class: "ref", href: "#/?q=" + encodeURIComponent(r.ref), text: "@@" + r.ref }), el("span", { class: "muted", text: " (not resolved by the indexer)" })];
+  const link = el("a", { href: `#/t/${encodeURIComponent(tenant)}/s/${encodeURIComponent(r.session)}`, "data-session": r.session, text: r.name || r.session });
+  return [link, r.name ? el("span", { class: "muted", text: ` (${r.session})` }) : null,
+    r.ref ? el("span", { class: "muted", text: r.ancestor ? ` — ancestor ${r.ancestor} of @@${r.ref}` : ` — @@${r.ref}` }) : null];
 }
 
 function previewView(r) {
@@ -209,51 +232,4 @@ function previewView(r) {
       r.served ? `${num(r.tokens_before)} → ${num(r.tokens_after)} tokens; ${r.kept_count} messages kept after stream seq ${r.last_summarized_seq || 0}` : (r.reason || "")),
     text ? el("details", {}, el("summary", { text: "Summary message" }), el("pre", { class: "plain", text })) : null,
     r.kept_count ? el("details", {}, el("summary", { text: `Kept messages (${r.kept_count})` }), kept) : null);
-}
-
-// transcriptView pages through the session's records on demand: each
-// with its position in the session, stream seq, estimated tokens, and its
-// blocks (tool uses and their results paired by id).
-function transcriptView(base) {
-  const list = el("ol", { class: "transcript", id: "transcript" });
-  const more = el("button", { type: "button", class: "secondary", id: "transcript-more", text: "Show the transcript" });
-  let after = 0, pos = 0;
-  more.addEventListener("click", async () => {
-    more.disabled = true;
-    try {
-      const page = await api(`${base}/transcript?after=${after}&limit=50`);
-      for (const r of page.records) list.append(transcriptEntry(r, ++pos));
-      after = page.next_after || 0;
-      more.textContent = "More";
-      more.hidden = !page.next_after;
-    } catch (err) { list.append(el("li", { class: "error", text: err.message })); }
-    finally { more.disabled = false; }
-  });
-  return el("div", {}, list, more);
-}
-
-function transcriptEntry(r, pos) {
-  const head = el("div", { class: "muted" }, `#${num(pos)} · stream seq ${num(r.seq)} · ${fmtTime(r.time)}`,
-    r.tokens ? ` · ≈${num(r.tokens)} tokens` : "", r.model ? ` · ${r.model}` : "");
-  const blocks = (r.blocks || []).map(b => {
-    let label = b.type;
-    if (b.type === "tool_use") label = `tool_use ${b.name} (${b.id})`;
-    if (b.type === "tool_result") label = `tool_result for ${b.tool_use_id}${b.is_error ? " — error" : ""}`;
-    return el("div", { class: "block " + b.type, "data-tool": b.id || b.tool_use_id || null },
-      el("span", { class: "tag", text: label }), el("pre", { class: "plain" }, withReferences(b.text || ""), b.cut ? `\n… ${num(b.cut)} more characters` : ""));
-  });
-  return el("li", { "data-seq": r.seq, "data-kind": r.kind }, head, el("strong", { text: r.role || r.kind }), r.note ? " " + r.note : "", blocks);
-}
-
-// withReferences makes each @@reference to another session (by name or
-// id) a link to the sessions search for it.
-function withReferences(text) {
-  const out = [];
-  let last = 0;
-  for (const m of text.matchAll(/@@([A-Za-z0-9][A-Za-z0-9._-]*)/g)) {
-    out.push(text.slice(last, m.index), el("a", { class: "ref", href: "#/?q=" + encodeURIComponent(m[1]), text: m[0] }));
-    last = m.index + m[0].length;
-  }
-  out.push(text.slice(last));
-  return out;
 }
