@@ -18,24 +18,30 @@ const (
 	// extractMessages is how many records each session gains between two
 	// of its extractions.
 	extractMessages = 8
-	// extractRounds is how many model-calling extractions each session
-	// gets, one after the other: each round's request is published when the
-	// session's previous one settled, as a trigger would publish it for a
-	// session that kept growing meanwhile. With two rounds the 8-worker
-	// step of a full run lasts eight model latencies per slot (waves:
-	// 1024 × 2 / (8 × 32)), so its ramp-up and last wave weigh less.
-	extractRounds = 2
+	// extractRounds is how many model-calling extractions each session of
+	// a full run gets, one after the other: a session's next request is
+	// published when its previous one settled, as a trigger publishes them
+	// for a session that kept growing. One is enough: at scalingPerWorker
+	// the 8-worker step makes about six waves (model latencies per slot),
+	// and each more round adds about three minutes to the four steps. A
+	// quick run asks for two, so that the smoke test checks successive
+	// extractions of a session.
+	extractRounds = 1
 	// scalingLatency is the fake model's latency in the scaling steps of a
 	// full run, a real model's: at 200 ms the 8-worker step measured the
 	// CPU, not the scheduling.
 	scalingLatency = 2 * time.Second
 	// scalingPerWorker is each worker's concurrency in the scaling steps of
-	// a full run. At capacity 8 workers run 256 extractions at once, a
-	// quarter of the 1,024 sessions (the busiest worker owns about 130 for
-	// its 32 slots), and at about 5 ms of CPU per extraction (the embedded
-	// server's included) keep about 0.6 of a core busy, so a 2-core machine
-	// is not the bound; the four steps take about four minutes.
-	scalingPerWorker = 32
+	// a full run. 8 workers run 176 extractions at once, and 1,024 sessions
+	// make 5.8 such waves (46.5 at one worker): the last wave's free slots
+	// take the few percent of sessions by which the workers' partitions
+	// differ (the busiest worker owns 130, not 128) once work sharing has
+	// moved them. At a power of two (16 or 32) the 8-worker step is exactly
+	// eight waves with no slack: one extraction left over on one worker
+	// costs a ninth wave, and the efficiency is 8/9 = 0.889 whatever the
+	// scheduling. At about 4 ms of CPU per extraction the steps keep well
+	// under a core busy; the four take about three minutes.
+	scalingPerWorker = 22
 	// worklogDesc is the description line of the template's Worklog
 	// section: the fake model's edits insert after it, so every edit
 	// applies however many came before.
@@ -207,14 +213,15 @@ type extractionPlan struct {
 	workers   []int
 }
 
-// planExtraction is the scaling steps' load: sizesFor's, with a real
-// model's latency and a concurrency to match in a full run.
+// planExtraction is the scaling steps' load: sizesFor's sessions and
+// worker counts; in a full run a real model's latency and
+// scalingPerWorker, in a quick one sizesFor's latency and concurrency and
+// two rounds.
 func planExtraction(s sizes, quick bool) extractionPlan {
-	p := extractionPlan{latency: s.extractLatency, sessions: s.extractSessions, perWorker: s.extractPerWorker,
-		rounds: extractRounds, workers: s.extractWorkers}
-	if !quick {
-		p.latency = max(p.latency, scalingLatency)
-		p.perWorker = max(p.perWorker, scalingPerWorker)
+	p := extractionPlan{latency: max(s.extractLatency, scalingLatency), sessions: s.extractSessions,
+		perWorker: scalingPerWorker, rounds: extractRounds, workers: s.extractWorkers}
+	if quick {
+		p.latency, p.perWorker, p.rounds = s.extractLatency, s.extractPerWorker, 2
 	}
 	return p
 }

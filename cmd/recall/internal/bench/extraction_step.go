@@ -331,9 +331,10 @@ func startExtractorsN(ctx context.Context, e *env, provider llm.Provider, worker
 
 // workersSettle is how long the workers must look ready before a step
 // starts: the members that started first took partitions they hand over
-// once they see the others, and keep pulling them for up to a FetchWait
-// (a message they receive then goes back to the stream, and a later
-// request of its session may be handled before it).
+// once they see the others, and keep pulling them for up to a FetchWait.
+// Requests published meanwhile were seen handled out of order (a
+// session's late request before the one ahead of it: an ordering
+// violation at the step's start).
 const workersSettle = extractorFetchWait + 500*time.Millisecond
 
 // waitWorkers waits until the membership bucket lists n workers and every
