@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -12,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/event"
+
+	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/pkg/events"
 )
@@ -33,26 +37,12 @@ func TestSessionIndexCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	evs := []map[string]any{{"specversion": "1.0", "id": "cli-start", "source": "/test", "type": events.TypeSessionStarted,
-		"subject": "cli-pg", "datacontenttype": "application/json", "data": events.SessionStarted{UserID: "dana"}}}
+	pg := eventtest.NewSession("", "cli-pg")
+	evs := []event.Event{pg.Started("start", events.SessionStarted{UserID: "dana"})}
 	for i, text := range []string{"Migrate the orders table to Postgres 17.", "Let's use logical replication for the cutover."} {
-		for _, m := range []events.Message{
-			{UUID: "u" + string(rune('0'+i)), Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: text}}},
-			{UUID: "a" + string(rune('0'+i)), Role: events.RoleAssistant, StopReason: "end_turn", Content: events.Content{{Type: events.BlockText, Text: "Done."}}},
-		} {
-			evs = append(evs, map[string]any{"specversion": "1.0", "id": "cli-" + m.UUID, "source": "/test", "type": events.TypeMessage,
-				"subject": "cli-pg", "datacontenttype": "application/json", "data": m})
-		}
+		evs = append(evs, pg.User(fmt.Sprint("u", i), text), pg.Assistant(fmt.Sprint("a", i), "Done."))
 	}
-	body, _ := json.Marshal(evs)
-	resp, err := http.Post("http://"+st.HTTPAddr+"/v1/events", "application/cloudevents-batch+json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("ingest: %d", resp.StatusCode)
-	}
+	postBatch(t, st.HTTPAddr, evs)
 	cli := func(args ...string) string {
 		t.Helper()
 		var out bytes.Buffer
@@ -109,5 +99,22 @@ func TestSessionIndexCommands(t *testing.T) {
 	}
 	if err := run(ctx, []string{"ltm", "history", "--user", "dana", "--type", "hobbies", "--nats-url", st.NATSURL}, &out); err == nil || !strings.Contains(err.Error(), "no such memory document") {
 		t.Fatalf("history of a missing document: %v", err)
+	}
+}
+
+// postBatch stores evs through the HTTP edge at addr as one batch.
+func postBatch(t *testing.T, addr string, evs []event.Event) {
+	t.Helper()
+	body, err := json.Marshal(evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post("http://"+addr+"/v1/events", "application/cloudevents-batch+json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("ingest: %d", resp.StatusCode)
 	}
 }

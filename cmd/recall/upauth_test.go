@@ -3,7 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
-	"fmt"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -14,10 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 
+	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/natsperm"
+	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/chunked"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
@@ -76,30 +79,23 @@ func TestUpWithTenantsAuthenticates(t *testing.T) {
 	}
 	defer acme.Close()
 	var reply *nats.Msg
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
-		reply, err = chunked.Request(rctx, acme, events.APISubject(events.VerbMemory, "acme", "s1"), nil, nil)
-		rcancel()
-		if err == nil || time.Now().After(deadline) {
-			break
+	request := func(verb, scope string, body []byte) func() bool {
+		return func() bool {
+			rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
+			defer rcancel()
+			reply, err = chunked.Request(rctx, acme, events.APISubject(verb, "acme", scope), nil, body)
+			return err == nil
 		}
-		time.Sleep(100 * time.Millisecond) // the extractor may still be starting
 	}
-	if err != nil || reply.Header.Get("Nats-Service-Error-Code") != "404" {
+	testpoll.Until(t, 30*time.Second, "the extractor answering acme", request(events.VerbMemory, "s1", nil)) // it may still be starting
+	if reply.Header.Get("Nats-Service-Error-Code") != "404" {
 		t.Fatalf("acme's memory request: %v %v", reply, err)
 	}
 	// The indexer, running as its own user, answers the tenant too.
-	deadline = time.Now().Add(30 * time.Second)
-	for {
-		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
-		reply, err = chunked.Request(rctx, acme, events.APISubject(events.VerbSessions, "acme", events.TenantScope), nil, []byte(`{}`))
-		rcancel()
-		if (err == nil && reply.Header.Get("Nats-Service-Error-Code") == "") || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	sessions := request(events.VerbSessions, events.TenantScope, []byte(`{}`))
+	testpoll.Until(t, 30*time.Second, "the indexer answering acme", func() bool {
+		return sessions() && reply.Header.Get("Nats-Service-Error-Code") == ""
+	})
 	if err != nil || reply.Header.Get("Nats-Service-Error-Code") != "" || !strings.Contains(string(reply.Data), `"sessions":[]`) {
 		t.Fatalf("acme's session list: %v %v", reply, err)
 	}
@@ -110,11 +106,13 @@ func TestUpWithTenantsAuthenticates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	batch := fmt.Sprintf(`[{"specversion":"1.0","id":"a1","source":"/t","type":%q,"data":{"user_id":"u1"}},`+
-		`{"specversion":"1.0","id":"a2","source":"/t","type":%q,"data":{"uuid":"m1","role":"user","content":"I prefer short answers."}},`+
-		`{"specversion":"1.0","id":"a3","source":"/t","type":%q,"data":{}}]`, events.TypeSessionStarted, events.TypeMessage, events.TypeSessionEnded)
+	ltm1 := eventtest.NewSession("", "ltm1")
+	batch, err := json.Marshal([]event.Event{ltm1.Started("a1", events.SessionStarted{UserID: "u1"}), ltm1.User("m1", "I prefer short answers."), ltm1.Ended("a3")})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
-	reply, err = chunked.Request(rctx, acme, events.APISubject(events.VerbIngest, "acme", "ltm1"), nil, []byte(batch))
+	reply, err = chunked.Request(rctx, acme, events.APISubject(events.VerbIngest, "acme", "ltm1"), nil, batch)
 	rcancel()
 	if err != nil || reply.Header.Get("Nats-Service-Error-Code") != "" {
 		t.Fatalf("acme's ingest: %v %v", reply, err)
@@ -157,23 +155,26 @@ func TestUpWithTenantsAuthenticates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lresp.Body.Close()
-	lines := bufio.NewReader(lresp.Body)
-	_, _ = lines.ReadString('\n')      // ": recall live"
-	time.Sleep(200 * time.Millisecond) // the subscription is registered with the server
+	lines := liveLines(lctx, lresp.Body)
+	<-lines // ": recall live"
+	// The stream relays a notification: its subscription is registered.
+	admin, err := nats.Connect(st.NATSURL, nats.UserInfo(adminUser, pw(adminUser)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	testpoll.Until(t, 10*time.Second, "a probe notification on the operator's live stream", func() bool {
+		_ = admin.Publish(events.EventsSubject("probe", "acme", "live-probe"), []byte(`{}`))
+		return nextLine(lines, 100*time.Millisecond, "event: probe")
+	})
 	tc := time.Now()
 	if _, err := chunked.Request(lctx, acme, events.APISubject(events.VerbCompact, "acme", "ltm1"), nil, []byte(`{"wait_timeout_ms":0}`)); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		line, err := lines.ReadString('\n')
-		if err != nil {
-			t.Fatalf("no compaction_served on the operator's live stream: %v", err)
-		}
-		if strings.HasPrefix(line, "event: compaction_served") {
-			t.Logf("compaction_served on the live stream %v after the request", time.Since(tc))
-			break
-		}
+	if !nextLine(lines, 15*time.Second, "event: compaction_served") {
+		t.Fatal("no compaction_served on the operator's live stream")
 	}
+	t.Logf("compaction_served on the live stream %v after the request", time.Since(tc))
 	sub, err := acme.SubscribeSync(natsperm.InboxPrefix("beta") + ".>")
 	if err == nil {
 		if _, err = sub.NextMsg(2 * time.Second); err == nil || !strings.Contains(strings.ToLower(err.Error()), "permissions violation") {
@@ -188,5 +189,46 @@ func TestUpWithTenantsAuthenticates(t *testing.T) {
 	a, err := loadOrCreateAuth(dir, []string{"acme", "beta"})
 	if err != nil || a.conn(natsconn.Config{}, "tenant-beta").Password != before {
 		t.Fatalf("restart changed the credentials: %v", err)
+	}
+}
+
+// liveLines are the lines of a live stream's body, read until it ends or
+// ctx is done (then the channel is closed).
+func liveLines(ctx context.Context, body io.Reader) <-chan string {
+	ch := make(chan string, 64)
+	go func() {
+		defer close(ch)
+		r := bufio.NewReader(body)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			select {
+			case ch <- line:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// nextLine reads lines until one starts with prefix (true) or d passes
+// without one or the stream ends (false).
+func nextLine(lines <-chan string, d time.Duration, prefix string) bool {
+	timeout := time.After(d)
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				return false
+			}
+			if strings.HasPrefix(line, prefix) {
+				return true
+			}
+		case <-timeout:
+			return false
+		}
 	}
 }

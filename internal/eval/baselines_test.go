@@ -2,12 +2,12 @@ package eval
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/recallhq/recall/internal/eval/sessiongen"
+	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
@@ -78,12 +78,7 @@ func TestReference(t *testing.T) {
 
 func TestFromReply(t *testing.T) {
 	kept := events.Message{UUID: "u1", Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: "Next: stream the rows."}}}
-	e := event.New()
-	e.SetID("1")
-	e.SetType(events.TypeMessage)
-	e.SetSource("test")
-	data, _ := json.Marshal(kept)
-	_ = e.SetData(event.ApplicationJSON, data)
+	e := eventtest.NewSession("", "s1").Message("1", kept)
 	r := &events.CompactReply{Outcome: memory.OutcomeSessionMemory, Served: true, TokensAfter: 1234,
 		Summary: &events.SummaryMessage{Message: events.Message{Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: "# Worklog\n- did things"}}}},
 		Kept:    []event.Event{e}}

@@ -12,10 +12,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/parked"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/events/natsce"
 )
 
 // legacy is a deployment from before shards, built by hand on an embedded
@@ -111,17 +113,11 @@ func (l *legacy) publish(n, sessions int) {
 	tenants := []string{"acme", "globex", "initech"}
 	for i := range n {
 		s := rng.IntN(sessions)
-		r := legacyRecord{tenant: tenants[s%len(tenants)], session: fmt.Sprintf("s%03d", s), id: fmt.Sprintf("ev-%05d", i)}
+		r := legacyRecord{tenant: tenants[s%len(tenants)], session: fmt.Sprintf("s%03d", s)}
 		r.data = []byte(fmt.Sprintf(`{"role":"user","content":"record %d of %s"}`, i, r.session))
-		m := nats.NewMsg(events.LegacyTranscriptSubject(r.tenant, r.session))
-		m.Data = r.data
-		m.Header["ce-specversion"] = []string{"1.0"}
-		m.Header["ce-id"] = []string{r.id}
-		m.Header["ce-type"] = []string{events.TypeMessage}
-		m.Header["ce-source"] = []string{"/test"}
-		m.Header["ce-subject"] = []string{r.session}
-		m.Header["ce-recalltenant"] = []string{r.tenant}
-		m.Header["content-type"] = []string{"application/json"}
+		e := eventtest.NewSession(r.tenant, r.session).Event(fmt.Sprintf("ev-%05d", i), events.TypeMessage, r.data)
+		r.id = e.ID()
+		m := natsce.NewMsg(events.LegacyTranscriptSubject(r.tenant, r.session), &e)
 		m.Header[jetstream.MsgIDHeader] = []string{events.DedupID(r.tenant, r.id)}
 		ack, err := l.js.PublishMsg(ctx, m)
 		if err != nil {

@@ -6,19 +6,21 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/natsperm"
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/client"
 	"github.com/recallhq/recall/pkg/events"
 )
@@ -136,29 +138,11 @@ func (e *env) tenant(t *testing.T, tenant string) *conn {
 func (c *conn) waitViolation(t *testing.T, op, subject string) {
 	t.Helper()
 	want := strings.ToLower(fmt.Sprintf("permissions violation for %s to %q", op, subject))
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	testpoll.Until(t, 5*time.Second, want, func() bool {
 		c.mu.Lock()
-		for _, err := range c.errs {
-			if strings.Contains(strings.ToLower(err.Error()), want) {
-				c.mu.Unlock()
-				return
-			}
-		}
-		c.mu.Unlock()
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("no %s", want)
-}
-
-func message(id, session string) event.Event {
-	e := event.New()
-	e.SetID(id)
-	e.SetSource("test")
-	e.SetType(events.TypeMessage)
-	e.SetSubject(session)
-	_ = e.SetData("application/json", events.Message{UUID: id, Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: "hi"}}})
-	return e
+		defer c.mu.Unlock()
+		return slices.ContainsFunc(c.errs, func(err error) bool { return strings.Contains(strings.ToLower(err.Error()), want) })
+	})
 }
 
 // subjectCount is the number of records stored on a transcript subject,
@@ -214,7 +198,7 @@ func testIsolation(t *testing.T, e *env) {
 		cl, _ := client.New(a.js, tenantB, client.Shards(e.layout.Shards()))
 		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		defer cancel()
-		if _, err := cl.Publish(pctx, message("x1", "s1")); err == nil {
+		if _, err := cl.Publish(pctx, eventtest.NewSession("", "s1").User("x1", "hi")); err == nil {
 			t.Fatal("publishing to another tenant's transcript succeeded")
 		}
 		a.waitViolation(t, "publish", e.layout.Subject(tenantB, "s1"))

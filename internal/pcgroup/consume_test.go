@@ -168,7 +168,7 @@ func TestGroupSettleAvoidsStartupHandOffs(t *testing.T) {
 				}
 				return true
 			})
-			time.Sleep(300 * time.Millisecond) // any late hand-off shows
+			heartbeatRound(t, js, "SMEMBERS", groups) // any late hand-off shows by then
 			mu.Lock()
 			defer mu.Unlock()
 			t.Logf("partition starts: %d for 6 partitions", starts)
@@ -177,4 +177,32 @@ func TestGroupSettleAvoidsStartupHandOffs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// heartbeatRound waits until every member of groups renewed its membership
+// key in bucket once more: each member reconciles its partitions on the
+// others' beats, so a change they would make has had its chance.
+func heartbeatRound(t *testing.T, js jetstream.JetStream, bucket string, groups []*Group) {
+	t.Helper()
+	ctx := context.Background()
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	beats := map[string]uint64{}
+	for _, g := range groups {
+		e, err := kv.Get(ctx, g.Member())
+		if err != nil {
+			t.Fatal(err)
+		}
+		beats[g.Member()] = e.Revision()
+	}
+	testpoll.Until(t, 10*time.Second, "a heartbeat of every member", func() bool {
+		for m, rev := range beats {
+			if e, err := kv.Get(ctx, m); err != nil || e.Revision() <= rev {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -150,11 +150,15 @@ func TestGroupHandOff(t *testing.T) {
 					return
 				}
 			}
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // a steady stream: the membership changes below happen under traffic
 		}
 	}()
 
-	time.Sleep(150 * time.Millisecond)
+	testpoll.Until(t, 15*time.Second, "handling under way", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(r.handled) >= keys
+	})
 	// A clean stop: its key is deleted, so the others take over well
 	// before its heartbeat TTL.
 	b.cancel()

@@ -75,6 +75,44 @@ func shareSetup(t *testing.T, s *natstest.Server, js jetstream.JetStream, ha, hb
 	return a, b, a.g.Owned()[0]
 }
 
+// reserveBoth reserves the only slot of both members (a and b) through
+// request, as a prober of member z would.
+func reserveBoth(t *testing.T, request func(subject, body string) (string, []byte)) map[string]grant {
+	t.Helper()
+	grants := map[string]grant{}
+	for tries := 0; len(grants) < 2; tries++ {
+		c, data := request("pcs-share", `{"from":"z"}`)
+		if c == "503" && len(grants) == 1 && tries < 100 {
+			continue // the queue group chose the member already reserved
+		}
+		if c != "" {
+			t.Fatalf("reservation while idle: code %q", c)
+		}
+		var gr grant
+		if err := json.Unmarshal(data, &gr); err != nil {
+			t.Fatal(err)
+		}
+		grants[gr.Member] = gr
+	}
+	return grants
+}
+
+// lentSignal is closed by took (the lender's handler, on each message it
+// takes) the first time: the owner's handler may end once its waiting
+// message was shared.
+func lentSignal() (taken <-chan struct{}, took func()) {
+	ch := make(chan struct{})
+	return ch, sync.OnceFunc(func() { close(ch) })
+}
+
+// waitLent waits for taken or the end of ctx.
+func waitLent(ctx context.Context, taken <-chan struct{}) {
+	select {
+	case <-taken:
+	case <-ctx.Done():
+	}
+}
+
 // publishAndLend publishes a message on each of subjects (two, in member
 // a's partition, whose one slot the first takes) and returns the subject
 // member b's handler reports on lent: the message a shared.
@@ -154,14 +192,16 @@ func TestGroupSharedMessageOfALostLender(t *testing.T) {
 	var mu sync.Mutex
 	doneBy := map[string]string{} // subject → member whose run succeeded
 	hold := make(chan string, 4)
+	taken, took := lentSignal()
 	ha := func(ctx context.Context, m *Msg) error {
-		time.Sleep(time.Second) // long enough for the prober to find b (it may ask a itself first)
+		waitLent(ctx, taken) // a's slot stays busy until the prober found b
 		mu.Lock()
 		doneBy[m.Subject()] = "a"
 		mu.Unlock()
 		return nil
 	}
 	hb := func(ctx context.Context, m *Msg) error {
+		took()
 		hold <- m.Subject()
 		<-ctx.Done() // never finishes on its own
 		return ctx.Err()
@@ -196,14 +236,16 @@ func TestGroupSharedResultLost(t *testing.T) {
 		runs[m.Subject()]++
 		mu.Unlock()
 	}
+	taken, took := lentSignal()
 	ha := func(ctx context.Context, m *Msg) error {
 		count(m)
-		time.Sleep(time.Second) // long enough for the prober to find b
+		waitLent(ctx, taken) // a's slot stays busy until the prober found b
 		return nil
 	}
 	lent, release := make(chan string, 4), make(chan struct{})
 	hb := func(ctx context.Context, m *Msg) error {
 		count(m)
+		took()
 		select {
 		case lent <- m.Subject():
 		default:
@@ -211,7 +253,7 @@ func TestGroupSharedResultLost(t *testing.T) {
 		<-release
 		return nil
 	}
-	a, _, pa := shareSetup(t, s, js, ha, hb, 1, func(c *Config) { c.ShareCheck = 300 * time.Millisecond })
+	a, b, pa := shareSetup(t, s, js, ha, hb, 1, func(c *Config) { c.ShareCheck = 300 * time.Millisecond })
 	subject := publishAndLend(t, js, []string{fmt.Sprintf("pcs.%d.k1", pa), fmt.Sprintf("pcs.%d.k2", pa)}, lent)
 	// a cannot take results for a moment: b's delivery finds no responder
 	// and gives up, while a stays a member.
@@ -223,7 +265,11 @@ func TestGroupSharedResultLost(t *testing.T) {
 		return errors.Is(err, nats.ErrNoResponders)
 	})
 	close(release)
-	time.Sleep(500 * time.Millisecond)
+	testpoll.Until(t, 5*time.Second, "b's delivery of the result given up", func() bool {
+		running := 0
+		b.g.share.running.Range(func(any, any) bool { running++; return true })
+		return running == 0
+	})
 	svc, err := micro.AddService(a.nc, micro.Config{Name: "pcgroup-share-test", Version: "1.0.0"})
 	if err != nil {
 		t.Fatal(err)
@@ -276,22 +322,7 @@ func TestGroupShareReservations(t *testing.T) {
 	if c, _ := request("pcs-share.run.a", `{"reservation":"nope","id":"x","from":"z","subject":"pcs.0.k","data":"MQ=="}`); c != "410" {
 		t.Fatalf("message for an unknown reservation: code %q, want 410", c)
 	}
-	// Reserve both members' only slot.
-	grants := map[string]grant{}
-	for tries := 0; len(grants) < 2; tries++ {
-		c, data := request("pcs-share", `{"from":"z"}`)
-		if c == "503" && len(grants) == 1 && tries < 100 {
-			continue // the queue group chose the member already reserved
-		}
-		if c != "" {
-			t.Fatalf("reservation while idle: code %q", c)
-		}
-		var gr grant
-		if err := json.Unmarshal(data, &gr); err != nil {
-			t.Fatal(err)
-		}
-		grants[gr.Member] = gr
-	}
+	grants := reserveBoth(t, request)
 	giveBack := func(member string) {
 		t.Helper()
 		body := `{"reservation":"` + grants[member].Reservation + `","cancel":true}`
@@ -302,10 +333,12 @@ func TestGroupShareReservations(t *testing.T) {
 	if _, err := js.Publish(context.Background(), fmt.Sprintf("pcs.%d.own", pa), []byte("1")); err != nil {
 		t.Fatal(err)
 	}
+	// a's message waits for a slot: it found none free.
+	testpoll.Until(t, 5*time.Second, "a's own message waiting for a slot", func() bool { return a.g.share.waiting.Load() == 1 })
 	select {
 	case subj := <-ran:
 		t.Fatalf("%s ran while every slot was reserved", subj)
-	case <-time.After(300 * time.Millisecond):
+	default:
 	}
 	giveBack("a")
 	select {

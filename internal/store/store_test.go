@@ -10,6 +10,7 @@ import (
 
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/store"
+	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -76,16 +77,10 @@ func TestPutTTL(t *testing.T) {
 	if _, err := store.PutTTL(ctx, js, "TTLS", "short", []byte("x"), time.Second, 0); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := kv.Get(ctx, "short"); errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the per-key TTL did not expire the key")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testpoll.Until(t, 10*time.Second, "the per-key TTL expiring the key", func() bool {
+		_, err := kv.Get(ctx, "short")
+		return errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted)
+	})
 }
 
 func TestPutSubjectFollowsTheAPIPrefix(t *testing.T) {

@@ -10,18 +10,17 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/pkg/events"
-	"github.com/recallhq/recall/pkg/events/natsce"
 )
 
 // publishStub stores msg's data as an object under the name object (the
-// session's own when empty) and publishes its stub as ingest does; sum
-// overrides the stub's digest when not empty.
+// session's own when empty) and publishes its stub, event <session>-<id>,
+// as ingest does; sum overrides the stub's digest when not empty.
 func publishStub(t *testing.T, js jetstream.JetStream, session, id, object, sum string, msg events.Message, put bool) {
 	t.Helper()
 	ctx := context.Background()
@@ -30,8 +29,10 @@ func publishStub(t *testing.T, js jetstream.JetStream, session, id, object, sum 
 	if sum == "" {
 		sum = hex.EncodeToString(digest[:])
 	}
+	preview, _ := json.Marshal(events.PreviewMessage(&msg))
+	e := eventtest.NewSession("t1", session).Event(id, events.TypeMessage, json.RawMessage(preview))
 	if object == "" {
-		object = events.BlobName("t1", session, id, sum)
+		object = events.BlobName("t1", session, e.ID(), sum)
 	}
 	if put {
 		obs, err := js.ObjectStore(ctx, events.BucketBlobs)
@@ -42,18 +43,8 @@ func publishStub(t *testing.T, js jetstream.JetStream, session, id, object, sum 
 			t.Fatal(err)
 		}
 	}
-	e := event.New()
-	e.SetID(id)
-	e.SetSource("/test")
-	e.SetType(events.TypeMessage)
-	e.SetSubject(session)
-	e.SetExtension(events.ExtTenant, "t1")
-	preview, _ := json.Marshal(events.PreviewMessage(&msg))
-	_ = e.SetData(event.ApplicationJSON, json.RawMessage(preview))
 	events.ClaimCheck{Object: object, Size: int64(len(data)), SHA256: sum, Tokens: 4242}.SetOn(&e)
-	if _, err := js.PublishMsg(ctx, natsce.NewMsg(testLayout.Subject("t1", session), &e)); err != nil {
-		t.Fatal(err)
-	}
+	eventtest.Publish(ctx, t, js, testLayout, e)
 }
 
 func bigMessage(uuid string) events.Message {
@@ -77,7 +68,7 @@ func TestClaimCheckResolve(t *testing.T) {
 	full := bigMessage("u-big")
 	publishStub(t, js, "ok", "e1", "", "", full, true)
 	publishStub(t, js, "gone", "e2", "", "", full, false)
-	publishStub(t, js, "other", "e3", events.BlobName("t1", "ok", "e1", strings.Repeat("0", 64)), "", full, false)
+	publishStub(t, js, "other", "e3", events.BlobName("t1", "ok", "ok-e1", strings.Repeat("0", 64)), "", full, false)
 	publishStub(t, js, "tampered", "e4", "", strings.Repeat("ab", 32), full, true)
 
 	r := NewReader(nc, testLayout)

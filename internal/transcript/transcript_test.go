@@ -7,6 +7,7 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
+	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/pkg/client"
@@ -34,21 +35,14 @@ func sibling(t *testing.T, tenant, session string, same bool) string {
 	return ""
 }
 
-func msgEvent(t *testing.T, session string, i int) event.Event {
-	t.Helper()
-	e := event.New()
-	e.SetID(fmt.Sprintf("%s-%d", session, i))
-	e.SetSource("/test")
-	e.SetType(events.TypeMessage)
-	e.SetSubject(session)
+// msgEvent is message i of session: user and assistant in turn.
+func msgEvent(session string, i int) event.Event {
 	role := events.RoleUser
 	if i%2 == 1 {
 		role = events.RoleAssistant
 	}
-	if err := e.SetData("application/json", events.Message{UUID: fmt.Sprintf("u%d", i), Role: role, Content: events.Content{{Type: events.BlockText, Text: fmt.Sprint("message ", i)}}}); err != nil {
-		t.Fatal(err)
-	}
-	return e
+	return eventtest.NewSession("", session).Message(fmt.Sprint(i), events.Message{UUID: fmt.Sprintf("u%d", i), Role: role,
+		Content: eventtest.Text(fmt.Sprint("message ", i))})
 }
 
 func TestReadRanges(t *testing.T) {
@@ -67,7 +61,7 @@ func TestReadRanges(t *testing.T) {
 	same, other := sibling(t, "t1", "a", true), sibling(t, "t1", "a", false)
 	var evs []event.Event
 	for i := 0; i < 25; i++ {
-		evs = append(evs, msgEvent(t, "a", i), msgEvent(t, same, i), msgEvent(t, other, i))
+		evs = append(evs, msgEvent("a", i), msgEvent(same, i), msgEvent(other, i))
 	}
 	if _, err := c.PublishBatch(ctx, evs); err != nil {
 		t.Fatal(err)

@@ -13,20 +13,18 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
+	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/retry"
 	"github.com/recallhq/recall/internal/watch"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 )
 
+// testEvents are n messages of session e, ids e-0, e-1, …
 func testEvents(n int) []event.Event {
+	s := eventtest.NewSession("", "e")
 	evs := make([]event.Event, n)
 	for i := range evs {
-		e := event.New()
-		e.SetID(fmt.Sprintf("e-%d", i))
-		e.SetSource("test")
-		e.SetType("dev.recall.transcript.message")
-		e.SetSubject("s")
-		evs[i] = e
+		evs[i] = s.User(fmt.Sprint(i), "hi")
 	}
 	return evs
 }

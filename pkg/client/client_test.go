@@ -13,20 +13,16 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/pkg/client"
 	"github.com/recallhq/recall/pkg/events"
 )
 
+// newEvent is a user message of session, event id <session>-<id>.
 func newEvent(id, session string) event.Event {
-	e := event.New()
-	e.SetID(id)
-	e.SetSource("test")
-	e.SetType(events.TypeMessage)
-	e.SetSubject(session)
-	_ = e.SetData(event.ApplicationJSON, events.Message{UUID: "u-" + id, Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: "hi"}}})
-	return e
+	return eventtest.NewSession("", session).Message(id, events.Message{UUID: "u-" + id, Role: events.RoleUser, Content: eventtest.Text("hi")})
 }
 
 func TestPublishAndBatch(t *testing.T) {
@@ -73,7 +69,7 @@ func TestPublishAndBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Subject != layout.Subject("acme", "s1") || m.Header.Get(jetstream.MsgIDHeader) != "acme:b3" || m.Header.Get("ce-recalltenant") != "acme" {
+	if m.Subject != layout.Subject("acme", "s1") || m.Header.Get(jetstream.MsgIDHeader) != "acme:s1-b3" || m.Header.Get("ce-recalltenant") != "acme" {
 		t.Fatalf("stored %s %v", m.Subject, m.Header)
 	}
 	info, _ := st.Info(ctx)
@@ -98,9 +94,9 @@ func TestOrderedBatchStopsASessionAtItsFirstFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	big := newEvent("s1-2", "s1")
+	big := newEvent("2", "s1")
 	_ = big.SetData(event.ApplicationJSON, events.Message{UUID: "u-big", Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: strings.Repeat("x", 5000)}}})
-	batch := []event.Event{newEvent("s1-1", "s1"), newEvent("s2-1", "s2"), big, newEvent("s2-2", "s2"), newEvent("s1-3", "s1")}
+	batch := []event.Event{newEvent("1", "s1"), newEvent("1", "s2"), big, newEvent("2", "s2"), newEvent("3", "s1")}
 	// s1's shard stream refuses the big event for now, as it would refuse
 	// a publish during a leader change; s2 is in another shard.
 	layout := provision.Config{}.Layout()
@@ -216,7 +212,7 @@ func TestLayoutIsReadFromTheServer(t *testing.T) {
 	}
 	want := events.NewLayout(3)
 	for _, session := range []string{"s1", "s2", "s3", "s4"} {
-		r, err := c.Publish(ctx, newEvent("e-"+session, session))
+		r, err := c.Publish(ctx, newEvent("e", session))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,7 +221,7 @@ func TestLayoutIsReadFromTheServer(t *testing.T) {
 			t.Fatal(err)
 		}
 		m, err := st.GetMsg(ctx, r.Seq)
-		if err != nil || m.Subject != want.Subject("acme", session) || m.Header.Get("ce-id") != "e-"+session {
+		if err != nil || m.Subject != want.Subject("acme", session) || m.Header.Get("ce-id") != session+"-e" {
 			t.Fatalf("%s stored at %d of %s: %v %v", session, r.Seq, want.Stream("acme", session), m, err)
 		}
 	}

@@ -7,24 +7,17 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
+	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/pkg/events"
 )
 
-func startedEvent(t *testing.T, data string) event.Event {
-	t.Helper()
-	e := event.New()
-	e.SetID("st-1")
-	e.SetSource("test")
-	e.SetType(events.TypeSessionStarted)
-	e.SetSubject("s1")
-	if err := e.SetData("application/json", []byte(data)); err != nil {
-		t.Fatal(err)
-	}
-	return e
+// startedEvent is session s1's start with data (JSON text).
+func startedEvent(data string) event.Event {
+	return eventtest.NewSession("", "s1").Event("start", events.TypeSessionStarted, []byte(data))
 }
 
 func TestSessionStartedIngest(t *testing.T) {
-	s, err := events.ValidateIngest(startedEvent(t, `{"parent_session":"s0","cwd":"/repo","ephemeral":true,"user_id":"u-1","agent_id":"a","memory_policy":{"self":{"enabled":true},"peer":{"enabled":false},"memory_types":["profile"]}}`), "acme")
+	s, err := events.ValidateIngest(startedEvent(`{"parent_session":"s0","cwd":"/repo","ephemeral":true,"user_id":"u-1","agent_id":"a","memory_policy":{"self":{"enabled":true},"peer":{"enabled":false},"memory_types":["profile"]}}`), "acme")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +25,7 @@ func TestSessionStartedIngest(t *testing.T) {
 	if st == nil || st.ParentSession != "s0" || !st.Ephemeral || st.UserID != "u-1" || st.MemoryPolicy == nil || !st.MemoryPolicy.Self.Enabled || st.MemoryPolicy.MemoryTypes[0] != "profile" {
 		t.Fatalf("decoded %+v", st)
 	}
-	if s, err := events.ValidateIngest(startedEvent(t, `{}`), "acme"); err != nil || s.Started == nil {
+	if s, err := events.ValidateIngest(startedEvent(`{}`), "acme"); err != nil || s.Started == nil {
 		t.Fatalf("empty started: %v", err)
 	}
 	for data, field := range map[string]string{
@@ -43,7 +36,7 @@ func TestSessionStartedIngest(t *testing.T) {
 		`{"ephemeral":"yes"}`:                             "",
 		`{"unknown_field":1}`:                             "",
 	} {
-		_, err := events.ValidateIngest(startedEvent(t, data), "acme")
+		_, err := events.ValidateIngest(startedEvent(data), "acme")
 		var fe *events.FieldError
 		if !errors.As(err, &fe) {
 			t.Errorf("%.40s: want a field error, got %v", data, err)

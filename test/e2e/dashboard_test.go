@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/recallhq/recall/internal/telemetry/telemetrytest"
+	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -91,26 +94,21 @@ func TestDashboardQueriesRecallMetrics(t *testing.T) {
 	}
 	post(t, p.httpURL+"/v1/sessions/dash/compact", "application/json", map[string]any{}, http.StatusOK)
 
-	registered := map[string]bool{}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	registered, polled := map[string]bool{}, false
+	defer func() {
+		if !polled { // the poll timed out: say what is missing
+			t.Logf("the dashboard queries metrics no service registers: %v\nregistered: %v", unknownMetrics(metrics, registered), slices.Sorted(maps.Keys(registered)))
+		}
+	}()
+	testpoll.Until(t, 10*time.Second, "every metric the dashboard queries registered", func() bool {
 		for _, sm := range m.Collect(t).ScopeMetrics {
 			for _, mm := range sm.Metrics {
 				registered[mm.Name] = true
 			}
 		}
-		if missing := unknownMetrics(metrics, registered); len(missing) == 0 {
-			break
-		} else if time.Now().After(deadline) {
-			have := make([]string, 0, len(registered))
-			for n := range registered {
-				have = append(have, n)
-			}
-			sort.Strings(have)
-			t.Fatalf("the dashboard queries metrics no service registers: %v\nregistered: %v", missing, have)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return len(unknownMetrics(metrics, registered)) == 0
+	})
+	polled = true
 }
 
 // unknownMetrics returns the Prometheus metric names none of whose OTel

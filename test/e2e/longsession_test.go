@@ -14,7 +14,9 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/importer"
+	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
 )
@@ -123,12 +125,8 @@ func compactedOnce(t *testing.T, p *pipeline, js jetstream.JetStream, session st
 		t.Fatalf("first compaction: %q (%s)", first.Outcome, first.Reason)
 	}
 	ps := first.Boundary.PreservedSegment
-	return rec, map[string]any{
-		"specversion": "1.0", "id": session + "-compacted-1", "source": "/e2e", "type": events.TypeSessionCompacted,
-		"subject": session, "datacontenttype": "application/json",
-		"data": events.SessionCompacted{Trigger: "auto", PreTokens: first.TokensBefore, PostTokens: first.TokensAfter,
-			FirstKeptUUID: ps.HeadUUID, LastKeptUUID: ps.TailUUID},
-	}
+	return rec, eventtest.Map(e2eSession(session).Compacted("compacted-1", events.SessionCompacted{Trigger: "auto",
+		PreTokens: first.TokensBefore, PostTokens: first.TokensAfter, FirstKeptUUID: ps.HeadUUID, LastKeptUUID: ps.TailUUID}))
 }
 
 // waitForNotes waits until the session's notes cover a record at or after
@@ -146,18 +144,15 @@ func waitForNotes(t *testing.T, js jetstream.JetStream, session string, seq uint
 	}
 	key := events.MemoryKey("default", session)
 	var rec events.MemoryRecord
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		if e, err := mem.Get(ctx, key); err == nil && json.Unmarshal(e.Value(), &rec) == nil && rec.CoveredSeq >= seq {
-			if _, err := status.Get(ctx, key); err != nil {
-				return rec
-			}
+	testpoll.Until(t, 90*time.Second, fmt.Sprintf("the notes of %s covering seq %d, no extraction running", session, seq), func() bool {
+		e, err := mem.Get(ctx, key)
+		if err != nil || json.Unmarshal(e.Value(), &rec) != nil || rec.CoveredSeq < seq {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: the notes cover up to seq %d, want %d", session, rec.CoveredSeq, seq)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		_, err = status.Get(ctx, key) // an extraction is running while its status is there
+		return err != nil
+	})
+	return rec
 }
 
 // context is the new context a reply describes: the summary's text and the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -56,28 +58,19 @@ func collectCommits(t *testing.T, nc *nats.Conn) (wait func(sessions []string) m
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	return func(sessions []string) map[string]commitSeen {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
+		out := map[string]commitSeen{}
+		testpoll.Until(t, 60*time.Second, fmt.Sprintf("a commit of each of %d sessions", len(sessions)), func() bool {
 			mu.Lock()
-			missing := 0
+			defer mu.Unlock()
 			for _, s := range sessions {
 				if _, ok := seen[s]; !ok {
-					missing++
+					return false
 				}
 			}
-			out := map[string]commitSeen{}
-			for k, v := range seen {
-				out[k] = v
-			}
-			mu.Unlock()
-			if missing == 0 {
-				return out
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d sessions were never committed", missing, len(sessions))
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			maps.Copy(out, seen)
+			return true
+		})
+		return out
 	}
 }
 

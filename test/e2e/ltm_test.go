@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/llm/llmtest"
 	"github.com/recallhq/recall/internal/testpoll"
@@ -53,9 +54,7 @@ func startLTMReplicas(t *testing.T, provider llm.Provider, partitions int, ids .
 
 // said is a user message, from a peer when peer is set.
 func said(session, id, peer, text string) map[string]any {
-	return map[string]any{"specversion": "1.0", "id": session + "-" + id, "source": "/e2e", "type": events.TypeMessage,
-		"subject": session, "datacontenttype": "application/json",
-		"data": events.Message{UUID: id, Role: events.RoleUser, PeerID: peer, Content: events.Content{{Type: events.BlockText, Text: text}}}}
+	return eventtest.Map(e2eSession(session).Peer(id, peer, text))
 }
 
 func toolRound(session, id string) []map[string]any {

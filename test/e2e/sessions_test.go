@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/llm/llmtest"
 	"github.com/recallhq/recall/internal/natsconn"
@@ -112,9 +113,15 @@ func startIndexStack(t *testing.T, provider llm.Provider) *indexStack {
 	return e.indexStack
 }
 
+// e2eSession builds a session's events as a platform posts them (no
+// tenant: ingest sets it).
+func e2eSession(session string) eventtest.Session {
+	return eventtest.Session{ID: session, Source: "/e2e"}
+}
+
+// lifecycleEvent is an event of type typ with data, id "<session>-<id>".
 func lifecycleEvent(session, id, typ string, data any) map[string]any {
-	return map[string]any{"specversion": "1.0", "id": session + "-" + id, "source": "/e2e", "type": typ,
-		"subject": session, "datacontenttype": "application/json", "data": data}
+	return eventtest.Map(e2eSession(session).Event(id, typ, data))
 }
 
 // conversation is a session's events: its start, then one user request and

@@ -16,12 +16,14 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/telemetry"
 	"github.com/recallhq/recall/internal/telemetry/telemetrytest"
+	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/compactor/compactorsvc"
 	"github.com/recallhq/recall/services/extractor/extractorsvc"
@@ -102,26 +104,18 @@ func startPipelineWith(t *testing.T, compactor func(*compactorsvc.Config), opts 
 	// Ready when every service's micro endpoint answers discovery.
 	pc, _ := srv.Connect(t)
 	for _, name := range []string{triggersvc.ServiceName, extractorsvc.ServiceName, compactorsvc.ServiceName} {
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			if _, err := pc.Request("$SRV.PING."+name, nil, 200*time.Millisecond); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s did not start", name)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		testpoll.Until(t, 20*time.Second, name+" answering discovery", func() bool {
+			_, err := pc.Request("$SRV.PING."+name, nil, 200*time.Millisecond)
+			return err == nil
+		})
 	}
 	return p, srv
 }
 
+// message is a transcript message of blocks (uuid id, message id
+// "msg-<id>"), complete when stop is set.
 func message(session, id string, role string, stop string, blocks ...events.Block) map[string]any {
-	return map[string]any{
-		"specversion": "1.0", "id": session + "-" + id, "source": "/e2e", "type": events.TypeMessage,
-		"subject": session, "datacontenttype": "application/json",
-		"data": events.Message{UUID: id, Role: role, Content: blocks, StopReason: stop, MessageID: "msg-" + id},
-	}
+	return eventtest.Map(e2eSession(session).Message(id, events.Message{Role: role, Content: blocks, StopReason: stop, MessageID: "msg-" + id}))
 }
 
 // TestOneTraceFollowsAMessage proves that the trace a platform starts when it
@@ -174,16 +168,17 @@ func TestOneTraceFollowsAMessage(t *testing.T) {
 	// continues it from the stored record.
 	want := []string{"POST /v1/events", "trigger.decision", "extraction", "chat", "memory.commit", "publish recall.events"}
 	var spans []sdktrace.ReadOnlySpan
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		spans = rec.Trace(traceID)
-		if missing := missingNames(spans, want); len(missing) == 0 {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("trace %s lacks spans %v; has %v", traceID, missing, telemetrytest.Names(spans))
+	polled := false
+	defer func() {
+		if !polled { // the poll timed out: say what is missing
+			t.Logf("trace %s lacks spans %v; has %v", traceID, missingNames(spans, want), telemetrytest.Names(spans))
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	}()
+	testpoll.Until(t, 10*time.Second, "every span of the trace", func() bool {
+		spans = rec.Trace(traceID)
+		return len(missingNames(spans, want)) == 0
+	})
+	polled = true
 	for _, s := range spans {
 		if !descendsFrom(s, root.SpanContext().SpanID(), spans) {
 			t.Errorf("span %q is in the trace but not under the platform's root span", s.Name())

@@ -1,7 +1,9 @@
 package reliability
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
+	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/pkg/events"
 )
@@ -59,12 +62,13 @@ func TestTenantFairness(t *testing.T) {
 	for _, ph := range phases {
 		ctx, cancel := context.WithTimeout(context.Background(), fairPhase)
 		a := &attackStats{statuses: map[int]int{}}
+		a.underway.Add(len(ph.attacks))
 		var wg sync.WaitGroup
 		for _, attack := range ph.attacks {
 			wg.Add(1)
 			go func() { defer wg.Done(); attack(ctx, a) }()
 		}
-		time.Sleep(300 * time.Millisecond) // the attack is under way
+		a.underway.Wait() // every attack is under way (or over)
 		v := victimLoad(ctx, base)
 		peakRSS = max(peakRSS, procStatus("VmRSS"))
 		cancel()
@@ -102,7 +106,7 @@ func seedFairness(t *testing.T, h *harness) {
 		}
 		publishSession(t, h, tenantA, evs)
 	}
-	publishSession(t, h, tenantB, []event.Event{textEvent("b1", "b1-0", events.RoleUser, "hello")})
+	publishSession(t, h, tenantB, []event.Event{eventtest.NewSession("", "b1").User("0", "hello")})
 	mem, err := h.js.KeyValue(context.Background(), events.BucketMemory)
 	if err != nil {
 		t.Fatal(err)
@@ -124,11 +128,16 @@ func natsTrouble(h *harness) func() int {
 	return func() int { return count() - before }
 }
 
-// attackStats counts the statuses acme got.
+// attackStats counts the statuses acme got. Each attack calls the func
+// underway returns once it is in full force, or when it ends without.
 type attackStats struct {
 	mu       sync.Mutex
 	statuses map[int]int
+	underway sync.WaitGroup
 }
+
+// begun is an attack's "under way" signal; calls after the first do nothing.
+func (a *attackStats) begun() func() { return sync.OnceFunc(a.underway.Done) }
 
 func (a *attackStats) add(status int) {
 	a.mu.Lock()
@@ -146,6 +155,8 @@ func (a *attackStats) snapshot() map[int]int {
 // with acme's token and sends none of them until ctx is done.
 func slowBodies(t *testing.T, base string) func(context.Context, *attackStats) {
 	return func(ctx context.Context, a *attackStats) {
+		begun := a.begun()
+		defer begun()
 		addr := strings.TrimPrefix(base, "http://")
 		var conns []net.Conn
 		for i := range 32 {
@@ -161,6 +172,7 @@ func slowBodies(t *testing.T, base string) func(context.Context, *attackStats) {
 			fmt.Fprintf(c, "POST /v1/events HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/cloudevents-batch+json\r\nContent-Length: %d\r\n\r\n", tokenA, size)
 			conns = append(conns, c)
 		}
+		begun()
 		<-ctx.Done()
 		for _, c := range conns {
 			// A refused body was answered at once: count its status.
@@ -183,6 +195,8 @@ func readFlood(base string) func(context.Context, *attackStats) {
 	return func(ctx context.Context, a *attackStats) {
 		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
 		defer client.CloseIdleConnections()
+		begun := a.begun() // at the flood's first answer
+		defer begun()
 		var wg sync.WaitGroup
 		do := func(method, path string) {
 			defer wg.Done()
@@ -190,6 +204,7 @@ func readFlood(base string) func(context.Context, *attackStats) {
 				status, _, err := fairRequest(ctx, client, method, base+path, tokenA)
 				if err == nil {
 					a.add(status)
+					begun()
 				}
 			}
 		}
@@ -214,6 +229,8 @@ func readFlood(base string) func(context.Context, *attackStats) {
 // holds them until ctx is done.
 func idleConns(t *testing.T, base string) func(context.Context, *attackStats) {
 	return func(ctx context.Context, a *attackStats) {
+		begun := a.begun()
+		defer begun()
 		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: time.Second}
 		addr := strings.TrimPrefix(base, "http://")
 		var conns []net.Conn
@@ -227,6 +244,7 @@ func idleConns(t *testing.T, base string) func(context.Context, *attackStats) {
 			}
 			conns = append(conns, c)
 		}
+		begun()
 		<-ctx.Done()
 		for _, c := range conns {
 			c.Close()
@@ -286,10 +304,11 @@ func fairRequest(ctx context.Context, client *http.Client, method, url, token st
 	if method == "POST" {
 		body, ct = strings.NewReader(`{}`), "application/json"
 		if strings.HasSuffix(url, "/v1/events") {
-			id := fmt.Sprintf("b1-v%d", time.Now().UnixNano())
-			body = strings.NewReader(`{"specversion":"1.0","id":"` + id + `","source":"fair","type":"` + events.TypeMessage +
-				`","subject":"b1","datacontenttype":"application/json","data":{"uuid":"` + id + `","role":"user","content":"hi"}}`)
-			ct = "application/cloudevents+json"
+			e, err := json.Marshal(eventtest.Session{ID: "b1", Source: "fair"}.User(fmt.Sprintf("v%d", time.Now().UnixNano()), "hi"))
+			if err != nil {
+				return 0, nil, err
+			}
+			body, ct = bytes.NewReader(e), "application/cloudevents+json"
 		}
 	}
 	if strings.HasSuffix(url, "/query") {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/cloudevents/sdk-go/v2/event"
 
-	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/llm/llmtest"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/extractor/extractorsvc"
@@ -31,16 +31,13 @@ func TestShellCommentInNotesIsNotASection(t *testing.T) {
 		}
 		return llmtest.Reply{Text: "done"}
 	})
-	h.TweakExtractor = func(c *extractorsvc.Config) {
-		c.Provider = nil
-		c.LLMConfig = llm.Config{Provider: llm.KindAnthropic, BaseURL: fake.BaseURL(), AnthropicAPIKey: fakeAPIKey,
-			Timeout: 10 * time.Second, RetryAttempts: 1}
-	}
+	h.TweakExtractor = func(c *extractorsvc.Config) { c.Provider, c.LLMConfig = nil, fakeAnthropic(fake, 10*time.Second) }
 	h.startTrigger()
 	h.startExtractor()
+	fence := eventtest.NewSession("", "fence")
 	publishSession(t, h, tenantA, []event.Event{
-		textEvent("fence", "f1", events.RoleUser, "How do I build and test this?"),
-		textEvent("fence", "f2", events.RoleAssistant, "Run make build, then go test ./..."),
+		fence.User("f1", "How do I build and test this?"),
+		fence.Assistant("f2", "Run make build, then go test ./..."),
 	})
 	res, err := manualExtract(h, tenantA, "fence", 30*time.Second)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/client"
@@ -56,13 +57,8 @@ func transcriptEvent(tenant, session string, n int, textBytes int) event.Event {
 		m.StopReason = "end_turn"
 		m.Content = events.Content{{Type: events.BlockText, Text: filler}}
 	}
-	e := event.New()
-	e.SetID(id)
-	e.SetSource("reliability-test")
-	e.SetType(events.TypeMessage)
-	e.SetSubject(session)
+	e := eventtest.Session{ID: session, Source: "reliability-test"}.Message(fmt.Sprintf("e%05d", n), m) // id eventID(session, n)
 	e.SetTime(time.Now())
-	_ = e.SetData(event.ApplicationJSON, m)
 	return e
 }
 

@@ -70,17 +70,10 @@ func ingestNATS(t *testing.T, nc *nats.Conn, tenant, session string, evs []event
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var m *nats.Msg
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testpoll.Until(t, 15*time.Second, "the ingest endpoint answering "+tenant, func() bool { // it may still be starting
 		m, err = chunked.Request(ctx, nc, events.APISubject(events.VerbIngest, tenant, session), nil, body)
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond) // the endpoint may still be starting
-	}
-	if err != nil {
-		t.Fatalf("ingest as %s: %v", tenant, err)
-	}
+		return err == nil
+	})
 	if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
 		t.Fatalf("ingest as %s: %s %s", tenant, code, m.Data)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/natsperm"
@@ -185,8 +186,8 @@ func memoryTemplateWith(marker string) string {
 func TestIngestLimits(t *testing.T) {
 	h := newHarness(t)
 	base := h.startIngest()
-	msg := func(id string, data string) []byte {
-		return []byte(fmt.Sprintf(`{"specversion":"1.0","id":%q,"source":"t","type":%q,"subject":"lim","datacontenttype":"application/json","data":%s}`, id, events.TypeMessage, data))
+	msg := func(id string, data string) []byte { // a valid envelope around data built to test the limits
+		return structured(t, eventtest.NewSession("", "lim").Event(id, events.TypeMessage, []byte(data)))
 	}
 	blocks := func(n int) string {
 		b := make([]string, n)
@@ -304,15 +305,16 @@ func connectOnce(t *testing.T, c natsconn.Config, d time.Duration) error {
 		return err
 	}
 	defer nc.Close()
-	deadline := time.Now().Add(d)
-	for !nc.IsConnected() {
-		if time.Now().After(deadline) {
+	connected := nc.StatusChanged(nats.CONNECTED)
+	if !nc.IsConnected() {
+		select {
+		case <-connected:
+		case <-time.After(d):
 			if le := nc.LastError(); le != nil {
 				return le
 			}
 			return fmt.Errorf("not connected within %v", d)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	return nc.FlushTimeout(d)
 }

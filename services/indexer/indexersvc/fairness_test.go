@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/natstest"
@@ -23,7 +23,6 @@ import (
 	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/chunked"
 	"github.com/recallhq/recall/pkg/events"
-	"github.com/recallhq/recall/pkg/events/natsce"
 	"github.com/recallhq/recall/pkg/memory"
 )
 
@@ -92,18 +91,10 @@ func startFair(t *testing.T, cfg Config, sessions []string, n, size int) *fairne
 	t.Cleanup(cancel)
 	for _, ts := range sessions {
 		tenant, session, _ := strings.Cut(ts, "/")
+		s := eventtest.NewSession(tenant, session)
 		for i := range n {
-			e := event.New()
-			e.SetID(fmt.Sprintf("%s-%d", session, i))
-			e.SetSource("/test")
-			e.SetType(events.TypeMessage)
-			e.SetSubject(session)
-			e.SetExtension(events.ExtTenant, tenant)
-			_ = e.SetData(event.ApplicationJSON, events.Message{UUID: fmt.Sprintf("%s-u%d", session, i), Role: events.RoleUser,
-				Content: events.Content{{Type: events.BlockText, Text: fmt.Sprintf("message %d %s", i, strings.Repeat("word ", size/5))}}})
-			if _, err := js.PublishMsg(ctx, natsce.NewMsg(testLayout.Subject(tenant, session), &e)); err != nil {
-				t.Fatal(err)
-			}
+			eventtest.Publish(ctx, t, js, testLayout, s.Message(fmt.Sprint(i), events.Message{UUID: fmt.Sprintf("%s-u%d", session, i),
+				Role: events.RoleUser, Content: eventtest.Text(fmt.Sprintf("message %d %s", i, strings.Repeat("word ", size/5)))}))
 		}
 	}
 	cfg.NATS, cfg.Config = natsconn.Config{URL: srv.ClientURL()}, prov

@@ -10,17 +10,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/chunked"
 	"github.com/recallhq/recall/pkg/events"
-	"github.com/recallhq/recall/pkg/events/natsce"
 )
 
 // slowModel answers valid metadata slowly and records how many calls
@@ -57,16 +57,7 @@ func TestOneIndexingAtATimeAcrossReplicas(t *testing.T) {
 	srv, nc, js, prov := provisioned(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	e := event.New()
-	e.SetID("s1-u1")
-	e.SetSource("/test")
-	e.SetType(events.TypeMessage)
-	e.SetSubject("s1")
-	e.SetExtension(events.ExtTenant, "acme")
-	_ = e.SetData(event.ApplicationJSON, events.Message{UUID: "u1", Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: "Index me."}}})
-	if _, err := js.PublishMsg(ctx, natsce.NewMsg(testLayout.Subject("acme", "s1"), &e)); err != nil {
-		t.Fatal(err)
-	}
+	eventtest.Publish(ctx, t, js, testLayout, eventtest.NewSession("acme", "s1").User("u1", "Index me."))
 	model := &slowModel{}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	runCtx, stop := context.WithCancel(ctx)
@@ -80,27 +71,7 @@ func TestOneIndexingAtATimeAcrossReplicas(t *testing.T) {
 		}()
 	}
 	defer func() { stop(); wg.Wait() }()
-	// Both replicas serve the endpoint.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		info, err := nc.Request("$SRV.INFO."+ServiceName, nil, time.Second)
-		if err == nil && len(info.Data) > 0 {
-			var n int
-			for range 10 {
-				if _, err := nc.Request("$SRV.PING."+ServiceName, nil, 200*time.Millisecond); err == nil {
-					n++
-				}
-			}
-			if n > 0 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the indexers did not start")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond) // the second replica's endpoint
+	testpoll.Until(t, 20*time.Second, "both replicas serving", func() bool { return serving(t, nc, ServiceName) == 2 })
 	const forced = 6
 	var ok atomic.Int32
 	var rg sync.WaitGroup
@@ -127,6 +98,34 @@ func TestOneIndexingAtATimeAcrossReplicas(t *testing.T) {
 	kv, _ := js.KeyValue(ctx, events.BucketIndex)
 	if _, err := kv.Get(ctx, leaseKey("acme", "s1")); err != jetstream.ErrKeyNotFound && err != jetstream.ErrKeyDeleted {
 		t.Fatalf("lease left behind: %v", err)
+	}
+}
+
+// serving is how many instances of the micro service name answer a ping
+// within 200 ms.
+func serving(t *testing.T, nc *nats.Conn, name string) int {
+	t.Helper()
+	inbox := nats.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.PublishRequest("$SRV.PING."+name, inbox, nil); err != nil {
+		return 0
+	}
+	ids := map[string]bool{}
+	for {
+		m, err := sub.NextMsg(200 * time.Millisecond)
+		if err != nil {
+			return len(ids)
+		}
+		var ping struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(m.Data, &ping) == nil {
+			ids[ping.ID] = true
+		}
 	}
 }
 

@@ -11,15 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
-
+	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/chunked"
 	"github.com/recallhq/recall/pkg/events"
-	"github.com/recallhq/recall/pkg/events/natsce"
 	"github.com/recallhq/recall/pkg/memory"
 )
 
@@ -47,25 +45,16 @@ func TestLongSessionIndexedFromItsTail(t *testing.T) {
 	srv, nc, js, prov := provisioned(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	n := 0
+	n, s1 := 0, eventtest.NewSession("acme", "s1")
 	publish := func(count int) {
 		for range count {
 			n++
-			e := event.New()
-			e.SetID(fmt.Sprintf("s1-%d", n))
-			e.SetSource("/test")
-			e.SetType(events.TypeMessage)
-			e.SetSubject("s1")
-			e.SetExtension(events.ExtTenant, "acme")
 			role, model := events.RoleUser, ""
 			if n%2 == 0 {
 				role, model = events.RoleAssistant, "first-model"
 			}
-			_ = e.SetData(event.ApplicationJSON, events.Message{UUID: fmt.Sprintf("u%d", n), Role: role, Model: model,
-				Content: events.Content{{Type: events.BlockText, Text: fmt.Sprintf("message %d %s", n, strings.Repeat("x", 40))}}})
-			if _, err := js.PublishMsg(ctx, natsce.NewMsg(testLayout.Subject("acme", "s1"), &e)); err != nil {
-				t.Fatal(err)
-			}
+			eventtest.Publish(ctx, t, js, testLayout, s1.Message(fmt.Sprint(n), events.Message{UUID: fmt.Sprintf("u%d", n), Role: role, Model: model,
+				Content: eventtest.Text(fmt.Sprintf("message %d %s", n, strings.Repeat("x", 40)))}))
 		}
 	}
 	model := &inputModel{}
