@@ -3,77 +3,24 @@ package longtermsvc
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/cloudevents/sdk-go/v2/event"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/recallhq/recall/internal/natstest"
-	"github.com/recallhq/recall/internal/provision"
-	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
-	"github.com/recallhq/recall/pkg/events/natsce"
 )
-
-// transcriptFixture is a provisioned embedded server and a committer that
-// reads its transcript; add stores records of one session.
-type transcriptFixture struct {
-	js jetstream.JetStream
-	c  *committer
-	n  int
-}
-
-func newTranscriptFixture(t *testing.T, maxBatch int) *transcriptFixture {
-	t.Helper()
-	srv := natstest.Start(t)
-	nc, js := srv.Connect(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 2}); err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{MaxBatch: maxBatch}.withDefaults()
-	return &transcriptFixture{js: js, c: &committer{reader: transcript.NewReader(nc, testLayout), cfg: cfg, log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
-}
-
-// add stores an event of type typ with data in session s1 of acme and
-// returns its stream sequence.
-func (f *transcriptFixture) add(t *testing.T, typ string, data any) uint64 {
-	t.Helper()
-	f.n++
-	e := event.New()
-	e.SetID(fmt.Sprintf("s1-%d", f.n))
-	e.SetSource("/test")
-	e.SetType(typ)
-	e.SetSubject("s1")
-	e.SetExtension(events.ExtTenant, "acme")
-	_ = e.SetData(event.ApplicationJSON, data)
-	ack, err := f.js.PublishMsg(context.Background(), natsce.NewMsg(testLayout.Subject("acme", "s1"), &e))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ack.Sequence
-}
-
-func said(text string) *events.Message {
-	return &events.Message{Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: text}}}
-}
 
 // TestBatchPartsCoverEveryMessage: a batch over the budget is cut into
 // consecutive parts, oldest first; each part fits the budget, and together
 // they cover every record once, so the commit record never passes over a
 // message the model did not see.
 func TestBatchPartsCoverEveryMessage(t *testing.T) {
-	f := newTranscriptFixture(t, 1000)
+	f := newFixture(t, Config{MaxBatch: 1000})
 	var last uint64
 	for i := range 12 {
-		last = f.add(t, events.TypeMessage, said(fmt.Sprintf("fact %02d %s", i, strings.Repeat("x", 280))))
+		last = f.say(t, "", fmt.Sprintf("fact %02d %s", i, strings.Repeat("x", 280)))
 		if i == 5 {
-			last = f.add(t, events.TypeSessionCompacted, events.SessionCompacted{})
+			last = f.add(t, f.s.Compacted(f.id(), events.SessionCompacted{}))
 		}
 	}
 	ctx := context.Background()
@@ -104,10 +51,10 @@ func TestBatchPartsCoverEveryMessage(t *testing.T) {
 // budget (a paste, a file) is a part of its own, cut to its beginning and
 // end; the messages after it go to the next part.
 func TestBatchClipsAMessageAloneOverTheBudget(t *testing.T) {
-	f := newTranscriptFixture(t, 10_000)
-	f.add(t, events.TypeMessage, said("I prefer tabs"))
-	paste := f.add(t, events.TypeMessage, said("START "+strings.Repeat("0123456789", 100_000)+" FINISH"))
-	last := f.add(t, events.TypeMessage, said("my name is Ada"))
+	f := newFixture(t, Config{MaxBatch: 10_000})
+	f.say(t, "", "I prefer tabs")
+	paste := f.say(t, "", "START "+strings.Repeat("0123456789", 100_000)+" FINISH")
+	last := f.say(t, "", "my name is Ada")
 	ctx := context.Background()
 	first, err := f.c.batch(ctx, "acme", "s1", 1, last)
 	if err != nil {
@@ -131,15 +78,15 @@ func TestBatchClipsAMessageAloneOverTheBudget(t *testing.T) {
 // it is, not only among its first records; a session without one has no
 // user.
 func TestStartedFoundPastTheFirstRecords(t *testing.T) {
-	f := newTranscriptFixture(t, 0)
+	f := newFixture(t, Config{})
 	ctx := context.Background()
 	for i := range 40 {
-		f.add(t, events.TypeMessage, said(fmt.Sprintf("message %d", i)))
+		f.say(t, "", fmt.Sprintf("message %d", i))
 	}
 	if got, err := f.c.started(ctx, "acme", "s1"); err != nil || got != nil {
 		t.Fatalf("a session without a start: %+v, %v", got, err)
 	}
-	f.add(t, events.TypeSessionStarted, events.SessionStarted{UserID: "u-7"})
+	f.start(t, "u-7", nil)
 	got, err := f.c.started(ctx, "acme", "s1")
 	if err != nil || got == nil || got.UserID != "u-7" {
 		t.Fatalf("the start after record 40: %+v, %v", got, err)
