@@ -52,17 +52,20 @@ var ErrInvalid = errors.New("invalid id")
 // values take the defaults of their tags (internal/envconf).
 type Config struct {
 	TombstoneTTL time.Duration `envconfig:"TOMBSTONE_TTL" default:"24h" desc:"how long an erased session's events are refused (410 Gone) and anything written for it again is removed"`
-	Drain        time.Duration `envconfig:"DRAIN" default:"500ms" negative:"ok" desc:"how long an erase waits after its tombstone before purging, so events accepted just before are purged too (negative: no wait)"`
+	// Drain is not defaulted in a Config literal: its zero value is no
+	// wait (tests, the CLI), the environment's default 500ms.
+	Drain time.Duration `envconfig:"DRAIN" default:"500ms" desc:"how long an erase waits after its tombstone before purging, so events accepted just before are purged too (0: no wait)"`
 }
 
 // LogValue logs the settings under their variables' names.
 func (c Config) LogValue() slog.Value { return envconf.LogValue(c) }
 
-// withDefaults fills unset values from their tags; a negative drain is no
-// wait.
-func (c Config) withDefaults() Config {
+// WithDefaults fills unset values from their tags but the drain (see
+// Config); a negative drain is no wait. New applies it.
+func (c Config) WithDefaults() Config {
+	drain := c.Drain
 	envconf.Defaults(&c)
-	c.Drain = max(c.Drain, 0)
+	c.Drain = max(drain, 0)
 	return c
 }
 
@@ -96,7 +99,7 @@ func New(js jetstream.JetStream, layout events.Layout, cfg Config, tombs *Tombst
 	if tombs == nil {
 		tombs = NewTombstones()
 	}
-	return &Eraser{js: js, nc: js.Conn(), layout: layout, cfg: cfg.withDefaults(), pub: eventpub.New(js, "eraser"), tombs: tombs, log: log}
+	return &Eraser{js: js, nc: js.Conn(), layout: layout, cfg: cfg.WithDefaults(), pub: eventpub.New(js, "eraser"), tombs: tombs, log: log}
 }
 
 // JetStream is the handle the eraser works through.

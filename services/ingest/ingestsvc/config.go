@@ -73,9 +73,10 @@ func (c Config) LogValue() slog.Value { return envconf.LogValue(c) }
 // tests may build a Config literal, and derives the rest: the body limit
 // holds one event of the largest size.
 func (c Config) withDefaults() Config {
-	retention := c.Retention
+	retention, erasing := c.Retention, c.Erase
 	envconf.Defaults(&c)
 	c.Retention = retention // a literal's zero interval runs no sweeper
+	c.Erase = erasing.WithDefaults()
 	c.MaxBodyBytes = max(c.MaxBodyBytes, int64(c.MaxEventBytes)+1<<10)
 	return c
 }

@@ -12,7 +12,8 @@ import (
 
 // TestDefaultsFromTags: a Config literal gets the environment's defaults
 // (one source: the tags) — but for the retention sweeper, which a literal
-// runs only when it sets an interval — what is derived is derived, and the
+// runs only when it sets an interval, and the erase drain, which a literal
+// leaves at none (erase.Config) — what is derived is derived, and the
 // token hashes are logged masked.
 func TestDefaultsFromTags(t *testing.T) {
 	var env Config
@@ -23,7 +24,10 @@ func TestDefaultsFromTags(t *testing.T) {
 	if env.Retention.Interval != 10*time.Minute || lit.Retention.Interval != 0 {
 		t.Fatalf("retention sweep: environment every %v, literal every %v; want 10m, none", env.Retention.Interval, lit.Retention.Interval)
 	}
-	env.Retention = lit.Retention
+	if env.Erase.Drain != 500*time.Millisecond || lit.Erase.Drain != 0 {
+		t.Fatalf("erase drain: environment %v, literal %v; want 500ms, none", env.Erase.Drain, lit.Erase.Drain)
+	}
+	env.Retention, env.Erase.Drain = lit.Retention, lit.Erase.Drain
 	if lit.LogValue().String() != env.LogValue().String() {
 		t.Fatalf("literal defaults %v\nenvironment's %v", lit.LogValue(), env.LogValue())
 	}
