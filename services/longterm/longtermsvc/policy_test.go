@@ -191,3 +191,52 @@ func TestPeersComeFromTheBatch(t *testing.T) {
 		t.Fatalf("the model was told %+v", res)
 	}
 }
+
+// TestExecutionPhaseNeedsSelfAndToolWork: execution extraction (self-only
+// types, session skills) runs after the long-term phase only when the
+// batch has tool work and self memory is on; it writes only self memory
+// (no peer is writable in it) and only its own types.
+func TestExecutionPhaseNeedsSelfAndToolWork(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy *events.MemoryPolicy
+		tools  bool
+		phases string
+		docs   []string
+	}{
+		{"tool work", policyOf(true, true), true, "long_term,execution", []string{"peer/bob/profile", "self/preferences", "self/session_skills", "self/trajectories"}},
+		{"no tool work", nil, false, "long_term", []string{"self/preferences"}},
+		{"self off", policyOf(false, true), true, "long_term", []string{"peer/bob/profile"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Config{})
+			f.model.setPlan(func(req llm.Request) []llm.ToolCall {
+				if phaseOf(req) == "long_term" {
+					return []llm.ToolCall{write("l1", "preferences", "- Prefers tabs.", ""), write("l2", "profile", "- Bob.", "bob")}
+				}
+				return []llm.ToolCall{
+					write("x1", "trajectories", "- fix go.sum: go test → go mod tidy → go test", ""),
+					write("x2", "session_skills", "## tidy\n1. go mod tidy", ""),
+					write("x3", "trajectories", "- Bob's run", "bob"),
+					write("x4", "preferences", "- Prefers spaces.", ""),
+				}
+			})
+			f.start(t, "u1", tc.policy)
+			f.say(t, "bob", "I am Bob.")
+			f.say(t, "", "I prefer tabs. Run the tests.")
+			if tc.tools {
+				f.add(t, f.s.ToolUse(f.id(), "t1", "Bash", `{"command":"go test ./..."}`), f.s.ToolResult(f.id(), "t1", "missing go.sum entry", true))
+			}
+			out, err := f.c.commit(context.Background(), commitJob{tenant: "acme", session: "s1", reason: events.CommitReasonSessionEnded})
+			if err != nil || strings.Join(out.Phases, ",") != tc.phases {
+				t.Fatalf("commit: phases %v, %v; want %s", out.Phases, err, tc.phases)
+			}
+			if got := slices.Sorted(maps.Keys(f.docs(t, "acme", "u1"))); !slices.Equal(got, tc.docs) {
+				t.Fatalf("documents %v, want %v", got, tc.docs)
+			}
+			if res := f.model.results(); tc.phases == "long_term,execution" && (!res["x4"].isError || !strings.Contains(res["x3"].text, memory.SkipPeerNotAllowed)) {
+				t.Fatalf("execution phase: another phase's type %+v, a peer %+v", res["x4"], res["x3"])
+			}
+		})
+	}
+}
