@@ -152,7 +152,7 @@ func (e *Eraser) tombstone(ctx context.Context, tenant, session string) (time.Ti
 	if _, err := store.PutTTL(ctx, e.js, events.BucketTombstones, events.TombstoneKey(tenant, session), b, e.cfg.TombstoneTTL, 0); err != nil {
 		return time.Time{}, fmt.Errorf("writing the tombstone: %w", err)
 	}
-	e.tombs.add(tenant, session, t.Until)
+	e.tombs.add(tenant, session, t.Until, now.Add(e.cfg.Drain))
 	return t.Until, nil
 }
 

@@ -241,3 +241,45 @@ func TestGuardRemovesDirectRecords(t *testing.T) {
 		return err == nil && len(info.State.Subjects) == 0
 	})
 }
+
+// TestWritesDuringTheDrainAreTheErasesToCount: a record stored while an
+// erase drains is purged by the erase and counted in its receipt — the
+// guard waits for the drain to end (it used to erase the session first,
+// leaving the receipt empty) — and a write after the erase is still
+// removed by the guard.
+func TestWritesDuringTheDrainAreTheErasesToCount(t *testing.T) {
+	js, ctx := setup(t)
+	seed(t, ctx, js, "s1")
+	e := New(js, testLayout, Config{Drain: 600 * time.Millisecond}, nil, nil)
+	gctx, stop := context.WithCancel(ctx)
+	defer stop()
+	if err := e.Guard(gctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan events.EraseReceipt, 1)
+	go func() {
+		r, err := e.Session(ctx, "t1", "s1", Actor{})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	testpoll.Until(t, 5*time.Second, "the tombstone", func() bool { _, ok := e.Tombstones().Erased("t1", "s1"); return ok })
+	// A late effect during the drain: a record and a notification.
+	publish(t, ctx, js, testLayout.Subject("t1", "s1"), `{"secret":"MARKER during the drain"}`)
+	publish(t, ctx, js, events.EventsSubject(events.KindCompactionServed, "t1", "s1"), `{}`)
+	r := <-done
+	shard := testLayout.Stream("t1", "s1")
+	if got := r.Count(shard, ""); got != 3 {
+		t.Fatalf("the receipt counts %d records of %s, want 3 (two seeded, one during the drain): %+v", got, shard, r)
+	}
+	publish(t, ctx, js, testLayout.Subject("t1", "s1"), `{"secret":"MARKER after"}`)
+	s, err := js.Stream(ctx, shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testpoll.Until(t, 10*time.Second, "the late record is removed", func() bool {
+		info, err := s.Info(ctx, jetstream.WithSubjectFilter(testLayout.Subject("t1", "s1")))
+		return err == nil && len(info.State.Subjects) == 0
+	})
+}

@@ -18,27 +18,42 @@ import (
 // safe for concurrent use.
 type Tombstones struct {
 	mu    sync.RWMutex
-	m     map[string]time.Time // events.TombstoneKey → until
-	added chan struct{}        // signalled (without blocking) by add
+	m     map[string]tomb // by events.TombstoneKey
+	added chan struct{}   // signalled (without blocking) by add
 }
+
+// tomb is one live tombstone: until it expires; from when the guard acts
+// (the end of its erase's drain: what lands before is purged by the erase
+// itself and counted in its receipt).
+type tomb struct{ until, guardFrom time.Time }
 
 // NewTombstones returns an empty set.
 func NewTombstones() *Tombstones {
-	return &Tombstones{m: map[string]time.Time{}, added: make(chan struct{}, 1)}
+	return &Tombstones{m: map[string]tomb{}, added: make(chan struct{}, 1)}
 }
 
 // Erased reports whether the session is erased and its tombstone lives,
 // and until when.
 func (t *Tombstones) Erased(tenant, session string) (until time.Time, ok bool) {
 	t.mu.RLock()
-	until, ok = t.m[events.TombstoneKey(tenant, session)]
+	tb, ok := t.m[events.TombstoneKey(tenant, session)]
 	t.mu.RUnlock()
-	return until, ok && time.Now().Before(until)
+	return tb.until, ok && time.Now().Before(tb.until)
 }
 
-func (t *Tombstones) add(tenant, session string, until time.Time) {
+// guarding reports whether the guard should erase the session's late
+// writes now: its tombstone lives and its erase's drain is over.
+func (t *Tombstones) guarding(tenant, session string) bool {
+	t.mu.RLock()
+	tb, ok := t.m[events.TombstoneKey(tenant, session)]
+	t.mu.RUnlock()
+	now := time.Now()
+	return ok && now.Before(tb.until) && !now.Before(tb.guardFrom)
+}
+
+func (t *Tombstones) add(tenant, session string, until, guardFrom time.Time) {
 	t.mu.Lock()
-	t.m[events.TombstoneKey(tenant, session)] = until
+	t.m[events.TombstoneKey(tenant, session)] = tomb{until: until, guardFrom: guardFrom}
 	t.mu.Unlock()
 	select {
 	case t.added <- struct{}{}:
@@ -142,7 +157,7 @@ func (e *Eraser) tombstoneSeen(v jetstream.KeyValueEntry) {
 	}
 	var t events.Tombstone
 	if json.Unmarshal(v.Value(), &t) == nil && validate(t.Tenant, t.Session) == nil {
-		e.tombs.add(t.Tenant, t.Session, t.Until)
+		e.tombs.add(t.Tenant, t.Session, t.Until, t.ErasedAt.Add(e.cfg.Drain))
 	}
 }
 
@@ -191,9 +206,13 @@ func keySession(key string) (tenant, session string, ok bool) {
 	return tok[0], tok[1], true
 }
 
-// check erases the session's traces again if it is tombstoned.
+// check erases the session's traces again if it is tombstoned and its
+// erase's drain is over. A write during the drain is left to the erase,
+// which purges after the drain: were the guard to remove it first, the
+// erase's receipt would not count what it erased (each replica's guard
+// acts from the tombstone's erased_at plus its own drain setting).
 func (g *guard) check(ctx context.Context, tenant, session string) {
-	if _, erased := g.e.tombs.Erased(tenant, session); !erased {
+	if !g.e.tombs.guarding(tenant, session) {
 		return
 	}
 	key := events.MemoryKey(tenant, session)

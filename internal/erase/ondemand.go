@@ -17,8 +17,8 @@ func (t *Tombstones) live() [][2]string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out [][2]string
-	for key, until := range t.m {
-		if !now.Before(until) {
+	for key, tb := range t.m {
+		if !now.Before(tb.until) {
 			delete(t.m, key)
 			continue
 		}
