@@ -8,24 +8,19 @@ import (
 )
 
 // TestDefaultsFromTags: a Config literal gets the environment's defaults
-// (one source: the tags) but the drain, whose zero is no wait; a negative
-// drain is no wait.
+// (one source: the tags); a negative drain is no wait.
 func TestDefaultsFromTags(t *testing.T) {
 	var env Config
 	if err := envconfig.Process("RECALL_DEFAULTS_TEST_UNSET", &env); err != nil {
 		t.Fatal(err)
 	}
-	lit := (Config{}).WithDefaults()
-	if lit.Drain != 0 {
-		t.Fatalf("a literal's drain %v, want none", lit.Drain)
-	}
-	if lit.Drain = env.Drain; lit != env {
+	if lit := (Config{}).withDefaults(); lit != env {
 		t.Fatalf("literal defaults %+v, environment's %+v", lit, env)
 	}
 	if env.TombstoneTTL != 24*time.Hour || env.Drain != 500*time.Millisecond {
 		t.Fatalf("defaults: %+v", env)
 	}
-	if c := (Config{Drain: -1}).WithDefaults(); c.Drain != 0 {
+	if c := (Config{Drain: -1}).withDefaults(); c.Drain != 0 {
 		t.Fatalf("a negative drain became %v, want no wait", c.Drain)
 	}
 }

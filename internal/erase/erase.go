@@ -52,20 +52,17 @@ var ErrInvalid = errors.New("invalid id")
 // values take the defaults of their tags (internal/envconf).
 type Config struct {
 	TombstoneTTL time.Duration `envconfig:"TOMBSTONE_TTL" default:"24h" desc:"how long an erased session's events are refused (410 Gone) and anything written for it again is removed"`
-	// Drain is not defaulted in a Config literal: its zero value is no
-	// wait (tests, the CLI), the environment's default 500ms.
-	Drain time.Duration `envconfig:"DRAIN" default:"500ms" desc:"how long an erase waits after its tombstone before purging, so events accepted just before are purged too (0: no wait)"`
+	Drain        time.Duration `envconfig:"DRAIN" default:"500ms" negative:"ok" desc:"how long an erase waits after its tombstone before purging, so events accepted just before are purged too (negative: no wait)"`
 }
 
 // LogValue logs the settings under their variables' names.
 func (c Config) LogValue() slog.Value { return envconf.LogValue(c) }
 
-// WithDefaults fills unset values from their tags but the drain (see
-// Config); a negative drain is no wait. New applies it.
-func (c Config) WithDefaults() Config {
-	drain := c.Drain
+// withDefaults fills unset values from their tags (internal/envconf); a
+// negative drain is no wait.
+func (c Config) withDefaults() Config {
 	envconf.Defaults(&c)
-	c.Drain = max(drain, 0)
+	c.Drain = max(c.Drain, 0)
 	return c
 }
 
@@ -99,7 +96,7 @@ func New(js jetstream.JetStream, layout events.Layout, cfg Config, tombs *Tombst
 	if tombs == nil {
 		tombs = NewTombstones()
 	}
-	return &Eraser{js: js, nc: js.Conn(), layout: layout, cfg: cfg.WithDefaults(), pub: eventpub.New(js, "eraser"), tombs: tombs, log: log}
+	return &Eraser{js: js, nc: js.Conn(), layout: layout, cfg: cfg.withDefaults(), pub: eventpub.New(js, "eraser"), tombs: tombs, log: log}
 }
 
 // JetStream is the handle the eraser works through.

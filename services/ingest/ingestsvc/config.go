@@ -73,10 +73,9 @@ func (c Config) LogValue() slog.Value { return envconf.LogValue(c) }
 // tests may build a Config literal, and derives the rest: the body limit
 // holds one event of the largest size.
 func (c Config) withDefaults() Config {
-	retention, erasing := c.Retention, c.Erase
+	retention := c.Retention
 	envconf.Defaults(&c)
 	c.Retention = retention // a literal's zero interval runs no sweeper
-	c.Erase = erasing.WithDefaults()
 	c.MaxBodyBytes = max(c.MaxBodyBytes, int64(c.MaxEventBytes)+1<<10)
 	return c
 }

@@ -12,8 +12,7 @@ import (
 
 // TestDefaultsFromTags: a Config literal gets the environment's defaults
 // (one source: the tags) — but for the retention sweeper, which a literal
-// runs only when it sets an interval, and the erase drain, which a literal
-// leaves at none (erase.Config) — what is derived is derived, and the
+// runs only when it sets an interval — what is derived is derived, and the
 // token hashes are logged masked.
 func TestDefaultsFromTags(t *testing.T) {
 	var env Config
@@ -24,14 +23,11 @@ func TestDefaultsFromTags(t *testing.T) {
 	if env.Retention.Interval != 10*time.Minute || lit.Retention.Interval != 0 {
 		t.Fatalf("retention sweep: environment every %v, literal every %v; want 10m, none", env.Retention.Interval, lit.Retention.Interval)
 	}
-	if env.Erase.Drain != 500*time.Millisecond || lit.Erase.Drain != 0 {
-		t.Fatalf("erase drain: environment %v, literal %v; want 500ms, none", env.Erase.Drain, lit.Erase.Drain)
-	}
-	env.Retention, env.Erase.Drain = lit.Retention, lit.Erase.Drain
+	env.Retention = lit.Retention
 	if lit.LogValue().String() != env.LogValue().String() {
 		t.Fatalf("literal defaults %v\nenvironment's %v", lit.LogValue(), env.LogValue())
 	}
-	if lit.Erase.TombstoneTTL != 24*time.Hour || lit.TenantInFlight != 256 || lit.ShutdownGrace != 30*time.Second {
+	if lit.Erase.TombstoneTTL != 24*time.Hour || lit.Erase.Drain != 500*time.Millisecond || lit.TenantInFlight != 256 || lit.ShutdownGrace != 30*time.Second {
 		t.Fatalf("defaults: %v", lit.LogValue())
 	}
 	if c := (Config{MaxEventBytes: 32 << 20, MaxBodyBytes: 1 << 20}).withDefaults(); c.MaxBodyBytes != 32<<20+1<<10 {
