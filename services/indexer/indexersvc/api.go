@@ -33,10 +33,9 @@ var fail = microapi.Fail
 // deadline. The expensive endpoints answer later (microapi.Later) under
 // x.admit: a tenant with TenantRequests in flight is refused 429, a
 // replica with Requests in flight 503, both with Retry-After
-// (docs/sessions.md). Stopping the returned service also waits for the
-// answers in flight, so the lifecycle that adopts it drains the
-// connection only after them.
-func (x *Indexer) serve(ctx context.Context, log *slog.Logger) (micro.Service, error) {
+// (docs/sessions.md). The lifecycle adopts the service and awaits later,
+// so the connection drains only after the answers in flight.
+func (x *Indexer) serve(ctx context.Context, log *slog.Logger) (micro.Service, *microapi.Later, error) {
 	later := microapi.NewLater(ctx, x.nc, log, 0)
 	svc, err := micro.AddService(x.nc, micro.Config{
 		Name:         ServiceName,
@@ -45,7 +44,7 @@ func (x *Indexer) serve(ctx context.Context, log *slog.Logger) (micro.Service, e
 		StatsHandler: later.Stats,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	type endpoint struct {
 		verb string
@@ -82,23 +81,10 @@ func (x *Indexer) serve(ctx context.Context, log *slog.Logger) (micro.Service, e
 		})
 		if err := svc.AddEndpoint(e.verb, replyspace.Guard(log, h), micro.WithEndpointSubject(events.APISubject(e.verb, "*", "*"))); err != nil {
 			_ = svc.Stop()
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return finishing{svc, later}, nil
-}
-
-// finishing is a micro service whose Stop also finishes its answers in
-// flight (microapi.Later.Stop: bounded) once it stopped taking requests.
-type finishing struct {
-	micro.Service
-	later *microapi.Later
-}
-
-func (f finishing) Stop() error {
-	err := f.Service.Stop()
-	f.later.Stop(context.Background())
-	return err
+	return svc, later, nil
 }
 
 // answer replies with res or aerr (internal/microapi).

@@ -56,11 +56,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return nil // ctx is done: stopped while starting
 	}
-	svc, err := x.serve(ctx, log)
+	svc, later, err := x.serve(ctx, log)
 	if err != nil {
 		return fmt.Errorf("adding the micro service: %w", err)
 	}
 	life.Adopt(svc)
+	life.Await(later)
 	c, err := newConsumer(x, life.JS)
 	if err != nil {
 		return err
