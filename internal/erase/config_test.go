@@ -4,16 +4,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
+	"github.com/recallhq/recall/internal/envconf/envconftest"
 )
 
 // TestDefaultsFromTags: a Config literal gets the environment's defaults
 // (one source: the tags); a negative drain is no wait.
 func TestDefaultsFromTags(t *testing.T) {
-	var env Config
-	if err := envconfig.Process("RECALL_DEFAULTS_TEST_UNSET", &env); err != nil {
-		t.Fatal(err)
-	}
+	env := envconftest.FromEnvironment[Config](t)
 	if lit := (Config{}).withDefaults(); lit != env {
 		t.Fatalf("literal defaults %+v, environment's %+v", lit, env)
 	}

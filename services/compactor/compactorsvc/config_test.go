@@ -4,8 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
-
+	"github.com/recallhq/recall/internal/envconf/envconftest"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
 )
@@ -14,18 +13,13 @@ import (
 // (one source: the tags) — but for FullCompact, which a literal leaves off
 // — and the defaults that are constants elsewhere agree with them.
 func TestDefaultsFromTags(t *testing.T) {
-	var env Config
-	if err := envconfig.Process("RECALL_DEFAULTS_TEST_UNSET", &env); err != nil {
-		t.Fatal(err)
-	}
+	env := envconftest.FromEnvironment[Config](t)
 	lit := Config{}.withDefaults()
 	if !env.FullCompact || lit.FullCompact {
 		t.Fatalf("full compaction: environment %v, literal %v; want on, off", env.FullCompact, lit.FullCompact)
 	}
 	env.FullCompact = lit.FullCompact
-	if lit.LogValue().String() != env.LogValue().String() {
-		t.Fatalf("literal defaults %v\nenvironment's %v", lit.LogValue(), env.LogValue())
-	}
+	envconftest.SameDefaults(t, lit, env)
 	w := memory.DefaultWindowConfig()
 	for name, c := range map[string][2]int64{
 		"stale threshold":        {int64(lit.StaleThreshold), int64(events.DefaultStaleThreshold)},

@@ -7,8 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
-
+	"github.com/recallhq/recall/internal/envconf/envconftest"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
 )
@@ -17,15 +16,10 @@ import (
 // (one source: the tags), the defaults that are constants elsewhere agree
 // with them, and what is derived is derived.
 func TestDefaultsFromTags(t *testing.T) {
-	var env Config
-	if err := envconfig.Process("RECALL_DEFAULTS_TEST_UNSET", &env); err != nil {
-		t.Fatal(err)
-	}
+	env := envconftest.FromEnvironment[Config](t)
 	lit := Config{}.withDefaults()
 	env.WorkerID = lit.WorkerID
-	if lit.LogValue().String() != env.LogValue().String() {
-		t.Fatalf("literal defaults %v\nenvironment's %v", lit.LogValue(), env.LogValue())
-	}
+	envconftest.SameDefaults(t, lit, env)
 	if lit.StaleThreshold != events.DefaultStaleThreshold || lit.MaxBlockTokens != memory.DefaultMaxBlockTokens {
 		t.Fatalf("stale threshold %v (constant %v), max block tokens %d (constant %d)",
 			lit.StaleThreshold, events.DefaultStaleThreshold, lit.MaxBlockTokens, memory.DefaultMaxBlockTokens)

@@ -5,23 +5,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kelseyhightower/envconfig"
-
+	"github.com/recallhq/recall/internal/envconf/envconftest"
 	"github.com/recallhq/recall/pkg/memory"
 )
 
 // TestDefaultsFromTags: a Config literal gets the environment's defaults
 // (one source: the tags), and those are the domain's.
 func TestDefaultsFromTags(t *testing.T) {
-	var env Config
-	if err := envconfig.Process("RECALL_DEFAULTS_TEST_UNSET", &env); err != nil {
-		t.Fatal(err)
-	}
+	env := envconftest.FromEnvironment[Config](t)
 	lit := Config{}.withDefaults()
 	lit.Provider = env.Provider
-	if lit.LogValue().String() != env.LogValue().String() {
-		t.Fatalf("literal defaults %v\nenvironment's %v", lit.LogValue(), env.LogValue())
-	}
+	envconftest.SameDefaults(t, lit, env)
 	if lit.MinNewUserMessages != memory.DefaultMinNewUserMessages || lit.MaxInputBytes != memory.DefaultIndexMaxBytes ||
 		lit.QueryBudgetTokens != memory.DefaultQueryBudgetTokens || lit.QueryMaxBudgetTokens != DefaultQueryMaxBudgetTokens ||
 		lit.ResolveMaxRefs != DefaultResolveMaxRefs {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kelseyhightower/envconfig"
+	"github.com/recallhq/recall/internal/envconf/envconftest"
 )
 
 // TestDefaultsFromTags: a Config literal gets the environment's defaults
@@ -15,18 +15,13 @@ import (
 // runs only when it sets an interval — what is derived is derived, and the
 // token hashes are logged masked.
 func TestDefaultsFromTags(t *testing.T) {
-	var env Config
-	if err := envconfig.Process("RECALL_DEFAULTS_TEST_UNSET", &env); err != nil {
-		t.Fatal(err)
-	}
+	env := envconftest.FromEnvironment[Config](t)
 	lit := Config{}.withDefaults()
 	if env.Retention.Interval != 10*time.Minute || lit.Retention.Interval != 0 {
 		t.Fatalf("retention sweep: environment every %v, literal every %v; want 10m, none", env.Retention.Interval, lit.Retention.Interval)
 	}
 	env.Retention = lit.Retention
-	if lit.LogValue().String() != env.LogValue().String() {
-		t.Fatalf("literal defaults %v\nenvironment's %v", lit.LogValue(), env.LogValue())
-	}
+	envconftest.SameDefaults(t, lit, env)
 	if lit.Erase.TombstoneTTL != 24*time.Hour || lit.Erase.Drain != 500*time.Millisecond || lit.TenantInFlight != 256 || lit.ShutdownGrace != 30*time.Second {
 		t.Fatalf("defaults: %v", lit.LogValue())
 	}

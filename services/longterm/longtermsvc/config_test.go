@@ -3,21 +3,16 @@ package longtermsvc
 import (
 	"testing"
 
-	"github.com/kelseyhightower/envconfig"
+	"github.com/recallhq/recall/internal/envconf/envconftest"
 )
 
 // TestDefaultsFromTags: a Config literal gets the environment's defaults
 // (one source: the tags).
 func TestDefaultsFromTags(t *testing.T) {
-	var env Config
-	if err := envconfig.Process("RECALL_DEFAULTS_TEST_UNSET", &env); err != nil {
-		t.Fatal(err)
-	}
+	env := envconftest.FromEnvironment[Config](t)
 	lit := Config{}.withDefaults()
 	env.ID, env.Provider = lit.ID, lit.Provider
-	if lit.LogValue().String() != env.LogValue().String() {
-		t.Fatalf("literal defaults %v\nenvironment's %v", lit.LogValue(), env.LogValue())
-	}
+	envconftest.SameDefaults(t, lit, env)
 	if lit.Partitions != 16 || lit.Concurrency != 4 || lit.ID == "" {
 		t.Fatalf("defaults: %v", lit.LogValue())
 	}

@@ -3,18 +3,14 @@ package triggersvc
 import (
 	"testing"
 
-	"github.com/kelseyhightower/envconfig"
-
+	"github.com/recallhq/recall/internal/envconf/envconftest"
 	"github.com/recallhq/recall/pkg/memory"
 )
 
 // TestDefaultsFromTags: a Config literal gets the environment's defaults
 // (one source: the tags), and the threshold defaults are the reference's.
 func TestDefaultsFromTags(t *testing.T) {
-	var env Config
-	if err := envconfig.Process("RECALL_DEFAULTS_TEST_UNSET", &env); err != nil {
-		t.Fatal(err)
-	}
+	env := envconftest.FromEnvironment[Config](t)
 	lit := Config{}.WithDefaults()
 	env.MemberID = lit.MemberID
 	if lit != env {
