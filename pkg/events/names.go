@@ -6,8 +6,9 @@
 // replays a stream, renaming a subject strands stored data. Change them only
 // with a migration.
 //
-// The package depends on the CloudEvents event model only; NATS glue lives in
-// the sibling package natsce and in the services.
+// The package depends on the CloudEvents event model (and json-iterator for
+// the hot decoding path) only; NATS glue lives in the sibling package natsce
+// and in the services.
 package events
 
 import (
@@ -41,8 +42,8 @@ const (
 	// BucketParked holds extraction requests that failed permanently, until
 	// they are replayed.
 	BucketParked = "RECALL_PARKED"
-	// BucketTriggers holds trigger membership heartbeats (per-key TTL)
-	// when the trigger is partitioned.
+	// BucketTriggers holds the trigger replicas' membership heartbeats
+	// (per-key TTL): they share the transcript's shards.
 	BucketTriggers = "RECALL_TRIGGERS"
 	// BucketTriggerState holds snapshots of long sessions' trigger state
 	// under MemoryKey, so that a rebuild replays only the records after one.

@@ -22,8 +22,8 @@ import (
 // what is not confirmed by then is not acknowledged (and is redelivered).
 const shutdownFlush = 5 * time.Second
 
-// lane follows one consumer (the whole transcript, or one partition of the
-// trigger feed) strictly in stream order. One goroutine owns all of its
+// lane follows one consumer (the trigger's durable on one transcript
+// shard) strictly in stream order. One goroutine owns all of its
 // state, so there is no lock and network calls never hold one: when a
 // publication, a rebuild or a read fails, the lane retries with its
 // context and takes no new record meanwhile (the consumer stops
