@@ -1,6 +1,7 @@
 // Package natsperm generates the NATS permissions of Recall's users: one
-// platform user per tenant, confined to that tenant's subjects, and the four
-// service users (ingest, trigger, extractor, compactor) as a reference.
+// platform user per tenant, confined to that tenant's subjects, and the
+// service users (ingest, trigger, extractor, compactor, indexer, longterm)
+// as a reference.
 //
 // A tenant user may:
 //   - send requests to the API of its own sessions
@@ -47,8 +48,8 @@ import (
 	"github.com/recallhq/recall/pkg/events"
 )
 
-// ErrUnknownService is returned by Service for a name other than the four
-// services.
+// ErrUnknownService is returned by Service for a name that is not one of
+// Services.
 var ErrUnknownService = errors.New("unknown service")
 
 // Rule lists the subjects of one direction (publish or subscribe). When
