@@ -142,6 +142,10 @@ func startStack(ctx context.Context, o stackOptions) (*stack, error) {
 		s.Close()
 		return nil, err
 	}
+	if err := s.waitReaders(ctx, cfg.prov.Layout()); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
 }
 

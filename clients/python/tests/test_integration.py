@@ -43,6 +43,18 @@ def conversation(session: str, user: str, turns: int = 3) -> list[dict]:
     return out
 
 
+def indexed(live: rc.Client, session: str, within: float = 15.0):
+    """The session's index entry, once the indexer stored it: the indexer follows the transcript on its own."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            return live.get_session(session)
+        except rc.NotFound:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def published(live: rc.Client, turns: int = 10) -> dict:
     """A new session, published and extracted."""
     s = new_session()
@@ -117,7 +129,7 @@ def test_edit(live, session):
 
 def test_sessions_index_resolve_query(live, session):
     s = session["id"]
-    got = live.get_session(s)
+    got = indexed(live, s)
     assert got.index.session == s and got.index.user_id == session["user"] and got.index.cwd == "/src/billing"
     idx = live.index(s)
     assert idx.outcome is not None and idx.outcome.success, idx.outcome
@@ -229,6 +241,7 @@ def test_async_client(recall_http):
             assert results[0].accepted == 1
             assert (await c.publish(evs[1:])).accepted == len(evs) - 1
             assert (await c.extract(s, timeout_ms=30000)).success
+            await asyncio.to_thread(indexed, c.sync, s)
             m, idx = await asyncio.gather(c.memory(s), c.get_session(s))
             assert "jitter" in m.notes and idx.index.user_id == "u-async"
             with pytest.raises(rc.NotFound):
