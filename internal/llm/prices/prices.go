@@ -1,14 +1,17 @@
 // Package prices is Recall's table of model list prices, in USD per
 // million input and output tokens, and the cost of a model call by it. The
 // indexer prices its indexing and questions with it, the console the
-// extractions of a session's memory. It is a table, not a bill: prices
-// change, providers discount cached input, and a model missing from the
-// table has no price (Cost reports ok == false), never a guessed one.
+// extractions of a session's memory; both read the same custom entries
+// from RECALL_INDEX_PRICES (Parse), so they agree. It is a table, not a
+// bill: prices change, providers discount cached input, and a model
+// missing from the table has no price (Cost reports ok == false), never a
+// guessed one.
 package prices
 
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -50,8 +53,9 @@ var ErrInvalid = errors.New("invalid price")
 
 // Parse reads "model=in:out,…" (USD per million input and output tokens)
 // over the built-in table: an entry adds a model or overrides its price.
-// An empty spec is the built-in table. Errors wrap ErrInvalid and quote
-// the entry at fault.
+// An empty spec is the built-in table. A price is a finite non-negative
+// number (NaN or Inf would make every cost unprintable as JSON). Errors
+// wrap ErrInvalid and quote the entry at fault.
 func Parse(spec string) (Table, error) {
 	out := Default()
 	for _, item := range strings.Split(spec, ",") {
@@ -66,13 +70,16 @@ func Parse(spec string) (Table, error) {
 		}
 		pin, err1 := strconv.ParseFloat(strings.TrimSpace(in), 64)
 		pout, err2 := strconv.ParseFloat(strings.TrimSpace(outS), 64)
-		if err1 != nil || err2 != nil || pin < 0 || pout < 0 {
+		if err1 != nil || err2 != nil || !valid(pin) || !valid(pout) {
 			return nil, fmt.Errorf("%w: %q: prices must be non-negative numbers (USD per million tokens)", ErrInvalid, item)
 		}
 		out[strings.TrimSpace(model)] = Price{pin, pout}
 	}
 	return out, nil
 }
+
+// valid reports whether p may be a price: finite and not negative.
+func valid(p float64) bool { return p >= 0 && !math.IsInf(p, 0) }
 
 // Lookup returns model's price: its exact entry, else the longest entry
 // that prefixes the model name (a dated version takes its family's price);

@@ -38,7 +38,7 @@ func TestParseAndCost(t *testing.T) {
 }
 
 func TestParseRefusesMalformedEntries(t *testing.T) {
-	for _, bad := range []string{"x", "x=1", "x=a:1", "=1:2", "x=-1:2", "x=1:-2"} {
+	for _, bad := range []string{"x", "x=1", "x=a:1", "=1:2", "x=-1:2", "x=1:-2", "x=NaN:1", "x=1:Inf", "x=-inf:1", "x=1:2:3"} {
 		if _, err := prices.Parse(bad); !errors.Is(err, prices.ErrInvalid) {
 			t.Errorf("%q: %v", bad, err)
 		}

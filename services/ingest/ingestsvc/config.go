@@ -13,11 +13,13 @@
 package ingestsvc
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/recallhq/recall/internal/envconf"
 	"github.com/recallhq/recall/internal/erase"
+	"github.com/recallhq/recall/internal/llm/prices"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/provision"
 )
@@ -57,6 +59,12 @@ type Config struct {
 	MaxPending     int           `envconfig:"INGEST_MAX_PENDING" default:"8192" desc:"most unacknowledged async publishes before publishing stalls"`
 	APITimeout     time.Duration `envconfig:"INGEST_API_TIMEOUT" default:"120s" desc:"how long the HTTP session API waits for a NATS reply"`
 	ShutdownGrace  time.Duration `envconfig:"INGEST_SHUTDOWN_GRACE" default:"30s" desc:"how long shutdown waits for in-flight requests"`
+	// Prices prices the extractions the console shows. It is the
+	// indexer's variable (the same key, default and description, so
+	// `recall config` lists it once, shared): an operator sets
+	// RECALL_INDEX_PRICES once and the console's costs agree with the
+	// indexer's.
+	Prices string `envconfig:"INDEX_PRICES" desc:"USD per million input:output tokens by model, e.g. \"claude-haiku-4-5=1:5,gpt-4o-mini=0.15:0.6\" (added to the built-in table)"`
 	// Erase configures the erase of sessions and users (RECALL_ERASE_*).
 	Erase erase.Config
 	// Retention configures the sweeper of tenants' retention
@@ -78,4 +86,14 @@ func (c Config) withDefaults() Config {
 	c.Retention = retention // a literal's zero interval runs no sweeper
 	c.MaxBodyBytes = max(c.MaxBodyBytes, int64(c.MaxEventBytes)+1<<10)
 	return c
+}
+
+// priceTable is the console's price table: RECALL_INDEX_PRICES over the
+// built-in one. Its error names the variable and the entry at fault.
+func (c Config) priceTable() (prices.Table, error) {
+	t, err := prices.Parse(c.Prices)
+	if err != nil {
+		return nil, fmt.Errorf("RECALL_INDEX_PRICES: %w", err)
+	}
+	return t, nil
 }

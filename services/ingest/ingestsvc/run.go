@@ -15,6 +15,7 @@ import (
 
 	"github.com/recallhq/recall/internal/erase"
 	"github.com/recallhq/recall/internal/lifecycle"
+	"github.com/recallhq/recall/internal/llm/prices"
 	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/internal/ops"
 	"github.com/recallhq/recall/internal/replyspace"
@@ -61,6 +62,7 @@ type Service struct {
 	httpErr <-chan error
 	handler http.Handler
 	eraser  *erase.Eraser
+	prices  prices.Table // the console's (RECALL_INDEX_PRICES)
 }
 
 // Start connects to NATS, provisions the streams, and starts the HTTP edge
@@ -73,6 +75,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 	if err == nil {
 		err = auth.SetOperators(cfg.OperatorTokens)
 	}
+	var table prices.Table
+	if err == nil {
+		table, err = cfg.priceTable()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("configuration: %w", err)
 	}
@@ -84,7 +90,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: log, life: life, nc: life.NC, js: life.JS}
+	s := &Service{cfg: cfg, log: log, life: life, nc: life.NC, js: life.JS, prices: table}
 	if err := s.start(ctx, auth); err != nil {
 		life.Stop()
 		if ctx.Err() != nil {
@@ -187,6 +193,7 @@ func (s *Service) serveHTTP(ctx context.Context, auth *Auth, limits Limits) erro
 		return err
 	}
 	con, err := console.New(s.conNC, cfg.Layout(), auth.Identify, console.Config{Tenants: auth.ConsoleTenants(), Timeout: cfg.APITimeout, Log: s.log,
+		Prices: s.prices,
 		Admit: func(w http.ResponseWriter, r *http.Request, tenant, endpoint string) (func(), bool) {
 			return admit(r.Context(), w, limits.adm.lane(calls), tenant, endpoint)
 		}})
