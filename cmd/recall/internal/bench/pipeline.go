@@ -57,7 +57,10 @@ func runPipeline(ctx context.Context, e *env) error {
 			r.TriggerLag80P50MS, r.TriggerLag80P99MS = f64(step.TriggerLagP50MS), f64(step.TriggerLagP99MS)
 		}
 	}
-	return nil
+	if err := e.reset(ctx); err != nil {
+		return err
+	}
+	return rawPipeline(ctx, e)
 }
 
 // pipelineCapacity is the client ingest rate measured by the ingest

@@ -193,6 +193,10 @@ func (t table) services(r *Result) {
 		fmt.Fprintf(t.tw, "pipeline[%.0f%%] trigger lag\tp50 %.1f ms, p99 %.1f ms\t%.0f events/s (%.0f achieved), %d trigger replicas (the busiest received %.3f of the records), %d requests, %.2f cores busy\n",
 			100*s.Load, s.TriggerLagP50MS, s.TriggerLagP99MS, s.RateEventsPerS, s.AchievedEventsPerS, r.Pipeline.TriggerReplicas, s.DeliveredFraction, s.Requests, deref(s.CPUCores))
 	}
+	for _, s := range r.Pipeline.RawSteps {
+		fmt.Fprintf(t.tw, "pipeline raw floor[%.0f%%] lag\tp50 %.1f ms, p99 %.1f ms\t%.0f msgs/s (%.0f achieved) of the raw publish capacity, %d raw consumers acking like the trigger, %.2f cores busy\n",
+			100*s.Load, s.LagP50MS, s.LagP99MS, s.RateEventsPerS, s.AchievedEventsPerS, r.Pipeline.TriggerReplicas, deref(s.CPUCores))
+	}
 	t.skip("query", r.Query.Skipped)
 	t.row("query.overhead_p50", r.Query.OverheadP50MS, "ms", fmt.Sprintf("%d-record session, Recall's time outside the model", r.Query.TranscriptMessages))
 	t.row("query.overhead_p99", r.Query.OverheadP99MS, "ms", ratioNote(r.Query.RatioP50VsFloor, "floor p50 (raw read of the records it read)"))

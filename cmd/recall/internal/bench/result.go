@@ -282,6 +282,26 @@ type PipelineResult struct {
 	TriggerLag80P50MS  *float64       `json:"trigger_lag_80_p50_ms"`
 	TriggerLag80P99MS  *float64       `json:"trigger_lag_80_p99_ms"`
 	Steps              []PipelineStep `json:"steps"`
+	// RawCapacityEventsPerS is the raw async publish rate into the shards
+	// (ingest.raw_events_per_s) the raw floor's loads are fractions of.
+	RawCapacityEventsPerS *float64 `json:"raw_capacity_events_per_s"`
+	// RawSteps is the raw floor at the same loads: a raw publisher and
+	// raw consumers acking like the trigger, deciding nothing.
+	RawSteps []RawPipelineStep `json:"raw_steps"`
+	// RawLag80P99MS is the raw floor's lag p99 at 80 % of its capacity.
+	RawLag80P99MS *float64 `json:"raw_lag_80_p99_ms"`
+}
+
+// RawPipelineStep is one load of the raw floor; its lag is from a record
+// being stored to a raw consumer receiving it.
+type RawPipelineStep struct {
+	Load               float64  `json:"load"`
+	RateEventsPerS     float64  `json:"rate_events_per_s"`
+	AchievedEventsPerS float64  `json:"achieved_events_per_s"`
+	LagP50MS           float64  `json:"lag_p50_ms"`
+	LagP99MS           float64  `json:"lag_p99_ms"`
+	CPUCores           *float64 `json:"cpu_cores"`
+	CPUUSPerEvent      *float64 `json:"cpu_us_per_event"`
 }
 
 // PipelineStep is one steady load of the pipeline scenario.
