@@ -112,8 +112,12 @@ type sizes struct {
 	compactRequests   int
 	extractSessions   int
 	extractWorkers    []int
-	extractLatency    time.Duration
-	extractPerWorker  int // extractions one worker runs at once
+	// extractLatency and extractPerWorker are the fake model's latency and
+	// a worker's concurrency of the long session and of a quick run's
+	// scaling steps; a full run's scaling steps use a real model's latency
+	// and more at once (planExtraction).
+	extractLatency   time.Duration
+	extractPerWorker int
 	// longSessionRecords is the size of the session extracted three times.
 	longSessionRecords int
 	pipelineDuration   time.Duration
