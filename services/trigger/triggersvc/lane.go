@@ -187,12 +187,30 @@ func (l *lane) start(ctx context.Context) error {
 		}
 	}
 	if last := info.Delivered.Stream; last >= l.next {
-		if err := l.readRange(ctx, last+1); err != nil {
+		if l.redeliverNow(ctx) {
+			l.lastDseq = 0 // a reset consumer numbers its deliveries from 1
+		} else if err := l.readRange(ctx, last+1); err != nil {
 			return err
 		}
 	}
 	l.log.Debug("consuming", "trigger", l.deps.id, "next", l.next, "from_start", l.cache.fromStart)
 	return nil
+}
+
+// redeliverNow asks the server to deliver again, at once, the records a
+// predecessor received and did not acknowledge: the consumer is reset to
+// its ack floor (nats-server 2.14+), so they come back as deliveries this
+// lane acknowledges like any other. It reports false when the server does
+// not (an older server, or the request failed); the lane then reads them
+// by Direct Get, and they are acknowledged when AckWait redelivers them.
+func (l *lane) redeliverNow(ctx context.Context) bool {
+	rctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	defer cancel()
+	if _, err := l.deps.js.ResetConsumer(rctx, l.stream, l.durable); err != nil {
+		l.log.Debug("reading unacknowledged records by Direct Get: the consumer could not be reset to its ack floor", "err", err)
+		return false
+	}
+	return true
 }
 
 // finish waits a bounded time for the publications and acknowledges what
