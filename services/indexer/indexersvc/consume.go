@@ -74,8 +74,9 @@ func (c *consumer) wait(limit time.Duration) {
 	}
 }
 
-// handle looks at one transcript record: start facts are stored before the
-// ack; a user request is counted; a turn end or a session end starts an
+// handle looks at one transcript record: start facts and the sessions a
+// <session-references> message names are stored before the ack; a user
+// request is counted; a turn end or a session end starts an
 // indexing that acknowledges the record when its outcome is stored.
 func (c *consumer) handle(ctx context.Context, m jetstream.Msg) {
 	tenant, session, ok := events.SplitSessionSubject(m.Subject())
@@ -103,6 +104,13 @@ func (c *consumer) handle(ctx context.Context, m jetstream.Msg) {
 		c.start(ctx, m, indexJob{tenant: tenant, session: session, reason: events.IndexReasonSessionEnded, seq: seq})
 		return
 	case rec.Message != nil:
+		if memory.IsSessionReference(rec.Message) {
+			if err := c.x.noteReferences(ctx, tenant, session, rec.Message, meta.Timestamp); err != nil {
+				c.x.log.Warn("storing a session's references failed; will retry", "session", session, "err", err)
+				_ = m.NakWithDelay(2 * time.Second)
+				return
+			}
+		}
 		if memory.CountsAsIndexRequest(rec.Message) {
 			c.x.observe(key, seq)
 		}

@@ -235,10 +235,12 @@ type sessionText struct {
 	started  *events.SessionStarted
 	ended    bool
 	requests int
+	refs     []string // the sessions its <session-references> messages name
 }
 
 // readSession reads the session's transcript from sequence from, keeping
-// the user and assistant text messages within about maxBytes from the end.
+// the user and assistant text messages within about maxBytes from the end
+// and the sessions its <session-references> messages name.
 // The oldest message kept (seqs[0]) is where the next read can start: the
 // tail only moves forward as the session grows, and the facts read here
 // are merged into the entry's (applyFacts), so a long session is not read
@@ -262,6 +264,9 @@ func (x *Indexer) readSession(ctx context.Context, tenant, session string, from 
 			}
 			if memory.CountsAsIndexRequest(m) {
 				st.requests++
+			}
+			if memory.IsSessionReference(m) {
+				st.refs = append(st.refs, referencedSessions(m.Content[0].Text)...)
 			}
 			if t := memory.RequestText(m); t != "" && (m.Role == events.RoleUser || m.Role == events.RoleAssistant) {
 				st.msgs, st.seqs = append(st.msgs, m), append(st.seqs, r.Seq)
@@ -384,7 +389,9 @@ func (x *Indexer) store(ctx context.Context, job indexJob, md memory.IndexMetada
 			return err
 		}
 	}
-	_, _, err = x.entries.update(ctx, job.tenant, job.session, func(e *events.SessionIndex) bool {
+	_, _, err = x.entries.modify(ctx, job.tenant, job.session, func(v *stored) bool {
+		e := &v.SessionIndex
+		v.refer(st.refs) // those read again are known: a read from the start re-derives them
 		applyFacts(e, st)
 		e.Name, e.Description, e.Summary, e.Tags = name, md.Description, md.Summary, md.Tags
 		e.LastIndexedSeq, e.LastIndexedID = st.lastSeq, st.lastID
@@ -454,6 +461,25 @@ func (x *Indexer) announce(ctx context.Context, tenant string, out *events.Sessi
 func (x *Indexer) noteStarted(ctx context.Context, tenant, session string, s *events.SessionStarted, at time.Time) error {
 	_, _, err := x.entries.update(ctx, tenant, session, func(e *events.SessionIndex) bool {
 		applyFacts(e, sessionText{started: s, first: at, last: at})
+		return true
+	})
+	return err
+}
+
+// noteReferences records the sessions a <session-references> context
+// message of session names (stored.References) as it arrives, so the
+// console can list who referenced a session without reading transcripts.
+// A message naming only sessions already recorded writes nothing.
+func (x *Indexer) noteReferences(ctx context.Context, tenant, session string, m *events.Message, at time.Time) error {
+	refs := referencedSessions(m.Content[0].Text)
+	if len(refs) == 0 {
+		return nil
+	}
+	_, _, err := x.entries.modify(ctx, tenant, session, func(v *stored) bool {
+		if !v.refer(refs) {
+			return false
+		}
+		applyFacts(&v.SessionIndex, sessionText{first: at, last: at})
 		return true
 	})
 	return err

@@ -3,6 +3,7 @@ package indexersvc
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -174,6 +175,31 @@ func referenceItem(ref string, ancestor int, s events.SessionIndex, r events.Res
 		it.Answer = r.Answer.Answer
 	}
 	return it
+}
+
+// referencedSessions reads the sessions a <session-references> message
+// names (memory.SessionReferenceText): the id of each "## <name> (session
+// <id>)" heading after a blank line — ancestors a "~N" asked for
+// included — in order, each once. A summary holding a line of that shape
+// after a blank line would name one too: a session of the same tenant.
+func referencedSessions(text string) []string {
+	var out []string
+	blank := false
+	for line := range strings.Lines(text) {
+		line = strings.TrimRight(line, "\n")
+		after := blank
+		blank = line == ""
+		rest, heading := strings.CutPrefix(line, "## ")
+		i := strings.LastIndex(rest, " (session ")
+		if !heading || !after || i < 0 || !strings.HasSuffix(rest, ")") {
+			continue
+		}
+		id := strings.TrimSuffix(rest[i+len(" (session "):], ")")
+		if events.ValidateID(id) == nil && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // budgetCap is the most session tokens one request of tenant sends to the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -38,33 +39,58 @@ func (s *entries) lease(ctx context.Context, tenant, session, holder string, ttl
 // errNotFound means a session has no index entry.
 var errNotFound = errors.New("no index entry")
 
-// get returns a session's entry and revision. A value that does not decode
-// is reported as a warning and treated as missing, with its revision, so
-// the next success overwrites it.
-func (s *entries) get(ctx context.Context, tenant, session string) (events.SessionIndex, uint64, error) {
-	e, err := s.kv.Get(ctx, events.MemoryKey(tenant, session))
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return events.SessionIndex{Tenant: tenant, Session: session}, 0, errNotFound
-	}
-	if err != nil {
-		return events.SessionIndex{}, 0, fmt.Errorf("reading the index entry of %s: %w", session, err)
-	}
-	var idx events.SessionIndex
-	if err := json.Unmarshal(e.Value(), &idx); err != nil || idx.Session != session || idx.Tenant != tenant {
-		s.log.Warn("index entry does not decode; treated as missing until the next indexing rewrites it",
-			"tenant", tenant, "session", session, "revision", e.Revision(), "err", err)
-		return events.SessionIndex{Tenant: tenant, Session: session}, e.Revision(), errNotFound
-	}
-	return idx, e.Revision(), nil
+// stored is a session's entry as the bucket holds it: the
+// events.SessionIndex the API serves and, beside it, References — the
+// sessions this one referenced with @@, as the <session-references>
+// context messages of its transcript name them (noteReferences as they
+// arrive; each indexing adds those it read, so an indexing that reads the
+// whole transcript re-derives them), in order of first reference, at most
+// maxReferences, never itself. The console lists a session's incoming
+// references from them (docs/console.md); the API's replies carry the
+// SessionIndex alone. Every write goes through modify, which keeps them.
+type stored struct {
+	events.SessionIndex
+	References []string `json:"references,omitempty"`
 }
 
-// put stores idx with compare-and-set on rev (0: must not exist).
-func (s *entries) put(ctx context.Context, idx events.SessionIndex, rev uint64) (uint64, error) {
-	b, err := json.Marshal(idx)
+// maxReferences bounds the sessions one entry records as referenced (the
+// console lists as many outgoing references).
+const maxReferences = 64
+
+// get returns a session's entry and revision; see load.
+func (s *entries) get(ctx context.Context, tenant, session string) (events.SessionIndex, uint64, error) {
+	e, rev, err := s.load(ctx, tenant, session)
+	return e.SessionIndex, rev, err
+}
+
+// load returns a session's stored entry and revision. A value that does
+// not decode is reported as a warning and treated as missing, with its
+// revision, so the next success overwrites it.
+func (s *entries) load(ctx context.Context, tenant, session string) (stored, uint64, error) {
+	missing := stored{SessionIndex: events.SessionIndex{Tenant: tenant, Session: session}}
+	e, err := s.kv.Get(ctx, events.MemoryKey(tenant, session))
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return missing, 0, errNotFound
+	}
+	if err != nil {
+		return stored{}, 0, fmt.Errorf("reading the index entry of %s: %w", session, err)
+	}
+	var v stored
+	if err := json.Unmarshal(e.Value(), &v); err != nil || v.Session != session || v.Tenant != tenant {
+		s.log.Warn("index entry does not decode; treated as missing until the next indexing rewrites it",
+			"tenant", tenant, "session", session, "revision", e.Revision(), "err", err)
+		return missing, e.Revision(), errNotFound
+	}
+	return v, e.Revision(), nil
+}
+
+// put stores v with compare-and-set on rev (0: must not exist).
+func (s *entries) put(ctx context.Context, v stored, rev uint64) (uint64, error) {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return 0, err
 	}
-	key := events.MemoryKey(idx.Tenant, idx.Session)
+	key := events.MemoryKey(v.Tenant, v.Session)
 	if rev == 0 {
 		return s.kv.Create(ctx, key, b)
 	}
@@ -72,24 +98,45 @@ func (s *entries) put(ctx context.Context, idx events.SessionIndex, rev uint64) 
 }
 
 // update applies fn to the session's entry with compare-and-set, retrying
-// on conflict; fn returns false to write nothing.
+// on conflict; fn returns false to write nothing. The entry's references
+// are kept.
 func (s *entries) update(ctx context.Context, tenant, session string, fn func(*events.SessionIndex) bool) (events.SessionIndex, uint64, error) {
+	v, rev, err := s.modify(ctx, tenant, session, func(v *stored) bool { return fn(&v.SessionIndex) })
+	return v.SessionIndex, rev, err
+}
+
+// modify applies fn to the session's stored entry with compare-and-set,
+// retrying on conflict; fn returns false to write nothing.
+func (s *entries) modify(ctx context.Context, tenant, session string, fn func(*stored) bool) (stored, uint64, error) {
 	for attempt := 0; ; attempt++ {
-		idx, rev, err := s.get(ctx, tenant, session)
+		v, rev, err := s.load(ctx, tenant, session)
 		if err != nil && !errors.Is(err, errNotFound) {
-			return idx, 0, err
+			return v, 0, err
 		}
-		if !fn(&idx) {
-			return idx, rev, nil
+		if !fn(&v) {
+			return v, rev, nil
 		}
-		nrev, err := s.put(ctx, idx, rev)
+		nrev, err := s.put(ctx, v, rev)
 		if err == nil {
-			return idx, nrev, nil
+			return v, nrev, nil
 		}
 		if !isConflict(err) || attempt >= 20 {
-			return idx, 0, fmt.Errorf("writing the index entry of %s: %w", session, err)
+			return v, 0, fmt.Errorf("writing the index entry of %s: %w", session, err)
 		}
 	}
+}
+
+// refer adds refs (session ids) to v's references: each once, never v's
+// own session, at most maxReferences in all. It reports whether it added
+// any.
+func (v *stored) refer(refs []string) bool {
+	had := len(v.References)
+	for _, r := range refs {
+		if r != v.Session && len(v.References) < maxReferences && !slices.Contains(v.References, r) {
+			v.References = append(v.References, r)
+		}
+	}
+	return len(v.References) > had
 }
 
 func isConflict(err error) bool { return keylock.IsConflict(err) }

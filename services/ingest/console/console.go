@@ -5,7 +5,8 @@
 // extractions). Pages: sessions; a session (memory as markdown, revisions
 // with side-by-side diffs, context tokens over the transcript with
 // extraction points and compaction boundaries over the whole session, the
-// timeline of its lifecycle events, its parent, children and @@references,
+// timeline of its lifecycle events, its parent, children, the sessions it
+// referenced with @@ and those whose index entry records a reference to it,
 // the tokens and cost of each extraction, a preview of what a compaction
 // would keep now, its transcript a page at a time with the blocks a
 // context edit would clear marked); a user's long-term memory;

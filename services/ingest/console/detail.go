@@ -66,13 +66,18 @@ type sessionPage struct {
 	// Parent is the session Index names as parent, with its name;
 	// Children are the sessions that name this one (by id, at most
 	// maxChildren; MoreChildren counts the rest); References are the
-	// sessions this one referenced with @@ (see related).
-	Parent       *related  `json:"parent,omitempty"`
-	Children     []related `json:"children"`
-	MoreChildren int       `json:"more_children,omitempty"`
-	References   []related `json:"references"`
+	// sessions this one referenced with @@ (see related); ReferencedBy
+	// are the sessions whose index entry records a reference to this one
+	// (by id, at most maxChildren; MoreReferencedBy counts the rest).
+	Parent           *related  `json:"parent,omitempty"`
+	Children         []related `json:"children"`
+	MoreChildren     int       `json:"more_children,omitempty"`
+	References       []related `json:"references"`
+	ReferencedBy     []related `json:"referenced_by"`
+	MoreReferencedBy int       `json:"more_referenced_by,omitempty"`
 	// IndexPartial: the tenant's session index was read for maxPageTime
-	// by this request and Children may lack some; ask again to read on.
+	// by this request and Children and ReferencedBy may lack some; ask
+	// again to read on.
 	IndexPartial bool `json:"index_partial,omitempty"`
 	read         *series
 }
@@ -169,7 +174,7 @@ func (c *Console) sessionPage(ctx context.Context, tenant, session string, timin
 	c.priceHistory(p)
 	key := events.MemoryKey(tenant, session)
 	c.readIndex(ctx, p)
-	_ = timing.measure("index", func() error { c.readChildren(ctx, p); return nil })
+	_ = timing.measure("index", func() error { c.readLinks(ctx, p); return nil })
 	p.References = append([]related{}, p.read.refs...)
 	if kv, err := c.js.KeyValue(ctx, events.BucketStatus); err == nil {
 		_, err := kv.Get(ctx, key)

@@ -14,18 +14,19 @@ import (
 	"github.com/recallhq/recall/pkg/memory"
 )
 
-// Bounds of a session's links: the children listed (the page says how
-// many more there are) and the @@references kept per session.
+// Bounds of a session's links: the children and incoming references
+// listed (the page says how many more there are) and the @@references
+// kept per session.
 const (
 	maxChildren = 100
 	maxRefs     = 64
 )
 
 // related is another session linked to this one: a child (its
-// session.started names this one as parent), or a session this one
-// referenced with @@ (Ref as written, without the @@; Session and Name
-// once the indexer resolved it; Ancestor N when it came as the Nth parent
-// of a "~N" reference).
+// session.started names this one as parent), a session that referenced
+// this one, or a session this one referenced with @@ (Ref as written,
+// without the @@; Session and Name once the indexer resolved it; Ancestor
+// N when it came as the Nth parent of a "~N" reference).
 type related struct {
 	Session  string `json:"session,omitempty"`
 	Name     string `json:"name,omitempty"`
@@ -35,35 +36,61 @@ type related struct {
 }
 
 // lineage is what was read of a tenant's session index (RECALL_INDEX):
-// each session that has a parent, with its parent and name, up to stream
-// sequence lastSeq of the bucket's stream. It is extended from there, so
-// a page refreshed by a live update reads only the index's new entries.
-// Values are replaced, never changed (see lru).
+// each session that has a parent or referenced others, with its links,
+// up to stream sequence lastSeq of the bucket's stream. It is extended
+// from there, so a page refreshed by a live update reads only the index's
+// new entries. Values are replaced, never changed (see lru).
 type lineage struct {
 	lastSeq uint64
-	parents map[string]related // child session → its parent (Session) and its own name (Name)
+	links   map[string]links // by session
 }
 
-// readChildren lists the sessions whose index entry names p.Session as
-// their parent (the parent_session of their session.started), by
-// session id, at most maxChildren (p.MoreChildren counts the rest). The
+// links is what a session's index entry says of other sessions.
+type links struct {
+	name, parent string
+	refs         []string // the sessions it referenced with @@
+}
+
+// indexLinks is the part of an index entry the lineage reads. References
+// are the sessions the entry's session referenced with @@, which the
+// indexer records beside the events.SessionIndex fields as it reads their
+// <session-references> messages (services/indexer/indexersvc, stored): at
+// most 64, in order of first reference.
+type indexLinks struct {
+	Name          string   `json:"name"`
+	ParentSession string   `json:"parent_session"`
+	References    []string `json:"references"`
+}
+
+// readLinks lists the sessions whose index entry names p.Session as their
+// parent (the parent_session of their session.started) — its children —
+// and those that referenced it with @@, by session id, at most
+// maxChildren each (MoreChildren and MoreReferencedBy count the rest). The
 // tenant's index is read once and then followed, for at most maxPageTime
 // per request (p.IndexPartial then asks for another read). A failed read
-// leaves the list as it was read so far: the page still shows the
-// transcript.
-func (c *Console) readChildren(ctx context.Context, p *sessionPage) {
+// leaves the lists as read so far: the page still shows the transcript.
+func (c *Console) readLinks(ctx context.Context, p *sessionPage) {
+	now := c.followIndex(ctx, p)
+	p.Children, p.MoreChildren = now.linking(func(l links) bool { return l.parent == p.Session })
+	p.ReferencedBy, p.MoreReferencedBy = now.linking(func(l links) bool { return slices.Contains(l.refs, p.Session) })
+}
+
+// followIndex returns the tenant's lineage extended by the index entries
+// written since it was read (for at most maxPageTime: p.IndexPartial).
+func (c *Console) followIndex(ctx context.Context, p *sessionPage) *lineage {
 	had := c.lineages.get(p.Tenant)
 	prefix := "$KV." + events.BucketIndex + "." + p.Tenant + "."
-	changed := map[string]*related{} // nil value: no parent (or deleted)
+	changed := map[string]*links{} // nil value: no links (or deleted)
 	last, soft := had.lastSeq, time.Now().Add(maxPageTime)
 	_ = transcript.ScanRaw(ctx, c.nc, "KV_"+events.BucketIndex, prefix+"*", had.lastSeq+1, 0, readBatch, func(m transcript.Raw) bool {
 		last = m.Seq
 		session := strings.TrimPrefix(m.Subject, prefix)
-		var ix events.SessionIndex
-		if m.Header.Get("KV-Operation") != "" || m.Header.Get("Nats-Marker-Reason") != "" || json.Unmarshal(m.Data, &ix) != nil || ix.ParentSession == "" {
+		var ix indexLinks
+		if m.Header.Get("KV-Operation") != "" || m.Header.Get("Nats-Marker-Reason") != "" || json.Unmarshal(m.Data, &ix) != nil ||
+			(ix.ParentSession == "" && len(ix.References) == 0) {
 			changed[session] = nil
 		} else {
-			changed[session] = &related{Session: ix.ParentSession, Name: ix.Name}
+			changed[session] = &links{name: ix.Name, parent: ix.ParentSession, refs: ix.References[:min(len(ix.References), maxRefs)]}
 		}
 		if time.Now().After(soft) {
 			p.IndexPartial = true
@@ -71,32 +98,38 @@ func (c *Console) readChildren(ctx context.Context, p *sessionPage) {
 		}
 		return true
 	})
-	now := had
-	if last > had.lastSeq {
-		now = &lineage{lastSeq: last, parents: maps.Clone(had.parents)}
-		if now.parents == nil {
-			now.parents = map[string]related{}
-		}
-		for session, r := range changed {
-			if r == nil {
-				delete(now.parents, session)
-			} else {
-				now.parents[session] = *r
-			}
-		}
-		c.lineages.put(p.Tenant, now)
+	if last <= had.lastSeq {
+		return had
 	}
-	p.Children = []related{}
-	for child, r := range now.parents {
-		if r.Session == p.Session {
-			p.Children = append(p.Children, related{Session: child, Name: r.Name})
+	now := &lineage{lastSeq: last, links: maps.Clone(had.links)}
+	if now.links == nil {
+		now.links = map[string]links{}
+	}
+	for session, l := range changed {
+		if l == nil {
+			delete(now.links, session)
+		} else {
+			now.links[session] = *l
 		}
 	}
-	slices.SortFunc(p.Children, func(a, b related) int { return strings.Compare(a.Session, b.Session) })
-	if len(p.Children) > maxChildren {
-		p.MoreChildren = len(p.Children) - maxChildren
-		p.Children = p.Children[:maxChildren]
+	c.lineages.put(p.Tenant, now)
+	return now
+}
+
+// linking lists the sessions whose links match, by session id, at most
+// maxChildren, and how many more there are.
+func (l *lineage) linking(match func(links) bool) (list []related, more int) {
+	list = []related{}
+	for session, k := range l.links {
+		if match(k) {
+			list = append(list, related{Session: session, Name: k.name})
+		}
 	}
+	slices.SortFunc(list, func(a, b related) int { return strings.Compare(a.Session, b.Session) })
+	if len(list) > maxChildren {
+		return list[:maxChildren], len(list) - maxChildren
+	}
+	return list, 0
 }
 
 // addRefs keeps the sessions msg references: the @@references a user

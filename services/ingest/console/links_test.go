@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math"
 	"net/http"
 	"testing"
@@ -13,10 +14,13 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/recallhq/recall/internal/llm/prices"
+	"github.com/recallhq/recall/internal/natsconn"
+	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
 	"github.com/recallhq/recall/pkg/memory"
+	"github.com/recallhq/recall/services/indexer/indexersvc"
 	"github.com/recallhq/recall/services/ingest/console"
 )
 
@@ -100,6 +104,86 @@ func TestConsoleSessionLinks(t *testing.T) {
 	if p.Parent != nil || len(p.Children) != 1 || p.Children[0].Name != "the-middle" || len(p.References) != 0 {
 		t.Fatalf("the root's links: %+v", p)
 	}
+}
+
+// TestConsoleIncomingReferences: a session page lists the sessions whose
+// index entry records a reference to it (the indexer's "references"), by
+// id, of its tenant only, at most 100 and how many more, followed as the
+// index changes.
+func TestConsoleIncomingReferences(t *testing.T) {
+	f := start(t)
+	ctx := context.Background()
+	ix, _ := f.js.KeyValue(ctx, events.BucketIndex)
+	put := func(tenant, session, name string, refs ...string) {
+		t.Helper()
+		b, _ := json.Marshal(map[string]any{"tenant": tenant, "session": session, "name": name, "references": refs})
+		if _, err := ix.Put(ctx, events.MemoryKey(tenant, session), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("acme", "x", "the-x", "other", "mid")
+	put("acme", "y", "", "mid")
+	put("acme", "w", "the-w", "other")
+	put("beta", "z", "", "mid") // another tenant's
+	f.say(t, "acme", "mid", "m1", "hello")
+	page := func() (by []struct{ Session, Name string }, more int) {
+		t.Helper()
+		var p struct {
+			ReferencedBy []struct{ Session, Name string } `json:"referenced_by"`
+			More         int                              `json:"more_referenced_by"`
+		}
+		if code := f.get(t, "GET", "/console/api/tenants/acme/sessions/mid", "a", "", &p); code != 200 {
+			t.Fatalf("session page: %d", code)
+		}
+		return p.ReferencedBy, p.More
+	}
+	if by, more := page(); fmt.Sprint(by, more) != "[{x the-x} {y }] 0" {
+		t.Fatalf("referenced by: %v, %d more", by, more)
+	}
+	// y's entry no longer records it, x's is deleted, v's arrives.
+	put("acme", "y", "the-y")
+	if err := ix.Delete(ctx, events.MemoryKey("acme", "x")); err != nil {
+		t.Fatal(err)
+	}
+	put("acme", "v", "", "mid")
+	if by, _ := page(); fmt.Sprint(by) != "[{v }]" {
+		t.Fatalf("after the index changed: %v", by)
+	}
+	for i := range 102 {
+		put("acme", fmt.Sprintf("r%03d", i), "", "mid")
+	}
+	if by, more := page(); len(by) != 100 || more != 3 || by[0].Session != "r000" {
+		t.Fatalf("103 referencing sessions: %d listed from %v, %d more", len(by), by[0], more)
+	}
+}
+
+// TestConsoleIncomingReferencesFromTheIndexer: with the real indexer, a
+// session whose transcript holds a <session-references> message naming
+// another is listed on the other's page, without reading transcripts.
+func TestConsoleIncomingReferencesFromTheIndexer(t *testing.T) {
+	f := start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- indexersvc.Run(ctx, indexersvc.Config{NATS: natsconn.Config{URL: f.nc.ConnectedUrl()}, Config: provision.Config{Partitions: 2},
+			LLMConfig: indexersvc.LLMConfig{Provider: "offline"}}, slog.New(slog.DiscardHandler))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("indexer: %v", err)
+		}
+	})
+	f.say(t, "acme", "planned", "m1", "Plan the parser.")
+	f.say(t, "acme", "later", "m1", memory.SessionReferenceText([]memory.ReferenceItem{{Ref: "planned", Session: "planned"}}))
+	f.say(t, "acme", "later", "m2", "Go on from @@planned.")
+	testpoll.Until(t, 30*time.Second, "later listed as referencing planned", func() bool {
+		var p struct {
+			ReferencedBy []struct{ Session string } `json:"referenced_by"`
+		}
+		f.get(t, "GET", "/console/api/tenants/acme/sessions/planned", "a", "", &p)
+		return len(p.ReferencedBy) == 1 && p.ReferencedBy[0].Session == "later"
+	})
 }
 
 // TestConsoleExtractionCosts: each kept revision says what its extraction

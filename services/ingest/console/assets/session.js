@@ -49,6 +49,7 @@ function facts(page) {
     page.parent ? [el("dt", { text: "Parent" }), el("dd", { id: "parent" }, relatedLink(page.tenant, page.parent))] : null,
     page.children.length || page.index_partial ? [el("dt", { text: "Children" }), el("dd", {}, relatedList("children", page.tenant, page.children, page.more_children), page.index_partial ? el("span", { class: "muted", text: "reading the session index…" }) : null)] : null,
     page.references.length ? [el("dt", { text: "References" }), el("dd", {}, relatedList("references", page.tenant, page.references, 0))] : null,
+    page.referenced_by.length ? [el("dt", { text: "Referenced by" }), el("dd", {}, relatedList("referenced-by", page.tenant, page.referenced_by, page.more_referenced_by))] : null,
     ix.user_id ? [el("dt", { text: "User" }), el("dd", {}, userLink(page.tenant, ix.user_id), " (long-term memory)")] : null,
     ix.model ? [el("dt", { text: "Model" }), el("dd", { text: ix.model })] : null,
     ix.cwd ? [el("dt", { text: "Directory" }), el("dd", { text: ix.cwd })] : null,
@@ -205,7 +206,8 @@ function usageRows(history) {
 // usd formats a cost in US dollars.
 function usd(x) { return "$" + x.toFixed(x < 1 ? 4 : 2); }
 
-// relatedList lists linked sessions (children or references).
+// relatedList lists linked sessions (children, references, or the
+// sessions that referenced this one).
 function relatedList(id, tenant, list, more) {
   return el("ul", { class: "related", id }, list.map(r => el("li", {}, relatedLink(tenant, r))), more ? el("li", { class: "muted", text: `and ${num(more)} more` }) : null);
 }
