@@ -5,7 +5,9 @@
 //     the context ends), then listen for the operational endpoints
 //     (/healthz, /readyz, /metrics). A listen error is returned: a service
 //     whose probes cannot be served does not run. A context that ends
-//     first returns ErrStopped, a clean stop.
+//     first returns ErrStopped, a clean stop. A service that asks for it
+//     (Config.KeepBalanced) then keeps the NATS leaders of the transcript's
+//     shards spread (provision.KeepBalanced) until Stop.
 //  2. The component starts its work — on the connection Start made and on
 //     any further ones it opens with Connect, behind an HTTP edge it serves
 //     with ServeHTTP — and calls SetReady once it consumes (or serves);
@@ -14,8 +16,9 @@
 //     goes false; the HTTP edges stop taking requests and finish the ones
 //     in flight (each within its grace); the micro services given to Adopt
 //     stop taking requests; what answers requests in flight (Await: a
-//     microapi.Later) finishes within its bound; the steps given to OnStop
-//     run; the operational server shuts down; the connections drain —
+//     microapi.Later) finishes within its bound; the leader balancer and
+//     the steps given to OnStop run; the operational server shuts down;
+//     the connections drain —
 //     those Connect opened first, then the service's own, each within
 //     DrainTimeout.
 //
@@ -60,6 +63,12 @@ type Config struct {
 	OpsAddr string
 	// JetStreamOpts are passed to jetstream.New.
 	JetStreamOpts []jetstream.JetStreamOpt
+	// KeepBalanced runs provision.KeepBalanced on the service's connection
+	// from Start to Stop: every Provision.BalanceEvery it spreads the
+	// leaders of the shard streams and of their durable consumers over
+	// the NATS nodes (nothing on a single server). One service of a
+	// deployment asks for it (ingest); more would only look more often.
+	KeepBalanced bool
 }
 
 // Service is a started service's shared part. Its methods are safe for
@@ -109,25 +118,53 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 		return nil, err
 	}
 	s := &Service{NC: nc, JS: js, cfg: cfg, log: log, opsDone: make(chan struct{})}
-	if cfg.OpsAddr == "" {
-		close(s.opsDone)
-		return s, nil
-	}
-	ln, err := net.Listen("tcp", cfg.OpsAddr)
-	if err != nil {
+	if err := s.serveOps(); err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("listening for the operational endpoints on %s: %w", cfg.OpsAddr, err)
+		return nil, err
+	}
+	if cfg.KeepBalanced {
+		s.keepBalanced(ctx)
+	}
+	return s, nil
+}
+
+// serveOps serves the operational endpoints on cfg.OpsAddr (none when it
+// is empty) until Stop.
+func (s *Service) serveOps() error {
+	if s.cfg.OpsAddr == "" {
+		close(s.opsDone)
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.cfg.OpsAddr)
+	if err != nil {
+		return fmt.Errorf("listening for the operational endpoints on %s: %w", s.cfg.OpsAddr, err)
 	}
 	s.ops = &http.Server{Handler: ops.Handler(s.check), ReadHeaderTimeout: 10 * time.Second}
 	s.opsAddr = ln.Addr().String()
-	log.Info("serving operational endpoints", "addr", s.opsAddr)
+	s.log.Info("serving operational endpoints", "addr", s.opsAddr)
 	go func() {
 		defer close(s.opsDone)
 		if err := s.ops.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("operational endpoints stopped", "err", err)
+			s.log.Error("operational endpoints stopped", "err", err)
 		}
 	}()
-	return s, nil
+	return nil
+}
+
+// keepBalanced runs provision.KeepBalanced until Stop, which cancels it
+// (a pass under way ends with its requests) and waits for it before the
+// connections drain. It outlives ctx, which may bound the start only.
+func (s *Service) keepBalanced(ctx context.Context) {
+	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		provision.KeepBalanced(bctx, s.JS, s.cfg.Provision, s.log)
+	}()
+	s.OnStop(func() {
+		cancel()
+		<-done
+	})
 }
 
 // SetReady sets the component's readiness check (nil error = ready). Until

@@ -2,6 +2,7 @@ package provision
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -17,35 +18,35 @@ import (
 
 func TestPlanLeaderMoves(t *testing.T) {
 	all := []string{"a", "b", "c"}
-	led := func(leaders ...string) []streamLeader {
-		out := make([]streamLeader, len(leaders))
+	led := func(leaders ...string) []groupLeader {
+		out := make([]groupLeader, len(leaders))
 		for i, l := range leaders {
-			out[i] = streamLeader{name: fmt.Sprintf("S%d", i), leader: l, peers: all}
+			out[i] = groupLeader{name: fmt.Sprintf("S%d", i), leader: l, peers: all}
 		}
 		return out
 	}
 	tests := []struct {
 		name string
-		view []streamLeader
+		view []groupLeader
 		want []LeaderMove
 	}{
 		{"balanced", led("a", "b", "c", "a", "b", "c"), nil},
 		{"within one", led("a", "a", "b", "c", "b"), nil},
 		{"all on one", led("a", "a", "a", "a", "a", "a"), []LeaderMove{
-			{"S0", "a", "b"}, {"S1", "a", "c"}, {"S2", "a", "b"}, {"S3", "a", "c"}}},
-		{"a returning node", led("a", "b", "a", "b", "a", "b"), []LeaderMove{{"S0", "a", "c"}, {"S1", "b", "c"}}},
-		{"two of three on one, none on the third", led("a", "a", "b"), []LeaderMove{{"S0", "a", "c"}}},
-		{"two on one, one elsewhere, two nodes", []streamLeader{
+			mv("S0", "a", "b"), mv("S1", "a", "c"), mv("S2", "a", "b"), mv("S3", "a", "c")}},
+		{"a returning node", led("a", "b", "a", "b", "a", "b"), []LeaderMove{mv("S0", "a", "c"), mv("S1", "b", "c")}},
+		{"two of three on one, none on the third", led("a", "a", "b"), []LeaderMove{mv("S0", "a", "c")}},
+		{"two on one, one elsewhere, two nodes", []groupLeader{
 			{name: "S0", leader: "a", peers: []string{"a", "b"}},
 			{name: "S1", leader: "a", peers: []string{"a", "b"}},
 			{name: "S2", leader: "b", peers: []string{"a", "b"}},
 		}, nil},
-		{"offline peer is never chosen", []streamLeader{
+		{"offline peer is never chosen", []groupLeader{
 			{name: "S0", leader: "a", peers: []string{"a", "b"}},
 			{name: "S1", leader: "a", peers: []string{"a", "b"}},
 			{name: "S2", leader: "a", peers: []string{"a", "b"}},
-		}, []LeaderMove{{"S0", "a", "b"}}},
-		{"a peer outside the stream's group is not a target", []streamLeader{
+		}, []LeaderMove{mv("S0", "a", "b")}},
+		{"a peer outside the stream's group is not a target", []groupLeader{
 			{name: "S0", leader: "a", peers: []string{"a", "b"}},
 			{name: "S1", leader: "a", peers: []string{"a", "b"}},
 			{name: "S2", leader: "b", peers: []string{"b", "c"}},
@@ -64,8 +65,46 @@ func TestPlanLeaderMoves(t *testing.T) {
 	}
 }
 
-func applyMoves(view []streamLeader, moves []LeaderMove) []streamLeader {
-	out := make([]streamLeader, len(view))
+// TestPlanSets: every set is planned on its own (the shard streams, the
+// durables of one name); a set with a member that changed leader moments
+// ago or has none is left alone, and the other sets are still balanced.
+func TestPlanSets(t *testing.T) {
+	all := []string{"a", "b", "c"}
+	set := func(consumer string, leaders ...string) []groupLeader {
+		out := make([]groupLeader, len(leaders))
+		for i, l := range leaders {
+			out[i] = groupLeader{name: fmt.Sprintf("S%d", i), consumer: consumer, leader: l, peers: all}
+		}
+		return out
+	}
+	unsettled := set("recall-indexer", "a", "a", "a", "a", "a", "a")
+	unsettled[4].changed = true
+	leaderless := set("recall-longterm", "a", "a", "a", "a", "a", "a")
+	leaderless[2].leader, leaderless[2].peers = "", nil
+	moves, err := planSets([][]groupLeader{
+		set("", "a", "b", "c", "a", "b", "c"), unsettled, leaderless, set("recall-trigger", "a", "a", "a", "a", "a", "b"),
+	})
+	want := []LeaderMove{
+		{Stream: "S0", Consumer: "recall-trigger", From: "a", To: "c"},
+		{Stream: "S1", Consumer: "recall-trigger", From: "a", To: "b"},
+		{Stream: "S2", Consumer: "recall-trigger", From: "a", To: "c"},
+	}
+	if !reflect.DeepEqual(moves, want) {
+		t.Errorf("moves %v, want %v (the trigger's durables only)", moves, want)
+	}
+	if !errors.Is(err, ErrUnsettled) || !strings.Contains(err.Error(), "consumer recall-indexer of S4") {
+		t.Errorf("error %v, want the first set left alone: consumer recall-indexer of S4, unsettled", err)
+	}
+	if _, err := planSets([][]groupLeader{leaderless}); !errors.Is(err, ErrLeaderless) {
+		t.Errorf("a set with a leaderless member: error %v, want ErrLeaderless", err)
+	}
+}
+
+// mv is a move of stream stream's leader.
+func mv(stream, from, to string) LeaderMove { return LeaderMove{Stream: stream, From: from, To: to} }
+
+func applyMoves(view []groupLeader, moves []LeaderMove) []groupLeader {
+	out := make([]groupLeader, len(view))
 	copy(out, view)
 	for _, m := range moves {
 		for i := range out {
@@ -170,8 +209,8 @@ func TestLeaderChanged(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			info := &jetstream.StreamInfo{Created: created, TimeStamp: *tt.now, Cluster: &jetstream.ClusterInfo{Leader: "n0", LeaderSince: tt.since}}
-			if got := leaderChanged(info); got != tt.want {
+			ci := &jetstream.ClusterInfo{Leader: "n0", LeaderSince: tt.since}
+			if got := leaderChanged(ci, created, *tt.now); got != tt.want {
 				t.Fatalf("leaderChanged = %v, want %v", got, tt.want)
 			}
 		})

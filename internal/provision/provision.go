@@ -38,6 +38,7 @@ type Config struct {
 	EventsMaxAge     time.Duration `envconfig:"EVENTS_MAX_AGE" default:"24h" desc:"how long lifecycle notifications are kept"`
 	DedupWindow      time.Duration `envconfig:"DEDUP_WINDOW" default:"5m" desc:"duplicate detection window for event ids (>= your retry horizon)"`
 	MemoryHistory    int           `envconfig:"MEMORY_HISTORY" default:"16" desc:"revisions of each session memory kept (max 64)"`
+	BalanceEvery     time.Duration `envconfig:"BALANCE_EVERY" default:"1m" negative:"ok" desc:"how often the ingest service spreads the leaders of the transcript's shard streams and of their durable consumers over the NATS nodes, on a cluster (docs/operations.md, \"Leaders spread across nodes\"); negative: only when a service starts"`
 }
 
 // PartitionsMetadataKey records the partition count on RECALL_EXTRACT.
@@ -394,8 +395,9 @@ func WaitAvailable(ctx context.Context, js jetstream.JetStream, c Config, log *s
 // Open is how every service starts: connect to NATS as name, open
 // JetStream (with opts), provision with EnsureRetry and wait until every
 // stream and bucket has a leader (WaitAvailable), then spread the shard
-// streams' leaders over the nodes (BalanceLeaders, best effort, logged). It retries until ctx is
-// done, so a degraded cluster delays a start but never fails it. On error the
+// streams' and their durable consumers' leaders over the nodes
+// (BalanceLeaders, best effort, logged). It retries until ctx is done, so
+// a degraded cluster delays a start but never fails it. On error the
 // connection is closed; when ctx ended first the error is ctx.Err(). The
 // caller owns the returned connection.
 func Open(ctx context.Context, nc natsconn.Config, c Config, name string, log *slog.Logger, opts ...jetstream.JetStreamOpt) (*nats.Conn, jetstream.JetStream, error) {
@@ -419,6 +421,6 @@ func Open(ctx context.Context, nc natsconn.Config, c Config, name string, log *s
 		conn.Close()
 		return nil, nil, err
 	}
-	balanceOnStart(ctx, js, c, log) // spread the shard streams' leaders (leaders.go); never fails
+	balanceOnStart(ctx, js, c, log) // spread the leaders (leaders.go); never fails
 	return conn, js, nil
 }

@@ -85,7 +85,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 	if auth.Open() {
 		log.WarnContext(ctx, "no tenants configured (RECALL_TENANTS is empty): serving the single tenant \"default\" WITHOUT authentication; bind the HTTP edge to localhost only", "http_addr", cfg.HTTPAddr)
 	}
-	life, err := lifecycle.Start(ctx, lifecycle.Config{Name: "recall-ingest", NATS: cfg.NATS, Provision: cfg.Config,
+	// Ingest, in every deployment and the shard streams' writer, is the
+	// one service that keeps the NATS leaders spread while it runs.
+	life, err := lifecycle.Start(ctx, lifecycle.Config{Name: "recall-ingest", NATS: cfg.NATS, Provision: cfg.Config, KeepBalanced: true,
 		JetStreamOpts: []jetstream.JetStreamOpt{jetstream.WithPublishAsyncMaxPending(cfg.MaxPending), jetstream.WithPublishAsyncTimeout(cfg.PublishTimeout)}}, log)
 	if err != nil {
 		return nil, err
