@@ -33,7 +33,7 @@ func TestEvalQuick(t *testing.T) {
 	if err := json.Unmarshal(buf.Bytes(), &rep); err != nil {
 		t.Fatalf("eval output is not one JSON object: %v\n%s", err, buf.String())
 	}
-	if rep.Family != sessiongen.FamilyHoldout || len(rep.Families) != 1 || rep.Families[0].Family != sessiongen.FamilyPlanted {
+	if rep.Family != sessiongen.FamilyUnseen || len(rep.Families) != 2 || rep.Families[0].Family != sessiongen.FamilyHoldout || rep.Families[1].Family != sessiongen.FamilyPlanted {
 		t.Fatalf("family %q, then %d more", rep.Family, len(rep.Families))
 	}
 	for _, r := range append([]*eval.Report{&rep}, rep.Families...) {
@@ -71,7 +71,7 @@ func TestEvalWithModel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the whole pipeline twice")
 	}
-	ids := regexp.MustCompile(`(?:eval|holdout)-\d+-\d+/\d+-[a-z_]+`)
+	ids := regexp.MustCompile(`(?:eval|holdout|unseen)-\d+-\d+/\d+-[a-z_]+`)
 	srv := llmtest.NewOpenAI(t)
 	var judged atomic.Int32
 	srv.SetResponder(func(call int, body []byte) llmtest.Reply {
@@ -100,8 +100,8 @@ func TestEvalWithModel(t *testing.T) {
 	if err := json.Unmarshal(buf.Bytes(), &rep); err != nil {
 		t.Fatalf("eval output is not one JSON object: %v\n%s", err, buf.String())
 	}
-	if len(rep.Families) != 1 {
-		t.Fatalf("%d more families, want 1", len(rep.Families))
+	if len(rep.Families) != len(sessiongen.Families)-1 {
+		t.Fatalf("%d more families, want %d", len(rep.Families), len(sessiongen.Families)-1)
 	}
 	calls := 0
 	for _, r := range append([]*eval.Report{&rep}, rep.Families...) {

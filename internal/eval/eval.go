@@ -11,9 +11,10 @@
 //
 // Sessions come in families (sessiongen.Families): Run measures one,
 // RunFamilies each in turn. The offline provider's rules were developed
-// against the planted family; the holdout family, written before them, is
-// the one whose numbers say how the rules do on sessions they were not
-// tuned to.
+// against the planted family; the holdout family was written before them,
+// and the unseen family, the headline, was written by someone who had read
+// neither the rules nor the other families' turns: its numbers say how the
+// rules do on sessions they were not tuned to.
 //
 // The package does not start Recall: a Compactor does (cmd/recall runs the
 // real services on an embedded NATS server). Everything else is in-process

@@ -40,7 +40,7 @@ func TestRunFamilies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Family != sessiongen.FamilyHoldout || len(rep.Families) != 1 || rep.Families[0].Family != sessiongen.FamilyPlanted {
+	if rep.Family != sessiongen.FamilyUnseen || len(rep.Families) != 2 || rep.Families[0].Family != sessiongen.FamilyHoldout || rep.Families[1].Family != sessiongen.FamilyPlanted {
 		t.Fatalf("family %q, others %d", rep.Family, len(rep.Families))
 	}
 	if rep.Sessions[0].ID == rep.Families[0].Sessions[0].ID {
@@ -50,7 +50,9 @@ func TestRunFamilies(t *testing.T) {
 	if err := PrintTable(&b, rep); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "family holdout") || !strings.Contains(b.String(), "family planted") {
-		t.Fatalf("the table does not name both families:\n%s", b.String())
+	for _, f := range sessiongen.Families {
+		if !strings.Contains(b.String(), "family "+f) {
+			t.Fatalf("the table does not name family %s:\n%s", f, b.String())
+		}
 	}
 }

@@ -7,23 +7,6 @@ import (
 	"time"
 )
 
-// Session families.
-const (
-	// FamilyPlanted is the first family: its turns say every fact in the
-	// words the offline provider's rules were developed against.
-	FamilyPlanted = "planted"
-	// FamilyHoldout says the same kinds of fact another way — a preference
-	// deep in a long message, a decision only in the code an edit writes,
-	// a row count only in a test's output, a fix only in the edit after a
-	// build error, corrections without a marker word — with several
-	// sessions per project. It was written before the rules were changed
-	// and is not tuned to them.
-	FamilyHoldout = "holdout"
-)
-
-// Families lists the families in report order, the headline first.
-var Families = []string{FamilyHoldout, FamilyPlanted}
-
 // holdout is a session of the holdout family being generated.
 type holdout struct {
 	*gen

@@ -20,7 +20,9 @@
 // ways — in long messages, only in tool output or in the code an edit
 // writes, corrected without marker words — and was written without
 // reading the offline provider's rules, to measure them on data they were
-// not developed against.
+// not developed against. The unseen family (FamilyUnseen, unseen*.go) works
+// on other kinds of project altogether and was written blind to both the
+// rules and the other families' turns.
 package sessiongen
 
 import (
@@ -49,6 +51,31 @@ const (
 
 // Categories lists the categories in report order.
 var Categories = []string{CatExtraction, CatKnowledgeUpdate, CatTemporal, CatLatestRequest, CatErrorsFixes, CatAbstention}
+
+// Session families.
+const (
+	// FamilyUnseen is the headline family: sessions of other kinds of work
+	// than one Go repository — a Python data pipeline, a Terraform and
+	// Kubernetes change, a TypeScript bug hunt, a database migration —
+	// whose facts are said in passing, only in tool output, confirmed with
+	// "yes, do that" or corrected mid-sentence. It was written by someone
+	// who had not read the offline provider's rules nor the other two
+	// families' turns (unseen*.go).
+	FamilyUnseen = "unseen"
+	// FamilyPlanted is the first family: its turns say every fact in the
+	// words the offline provider's rules were developed against.
+	FamilyPlanted = "planted"
+	// FamilyHoldout says the same kinds of fact another way — a preference
+	// deep in a long message, a decision only in the code an edit writes,
+	// a row count only in a test's output, a fix only in the edit after a
+	// build error, corrections without a marker word — with several
+	// sessions per project. It was written before the rules were changed
+	// and is not tuned to them.
+	FamilyHoldout = "holdout"
+)
+
+// Families lists the families in report order, the headline first.
+var Families = []string{FamilyUnseen, FamilyHoldout, FamilyPlanted}
 
 // CompactAt is the context size at which a generated session is compacted
 // by its platform, a little below the 167,000-token threshold of a 200K
@@ -84,7 +111,7 @@ type Spec struct {
 	Seed   uint64 `json:"seed"`
 	Index  int    `json:"index"`
 	Tokens int64  `json:"tokens"` // target size of the conversation
-	// Family is FamilyPlanted (also "") or FamilyHoldout.
+	// Family is FamilyPlanted (also ""), FamilyHoldout or FamilyUnseen.
 	Family string `json:"family,omitempty"`
 }
 
@@ -126,7 +153,10 @@ func FamilySuite(family string, seed uint64, n int, lengths []int64) []Spec {
 
 // Generate writes the session of spec.
 func Generate(spec Spec) *Session {
-	if spec.Family == FamilyHoldout {
+	switch spec.Family {
+	case FamilyUnseen:
+		return generateUnseen(spec)
+	case FamilyHoldout:
 		return generateHoldout(spec)
 	}
 	r := rand.New(rand.NewPCG(spec.Seed, uint64(spec.Index)+0x9e3779b97f4a7c15))
