@@ -47,7 +47,7 @@ func (f *fetcher) step(hctx context.Context) bool {
 		}
 		f.cons = c
 	}
-	if !g.takeSlot(r) {
+	if !f.takeSlot() {
 		return false
 	}
 	batch, err := f.cons.Fetch(1, jetstream.FetchMaxWait(g.cfg.FetchWait), jetstream.FetchPriorityGroup(g.cfg.PriorityGroup))
@@ -62,13 +62,10 @@ func (f *fetcher) step(hctx context.Context) bool {
 	got := false
 	for m := range batch.Messages() {
 		got = true
-		if r.stopping() {
-			// Lost the partition while the pull was open: hand the message
-			// back at once for the next owner.
-			_ = m.Nak()
-			g.releaseSlot(r)
-			continue
-		}
+		// A message that comes after the partition was lost (the pull was
+		// open) is dispatched too: handle runs it or hands it back in its
+		// key's order (a nak now could overtake an earlier message of its
+		// key that this member still holds).
 		g.dispatch(hctx, r, m, f.log)
 	}
 	if !got {
@@ -86,4 +83,69 @@ func (f *fetcher) step(hctx context.Context) bool {
 	}
 	f.backoff.Reset()
 	return true
+}
+
+// takeSlot waits for a free message slot of r in keyed mode (always true
+// otherwise), renewing the pin meanwhile; false when r stops first.
+func (f *fetcher) takeSlot() bool {
+	g, r := f.g, f.r
+	if g.cfg.KeyOf == nil {
+		return true
+	}
+	select {
+	case r.slots <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTicker(g.cfg.PinnedTTL / 4)
+	defer t.Stop()
+	for {
+		select {
+		case r.slots <- struct{}{}:
+			return true
+		case <-r.stop:
+			return false
+		case <-t.C:
+			f.renewPin()
+		}
+	}
+}
+
+// drain waits for r's handlers after the fetch loop ended, renewing the
+// pin meanwhile.
+func (f *fetcher) drain() {
+	done := make(chan struct{})
+	go func() {
+		f.r.handlers.Wait()
+		close(done)
+	}()
+	t := time.NewTicker(f.g.cfg.PinnedTTL / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			f.renewPin()
+		}
+	}
+}
+
+// renewPin keeps this member pinned while it does not fetch (its slots are
+// busy, or it drains a lost partition): the server pins another member's
+// pull request PinnedTTL after this member's last one, and that member
+// could then start a key's later message while this one still holds an
+// earlier one. The request renews the pin when it arrives and takes no
+// message: none fits in one byte, and the server leaves a message that
+// does not fit for the next request. (Without KeyOf the consumer lets one
+// message out at a time, so a lapsed pin gives nothing away.)
+func (f *fetcher) renewPin() {
+	if f.cons == nil {
+		return
+	}
+	_, err := f.cons.Fetch(1, jetstream.FetchMaxBytes(1), jetstream.FetchMaxWait(min(f.g.cfg.FetchWait, time.Second)),
+		jetstream.FetchPriorityGroup(f.g.cfg.PriorityGroup))
+	if err != nil {
+		f.log.Debug("renewing the pin", "durable", f.durable, "err", err)
+	}
 }

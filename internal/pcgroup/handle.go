@@ -62,16 +62,80 @@ func (m *Msg) Nak(delay time.Duration) error {
 	return m.msg.NakWithDelay(delay)
 }
 
+// turn is a message's place among its key's messages in keyed mode: prev
+// is closed when the key's previous message is settled, done when this one
+// is. Without KeyOf both are nil.
+type turn struct {
+	key        string
+	prev, done chan struct{}
+}
+
 // handle runs the handler on m with in-progress acks, a concurrency slot and
 // panic recovery, and settles m if the handler did not.
-func (g *Group) handle(ctx context.Context, r *runner, jm jetstream.Msg, log *slog.Logger, prev <-chan struct{}) {
+func (g *Group) handle(ctx context.Context, r *runner, jm jetstream.Msg, log *slog.Logger, t turn) {
 	m := &Msg{msg: jm, Partition: r.p}
 	// Keep the message ours while waiting for a slot and while working.
-	progressDone := make(chan struct{})
-	var progressWG sync.WaitGroup
-	progressWG.Add(1)
-	go func() {
-		defer progressWG.Done()
+	defer g.keepInProgress(ctx, m, jm, log)()
+	switch g.start(ctx, r, m, t, log) {
+	case slotStopped:
+		g.handBack(ctx, m, jm, log)
+		return
+	case slotShared:
+		return
+	}
+	defer func() { <-g.sem }()
+	err := g.call(ctx, m)
+	if m.settled.Load() {
+		return
+	}
+	g.settleDefault(ctx, m, err, log)
+}
+
+// start waits for m's turn and a slot. Once the partition is lost, m goes
+// back to the server (slotStopped) only when it is the last message of its
+// key that this member holds, or when the drain is over (ctx ended);
+// otherwise it runs here, so that a key never has two messages waiting for
+// redelivery: the server does not keep its redelivery queue in order while
+// no pull request may take from it (it moves the head to the tail each time
+// it finds no taker), and the next owner would receive them in any order.
+func (g *Group) start(ctx context.Context, r *runner, m *Msg, t turn, log *slog.Logger) slot {
+	// The key's previous message settles first, even when stopping.
+	// (Its handler is bounded by DrainTimeout.)
+	if t.prev != nil {
+		<-t.prev
+	}
+	if r.stopping() && g.lastHeld(r, t) {
+		return slotStopped
+	}
+	s := g.acquire(ctx, r, m, log, r.stop)
+	if s != slotStopped || ctx.Err() != nil || g.lastHeld(r, t) {
+		return s
+	}
+	return g.acquire(ctx, r, m, log, nil)
+}
+
+// lastHeld reports, once r's partition is lost, whether the message of t
+// is the last of its key that this member holds. In keyed mode it waits
+// for the fetch loop to end first: its last pull request may still bring a
+// later message of the key (and a message handed back before it ended
+// would come back on it, behind a later one). Without KeyOf the fetch loop
+// is the caller and holds that one message only.
+func (g *Group) lastHeld(r *runner, t turn) bool {
+	if t.done == nil {
+		return true
+	}
+	<-r.fetched
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last[t.key] == t.done
+}
+
+// keepInProgress sends in-progress acks for m every third of AckWait until
+// m is settled or the returned stop is called.
+func (g *Group) keepInProgress(ctx context.Context, m *Msg, jm jetstream.Msg, log *slog.Logger) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
 		t := time.NewTicker(g.cfg.AckWait / 3)
 		defer t.Stop()
 		for {
@@ -83,34 +147,15 @@ func (g *Group) handle(ctx context.Context, r *runner, jm jetstream.Msg, log *sl
 				if err := jm.InProgress(); err != nil {
 					log.DebugContext(ctx, "in-progress ack", "err", err)
 				}
-			case <-progressDone:
+			case <-done:
 				return
 			}
 		}
-	}()
-	defer func() {
-		close(progressDone)
-		progressWG.Wait()
-	}()
-	// The key's previous message settles first, even when stopping: its
-	// successor is handed back only after it, so the next owner sees them
-	// in order. (Its handler is bounded by DrainTimeout.)
-	if prev != nil {
-		<-prev
+	})
+	return func() {
+		close(done)
+		wg.Wait()
 	}
-	switch g.acquire(ctx, r, m, log) {
-	case slotStopped:
-		_ = m.Nak(0)
-		return
-	case slotShared:
-		return
-	}
-	defer func() { <-g.sem }()
-	err := g.call(ctx, m)
-	if m.settled.Load() {
-		return
-	}
-	g.settleDefault(ctx, m, err, log)
 }
 
 // settleDefault settles a message its handler left unsettled: a nak with
@@ -128,17 +173,20 @@ func (g *Group) settleDefault(ctx context.Context, m *Msg, err error, log *slog.
 	}
 }
 
-// takeSlot waits for a free message slot of r in keyed mode (always true
-// otherwise); false when r stops first.
-func (g *Group) takeSlot(r *runner) bool {
-	if g.cfg.KeyOf == nil {
-		return true
-	}
-	select {
-	case r.slots <- struct{}{}:
-		return true
-	case <-r.stop:
-		return false
+// handBack returns m (the message jm), which did not run, to the server
+// for the partition's next owner. It naks jm as a request and waits for the
+// server's answer: the server processes a plain nak apart from the unpin
+// that follows it, so the next owner, pinned first, could fetch m's
+// successors ahead of it. Once answered, m is queued for redelivery, and
+// redeliveries come before new messages.
+func (g *Group) handBack(ctx context.Context, m *Msg, jm jetstream.Msg, log *slog.Logger) {
+	m.settled.Store(true)
+	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	// "-NAK" is JetStream's nak; with a reply subject the server answers
+	// once the message is queued for redelivery.
+	if _, err := g.js.Conn().RequestWithContext(nctx, jm.Reply(), []byte("-NAK")); err != nil {
+		log.WarnContext(ctx, "handing a message back for the next owner", "subject", jm.Subject(), "err", err)
 	}
 }
 
@@ -153,7 +201,7 @@ func (g *Group) releaseSlot(r *runner) {
 // goroutine, after the previous message of its key.
 func (g *Group) dispatch(ctx context.Context, r *runner, jm jetstream.Msg, log *slog.Logger) {
 	if g.cfg.KeyOf == nil {
-		g.handle(ctx, r, jm, log, nil)
+		g.handle(ctx, r, jm, log, turn{})
 		return
 	}
 	key := g.cfg.KeyOf(jm.Subject())
@@ -174,7 +222,7 @@ func (g *Group) dispatch(ctx context.Context, r *runner, jm jetstream.Msg, log *
 			r.mu.Unlock()
 			close(done)
 		}()
-		g.handle(ctx, r, jm, log, prev)
+		g.handle(ctx, r, jm, log, turn{key: key, prev: prev, done: done})
 	}()
 }
 

@@ -191,7 +191,8 @@ func (m *membership) reconcile() {
 		if _, ok := m.runners[p]; ok {
 			continue // running, or stopping: restarted when done
 		}
-		r := &runner{p: p, stop: make(chan struct{}), done: make(chan struct{}), slots: make(chan struct{}, g.cfg.InFlight), last: map[string]chan struct{}{}}
+		r := &runner{p: p, stop: make(chan struct{}), fetched: make(chan struct{}), done: make(chan struct{}),
+			slots: make(chan struct{}, g.cfg.InFlight), last: map[string]chan struct{}{}}
 		m.runners[p] = r
 		g.log.InfoContext(m.ctx, "acquiring partition", "member", g.cfg.Member, "partition", p)
 		go func() {

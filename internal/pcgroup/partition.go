@@ -14,7 +14,10 @@ import (
 type runner struct {
 	p    int
 	stop chan struct{} // closed: stop fetching, drain
-	done chan struct{} // closed when the loop and its handlers returned
+	// fetched is closed when the fetch loop returned: no pull request of
+	// this runner that may take a message is open any more (handler mode).
+	fetched chan struct{}
+	done    chan struct{} // closed when the loop and its handlers returned
 
 	// Keyed mode (Config.KeyOf): slots bounds the messages held, last is
 	// the done channel of each key's newest message, handlers counts the
@@ -73,9 +76,12 @@ func (g *Group) runPartition(hctx context.Context, stream jetstream.Stream, r *r
 	for !r.stopping() && f.step(hctx) {
 		// one fetch per step
 	}
+	close(r.fetched)
 	// Every message this member holds is settled before the next owner can
-	// be pinned, so a key's messages never run on two members at once.
-	r.handlers.Wait()
+	// be pinned, so a key's messages never run on two members at once, and
+	// the ones handed back (at most one per key, see start) are queued for
+	// redelivery, ahead of anything the next owner fetches.
+	f.drain()
 	// Unpin so the next owner is pinned now, not after PinnedTTL.
 	uctx, ucancel := context.WithTimeout(context.WithoutCancel(hctx), 2*time.Second)
 	defer ucancel()

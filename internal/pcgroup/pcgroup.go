@@ -24,10 +24,18 @@
 //     a pinned priority group, so that during a hand-off only one member at
 //     a time receives messages.
 //   - Hand-off: a member that loses a partition stops fetching (its last pull
-//     request ends within FetchWait), lets the in-flight message finish for
-//     up to DrainTimeout (then cancels the handler's context), and unpins
-//     the consumer so that the new owner is pinned at once instead of after
-//     PinnedTTL.
+//     request ends within FetchWait), settles every message it holds —
+//     for up to DrainTimeout, then it cancels the handlers' context — and
+//     unpins the consumer so that the new owner is pinned at once instead
+//     of after PinnedTTL. Of the messages that have not started, it hands
+//     back (a nak the server confirms before the unpin) only the last it
+//     holds of each key and runs the others: while no pull request may take
+//     them, the server's redelivery queue loses its order (each delivery
+//     attempt moves its head to its tail), so two messages of one key handed
+//     back could reach the new owner in either order. Until it unpins it
+//     renews its pin with pull requests that take no message, as it does
+//     whenever all its slots of a partition are busy: the server would pin
+//     the new owner PinnedTTL after the last pull request.
 //   - In progress: while a handler runs, the group renews the message's
 //     AckWait with in-progress acks.
 //   - Work sharing: with Config.Share (keyed mode), a message that waits
@@ -45,9 +53,14 @@
 // In keyed mode, after a member crashes the server redelivers the messages
 // it held only when their AckWait expires, so a later message of a key may
 // be handled before an earlier one; handlers must tolerate that (the
-// extractor answers an already covered request without work). Clean
-// hand-offs keep each key's order: a member settles every message it holds
-// before it unpins.
+// extractor answers an already covered request without work). So may a
+// handler error (its message is redelivered after RetryDelay, the key's
+// next message runs meanwhile).
+//
+// Clean hand-offs keep each key's order: a member settles every message it
+// holds before it unpins (in keyed mode it keeps its pin meanwhile). A
+// drain that outlasts DrainTimeout does not: the cancelled messages go back
+// in no set order.
 //
 // The pin is not a lock. A member that pauses (GC, network partition) for
 // longer than AckWait while holding a message lets the server redeliver that
@@ -103,13 +116,16 @@ type Config struct {
 	// sent every third of it while a handler runs.
 	AckWait time.Duration
 	// PinnedTTL unpins a member that sent no pull request for this long
-	// (default AckWait, at least 1s).
+	// (default AckWait, at least 1s): a crashed or paused member's
+	// partitions wait this long. In keyed mode a member renews its pin
+	// while it holds messages.
 	PinnedTTL time.Duration
 	// FetchWait bounds one pull request (default 5s, at most PinnedTTL/2):
 	// it is how long a lost partition may keep fetching.
 	FetchWait time.Duration
-	// DrainTimeout is how long an in-flight handler may run after its
-	// partition was lost or the group stopped (default AckWait).
+	// DrainTimeout is how long a member may go on with the messages it
+	// holds after their partition was lost or the group stopped (default
+	// AckWait); then their handlers' context is cancelled.
 	DrainTimeout time.Duration
 	// RetryDelay is the Nak delay after a handler error (default 1s).
 	RetryDelay time.Duration

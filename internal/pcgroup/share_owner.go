@@ -23,8 +23,9 @@ const (
 )
 
 // acquire waits for one of this member's slots; with sharing, a slot
-// another member reserved serves too.
-func (g *Group) acquire(ctx context.Context, r *runner, m *Msg, log *slog.Logger) slot {
+// another member reserved serves too. It gives up (slotStopped) when ctx
+// ends or stop is closed (a nil stop: only ctx).
+func (g *Group) acquire(ctx context.Context, r *runner, m *Msg, log *slog.Logger, stop <-chan struct{}) slot {
 	select {
 	case g.sem <- struct{}{}:
 		return slotLocal
@@ -44,7 +45,7 @@ func (g *Group) acquire(ctx context.Context, r *runner, m *Msg, log *slog.Logger
 		select {
 		case g.sem <- struct{}{}:
 			return slotLocal
-		case <-r.stop:
+		case <-stop:
 			return slotStopped
 		case <-ctx.Done():
 			return slotStopped
