@@ -331,10 +331,12 @@ func startExtractorsN(ctx context.Context, e *env, provider llm.Provider, worker
 
 // workersSettle is how long the workers must look ready before a step
 // starts: the members that started first took partitions they hand over
-// once they see the others, and keep pulling them for up to a FetchWait.
-// Requests published meanwhile were seen handled out of order (a
-// session's late request before the one ahead of it: an ordering
-// violation at the step's start).
+// once they see the others, and a hand-over lasts up to a FetchWait (the
+// old owner's last pull) plus the requests it still holds. A step that
+// started meanwhile would measure those hand-overs. They no longer break
+// a session's order: the violation once seen here was pcgroup handing back
+// two requests of a session at once, which the server redelivered in
+// either order (fixed in pcgroup; TestGroupHandOverKeepsKeyOrder).
 const workersSettle = extractorFetchWait + 500*time.Millisecond
 
 // waitWorkers waits until the membership bucket lists n workers and every
