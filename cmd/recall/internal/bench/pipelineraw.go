@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -23,15 +24,22 @@ import (
 // while pipelineReplicas raw consumers, each on its own connection and its
 // half of the shards, read them configured like the trigger (AckAll, the
 // pinned priority group, the same pull batch, an ack every AckEvery) and
-// decide nothing. Its lag is from a record being stored to a consumer
-// receiving it. When this floor misses a lag target, no trigger can meet it
-// on this machine: the trigger does this work and more.
+// decide nothing. Its lag is from when a record was due to be published to
+// a consumer receiving it: a publisher that cannot keep up shows as lag too
+// (the backlog is then the publisher's). When this floor misses a lag
+// target, no trigger can meet it on this machine: the trigger does this
+// work and more. One more step runs the floor at the rate of the pipeline's
+// 80 % step, to compare the two at the same offered load.
 
 // rawPipelineDurable is the raw consumers' durable on every shard stream.
 const rawPipelineDurable = "bench-raw-pipeline"
 
 // rawPipelineLagEvery samples the lag of one record in this many.
 const rawPipelineLagEvery = 4
+
+// headerDue carries when a raw pipeline record was due to be published
+// (Unix nanoseconds).
+const headerDue = "Recall-Bench-Due"
 
 // rawPipeline runs the raw floor at every pipeline load and records it in
 // e.res.Pipeline.
@@ -49,7 +57,13 @@ func rawPipeline(ctx context.Context, e *env) error {
 		capacity = e.res.Ingest.RawEventsPerS
 	}
 	r.RawCapacityEventsPerS = capacity
-	for _, load := range pipelineLoads {
+	loads := slices.Clone(pipelineLoads)
+	var recall80 float64
+	if n := len(r.Steps); n > 0 && r.Steps[n-1].Load == 0.8 {
+		recall80 = r.Steps[n-1].RateEventsPerS / *capacity
+		loads = append(loads, recall80)
+	}
+	for _, load := range loads {
 		step, err := rawPipelineStep(ctx, e, c, load, *capacity*load)
 		if rerr := e.reset(ctx); err == nil {
 			err = rerr
@@ -58,8 +72,11 @@ func rawPipeline(ctx context.Context, e *env) error {
 			return fmt.Errorf("raw floor at %.0f%% of capacity: %w", 100*load, err)
 		}
 		r.RawSteps = append(r.RawSteps, step)
-		if load == 0.8 {
+		switch load {
+		case 0.8:
 			r.RawLag80P99MS = f64(step.LagP99MS)
+		case recall80:
+			r.RawLagAtRecall80P99MS = f64(step.LagP99MS)
 		}
 	}
 	return nil
@@ -126,7 +143,8 @@ func paceRawPublish(ctx context.Context, js jetstream.JetStream, msgs []*nats.Ms
 		case <-tick.C:
 		}
 		for due := min(n, int(time.Since(start).Seconds()*target)); sent < due; sent++ {
-			if _, err := js.PublishMsgAsync(roundMsg(msgs, sent), jetstream.WithStallWait(time.Minute)); err != nil {
+			at := start.Add(time.Duration(float64(sent) / target * float64(time.Second)))
+			if _, err := js.PublishMsgAsync(roundMsg(msgs, sent, at), jetstream.WithStallWait(time.Minute)); err != nil {
 				return 0, fmt.Errorf("raw publish: %w", err)
 			}
 		}
@@ -139,14 +157,14 @@ func paceRawPublish(ctx context.Context, js jetstream.JetStream, msgs []*nats.Ms
 	return rate(n, time.Since(start)), nil
 }
 
-// roundMsg is the i-th message of the cycle through msgs.
-func roundMsg(msgs []*nats.Msg, i int) *nats.Msg {
+// roundMsg is the i-th message of the cycle through msgs, due at due.
+func roundMsg(msgs []*nats.Msg, i int, due time.Time) *nats.Msg {
 	m, round := msgs[i%len(msgs)], i/len(msgs)
-	if round == 0 {
-		return m
-	}
 	h := maps.Clone(m.Header)
-	h.Set(jetstream.MsgIDHeader, m.Header.Get(jetstream.MsgIDHeader)+"-r"+strconv.Itoa(round))
+	if round > 0 {
+		h.Set(jetstream.MsgIDHeader, m.Header.Get(jetstream.MsgIDHeader)+"-r"+strconv.Itoa(round))
+	}
+	h[headerDue] = []string{strconv.FormatInt(due.UnixNano(), 10)}
 	return &nats.Msg{Subject: m.Subject, Header: h, Data: m.Data}
 }
 
@@ -220,7 +238,11 @@ func (rc *rawConsumers) consume(ctx context.Context, cons jetstream.Consumer, cf
 			return err
 		}
 		if n%rawPipelineLagEvery == 0 {
-			lags = append(lags, time.Since(md.Timestamp))
+			due, err := strconv.ParseInt(m.Headers().Get(headerDue), 10, 64)
+			if err != nil {
+				return fmt.Errorf("record %d of %s carries no due time", md.Sequence.Stream, md.Stream)
+			}
+			lags = append(lags, time.Since(time.Unix(0, due)))
 		}
 		if n%cfg.AckEvery == 0 {
 			_ = m.Ack()

@@ -290,10 +290,14 @@ type PipelineResult struct {
 	RawSteps []RawPipelineStep `json:"raw_steps"`
 	// RawLag80P99MS is the raw floor's lag p99 at 80 % of its capacity.
 	RawLag80P99MS *float64 `json:"raw_lag_80_p99_ms"`
+	// RawLagAtRecall80P99MS is the raw floor's lag p99 at the rate of the
+	// pipeline's 80 % step (the last of RawSteps).
+	RawLagAtRecall80P99MS *float64 `json:"raw_lag_at_recall_80_p99_ms"`
 }
 
-// RawPipelineStep is one load of the raw floor; its lag is from a record
-// being stored to a raw consumer receiving it.
+// RawPipelineStep is one load of the raw floor; its lag is from when a
+// record was due to be published to a raw consumer receiving it (so it
+// includes the publisher's backlog when the floor cannot keep up).
 type RawPipelineStep struct {
 	Load               float64  `json:"load"`
 	RateEventsPerS     float64  `json:"rate_events_per_s"`
