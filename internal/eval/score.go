@@ -2,7 +2,6 @@ package eval
 
 import (
 	"strings"
-	"unicode"
 
 	"github.com/recallhq/recall/internal/eval/sessiongen"
 )
@@ -16,26 +15,9 @@ type Verdict struct {
 
 // Normalize lower-cases s and turns every run of characters that are not
 // letters or digits into one space, with a space at each end, so that
-// "`internal/x.go`" matches "internal/x.go" and matches are whole words.
-func Normalize(s string) string {
-	var b strings.Builder
-	b.Grow(len(s) + 2)
-	b.WriteByte(' ')
-	space := true
-	for _, r := range s {
-		if unicode.IsLetter(r) || unicode.IsDigit(r) {
-			b.WriteRune(unicode.ToLower(r))
-			space = false
-		} else if !space {
-			b.WriteByte(' ')
-			space = true
-		}
-	}
-	if !space {
-		b.WriteByte(' ')
-	}
-	return b.String()
-}
+// "`internal/x.go`" matches "internal/x.go" and matches are whole words
+// (sessiongen.Normalize, the rule the generated facts are written to).
+func Normalize(s string) string { return sessiongen.Normalize(s) }
 
 // scoredText is a context prepared for matching.
 type scoredText struct {

@@ -30,6 +30,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Fact categories, after LongMemEval's abilities adapted to agent sessions.
@@ -104,6 +105,31 @@ type Fact struct {
 	// Compactions the earlier compactions before it.
 	At          int64 `json:"at_tokens"`
 	Compactions int   `json:"compactions_before"`
+}
+
+// Normalize is how a fact's answers are matched against a context (the
+// scorer's rule, eval.Normalize): lower case, every run of characters that
+// are not letters or digits one space, a space at each end, so that
+// "`internal/x.go`" matches "internal/x.go" and matches are whole words.
+// A generator checks its answers with it.
+func Normalize(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte(' ')
+	space := true
+	for _, r := range s {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			b.WriteRune(unicode.ToLower(r))
+			space = false
+		} else if !space {
+			b.WriteByte(' ')
+			space = true
+		}
+	}
+	if !space {
+		b.WriteByte(' ')
+	}
+	return b.String()
 }
 
 // Spec says which session to generate.

@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"unicode"
 
 	"github.com/recallhq/recall/internal/importer"
 )
@@ -95,12 +94,12 @@ func checkUnseenShape(t *testing.T, spec Spec, s *Session) {
 func checkUnseenFacts(t *testing.T, s *Session, spans [][2]int) {
 	t.Helper()
 	raw := string(s.JSONL)
-	all := normalize(texts(t, s.JSONL))
+	all := Normalize(texts(t, s.JSONL))
 	var filler strings.Builder
 	for _, sp := range spans {
 		filler.WriteString(texts(t, s.JSONL[sp[0]:sp[1]]))
 	}
-	fill := normalize(filler.String())
+	fill := Normalize(filler.String())
 	for _, f := range s.Facts {
 		var stated []string
 		stated = append(stated, f.Expect...)
@@ -110,23 +109,23 @@ func checkUnseenFacts(t *testing.T, s *Session, spans [][2]int) {
 		}
 		for _, e := range stated {
 			js, _ := json.Marshal(e)
-			if !strings.Contains(raw, strings.Trim(string(js), `"`)) || !strings.Contains(all, normalize(e)) {
+			if !strings.Contains(raw, strings.Trim(string(js), `"`)) || !strings.Contains(all, Normalize(e)) {
 				t.Errorf("%s: %q is not in the transcript", f.ID, e)
 			}
-			if f.Category != CatLatestRequest && strings.Contains(fill, normalize(e)) {
+			if f.Category != CatLatestRequest && strings.Contains(fill, Normalize(e)) {
 				t.Errorf("%s: %q occurs in the filler", f.ID, e)
 			}
 		}
 		for _, inv := range f.Invented {
-			if strings.Contains(all, normalize(inv)) {
+			if strings.Contains(all, Normalize(inv)) {
 				t.Errorf("%s: invented answer %q is in the transcript", f.ID, inv)
 			}
 		}
-		if f.After != "" && strings.Index(all, normalize(f.After)) > strings.LastIndex(all, normalize(f.Expect[0])) {
+		if f.After != "" && strings.Index(all, Normalize(f.After)) > strings.LastIndex(all, Normalize(f.Expect[0])) {
 			t.Errorf("%s: %q is not before %q", f.ID, f.After, f.Expect[0])
 		}
 		for _, sup := range f.Superseded {
-			if strings.LastIndex(all, normalize(sup)) > strings.LastIndex(all, normalize(f.Expect[0])) {
+			if strings.LastIndex(all, Normalize(sup)) > strings.LastIndex(all, Normalize(f.Expect[0])) {
 				t.Errorf("%s: the superseded %q is said after %q", f.ID, sup, f.Expect[0])
 			}
 		}
@@ -183,26 +182,4 @@ func lastPrompt(t *testing.T, jsonl []byte) string {
 		}
 	}
 	return last
-}
-
-// normalize is the scorer's normalization (eval.Normalize, which this
-// package cannot import): lower case, every run of other characters than
-// letters and digits one space, a space at each end.
-func normalize(s string) string {
-	var b strings.Builder
-	b.WriteByte(' ')
-	space := true
-	for _, r := range s {
-		if unicode.IsLetter(r) || unicode.IsDigit(r) {
-			b.WriteRune(unicode.ToLower(r))
-			space = false
-		} else if !space {
-			b.WriteByte(' ')
-			space = true
-		}
-	}
-	if !space {
-		b.WriteByte(' ')
-	}
-	return b.String()
 }
