@@ -77,7 +77,16 @@ func TestGroupConsumeMode(t *testing.T) {
 	}
 	a, _, _ := start("a")
 	b, stopB, doneB := start("b")
-	testpoll.Until(t, 15*time.Second, "two members sharing four partitions", func() bool { return len(a.Owned())+len(b.Owned()) == 4 && len(a.Members()) == 2 })
+	// Settled: both members see each other, own four partitions between
+	// them, and consume exactly what they own (a partition a gives up stops
+	// being consumed there first). A message published before that could
+	// be buffered by a member that then hands its partition over unread.
+	testpoll.Until(t, 15*time.Second, "two members sharing four partitions", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(a.Members()) == 2 && len(b.Members()) == 2 && len(a.Owned())+len(b.Owned()) == 4 &&
+			running["a"] == len(a.Owned()) && running["b"] == len(b.Owned())
+	})
 	publishN := func(from, to int) {
 		for i := from; i < to; i++ {
 			if _, err := js.Publish(ctx, fmt.Sprintf("pcs.%d.x", i%4), []byte(fmt.Sprint(i))); err != nil {
