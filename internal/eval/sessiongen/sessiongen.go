@@ -151,6 +151,9 @@ type Session struct {
 	Tokens      int64  `json:"tokens"`
 	Compactions int    `json:"compactions"`
 	Facts       []Fact `json:"facts"`
+	// Probes are the session's probes by kind (probe.go), in the order
+	// they were written; artifact probes are the eval's, not here.
+	Probes []Probe `json:"probes,omitempty"`
 }
 
 // Lengths are the session sizes of a full evaluation, in order: below the

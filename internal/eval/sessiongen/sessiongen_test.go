@@ -79,3 +79,30 @@ func TestGenerateSessions(t *testing.T) {
 func jsonText(s string) string {
 	return strings.NewReplacer(`"`, `\"`).Replace(s)
 }
+
+func TestCheckProbes(t *testing.T) {
+	s := &Session{JSONL: []byte(`{"text":"We picked an LRU cache of 4096 entries: a map is unbounded. Next: run TestRates."}`)}
+	ok := []Probe{
+		{ID: "a", Kind: ProbeDecision, Question: "Which cache, why?", Expect: []string{"lru", "4096"}, Why: []string{"unbounded"}},
+		{ID: "b", Kind: ProbeContinuation, Question: "What next?", Expect: []string{"LRU cache"}, Next: []string{"TestRates"}},
+	}
+	s.Probes = ok
+	if err := CheckProbes(s); err != nil {
+		t.Fatalf("valid probes: %v", err)
+	}
+	for name, bad := range map[string]Probe{
+		"artifact":        {ID: "c", Kind: ProbeArtifact, Question: "q", Expect: []string{"lru"}},
+		"unknown":         {ID: "c", Kind: "vibes", Question: "q", Expect: []string{"lru"}},
+		"repeated id":     {ID: "a", Kind: ProbeRecall, Question: "q", Expect: []string{"lru"}},
+		"no answer":       {ID: "c", Kind: ProbeRecall, Question: "q"},
+		"no reason":       {ID: "c", Kind: ProbeDecision, Question: "q", Expect: []string{"lru"}},
+		"no next":         {ID: "c", Kind: ProbeContinuation, Question: "q", Expect: []string{"lru"}},
+		"answer not said": {ID: "c", Kind: ProbeRecall, Question: "q", Expect: []string{"redis"}},
+		"partial word":    {ID: "c", Kind: ProbeRecall, Question: "q", Expect: []string{"409"}},
+	} {
+		s.Probes = append(append([]Probe(nil), ok...), bad)
+		if err := CheckProbes(s); err == nil {
+			t.Errorf("%s: CheckProbes accepted %+v", name, bad)
+		}
+	}
+}
