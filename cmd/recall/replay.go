@@ -38,7 +38,10 @@ type replayStats struct {
 	// reordered counts events the ingest stored although an earlier event
 	// of their batch failed (stored before it).
 	retried, reordered int
-	counted            map[int]bool // events (by index in the replay) already counted
+	// resent counts requests sent again because their attempt failed —
+	// no reply in time (a reply lost with a node), unreachable, 503.
+	resent  int
+	counted map[int]bool // events (by index in the replay) already counted
 }
 
 // add counts the settled results of batch, whose first event is event
@@ -77,7 +80,8 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	natsURL := fs.String("nats-url", "", "publish through the NATS ingest endpoint at this URL instead of HTTP")
 	token := fs.String("token", os.Getenv("RECALL_TOKEN"), "bearer token for the HTTP edge ($RECALL_TOKEN sets the default)")
 	batchSize := fs.Int("batch", 1, "events per request; above 1 is faster (the ingest keeps a session's events of a request in order, also through a JetStream leader loss)")
-	retryFor := fs.Duration("retry-for", 30*time.Second, "how long one request is retried while the ingest answers 503/504 (or, once it has answered, cannot be reached) before replay stops; nothing listening at all fails at once")
+	retryFor := fs.Duration("retry-for", 2*time.Minute, "how long one request is retried while the ingest answers 503/504, does not answer in time (or, once it has answered, cannot be reached) before replay stops; nothing listening at all fails at once")
+	attempt := fs.Duration("attempt-timeout", defaultAttemptTimeout, "how long one attempt waits for its reply before the request is sent again with the same event ids (at most a third of --retry-for)")
 	setUsage(fs, "replay FILE [--session S] [--tenant T] [--http URL | --nats-url URL] [--token TOKEN]")
 	if err := parseFlags(fs, reorderFlags(args)); err != nil {
 		return err
@@ -101,7 +105,7 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 	send = failUntilReached(send)
 
 	bar := newProgress(os.Stderr, len(res.Events), "events")
-	rp := &replayer{send: send, batch: max(*batchSize, 1), retryFor: *retryFor, progress: bar.set,
+	rp := &replayer{send: send, batch: max(*batchSize, 1), retryFor: *retryFor, attempt: *attempt, progress: bar.set,
 		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	st, err := rp.run(ctx, res.Events)
 	bar.done()
@@ -164,7 +168,7 @@ func checkImportable(path string, res *importer.Result) error {
 // of where.
 func replaySender(natsURL, httpURL, token, tenant, session string) (send func(context.Context, []event.Event) ([]ingestsvc.EventResult, error), target string, closeFn func(), err error) {
 	if natsURL == "" {
-		client := &http.Client{Timeout: 60 * time.Second}
+		client := &http.Client{} // each attempt's context bounds its request
 		url := strings.TrimRight(httpURL, "/") + "/v1/events"
 		return func(ctx context.Context, batch []event.Event) ([]ingestsvc.EventResult, error) {
 			return sendHTTP(ctx, client, url, token, batch)
@@ -192,6 +196,9 @@ func printReplay(stdout io.Writer, path, target string, res *importer.Result, st
 	fmt.Fprintf(stdout, "  events:    %d (published %d, duplicates %d, rejected %d)\n", len(res.Events), st.published, st.duplicates, st.rejected)
 	fmt.Fprintf(stdout, "  imported:  %s\n", formatCounts(res.Counts))
 	fmt.Fprintf(stdout, "  skipped:   %s\n", formatCounts(res.Skipped))
+	if st.resent > 0 {
+		fmt.Fprintf(stdout, "  resent:    %d requests whose attempt failed (no reply in time, unreachable, 503), with the same event ids\n", st.resent)
+	}
 	if st.retried > 0 {
 		fmt.Fprintf(stdout, "  retried:   %d times from an event the ingest could not store in time (503), in order\n", st.retried)
 	}
@@ -274,9 +281,7 @@ func sendNATS(ctx context.Context, nc *nats.Conn, subject string, batch []event.
 	if err != nil {
 		return nil, err
 	}
-	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	m, err := nc.RequestWithContext(rctx, subject, body)
+	m, err := nc.RequestWithContext(ctx, subject, body)
 	if errors.Is(err, nats.ErrMaxPayload) {
 		// Retrying cannot help: large events (stored by claim check up to
 		// RECALL_INGEST_MAX_EVENT_BYTES) go over HTTP.

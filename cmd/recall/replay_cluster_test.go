@@ -46,14 +46,16 @@ func longTranscript(t *testing.T, n int) string {
 // transcript shard in the middle: the replay finishes, and the session's records are
 // stored once each, in file order — one event per request, and batches of
 // 50 (the ingest publishes a session's events of a request one after the
-// other and stops at the first that is not stored).
+// other and stops at the first that is not stored) — over HTTP and over
+// NATS, where the replay's own connection may be to the stopped node (its
+// reply lost: the request is resent, the ids make it safe).
 func TestReplayUnderLeaderLoss(t *testing.T) {
-	for _, batch := range []string{"1", "50"} {
-		t.Run("batch="+batch, func(t *testing.T) { replayUnderLeaderLoss(t, batch) })
+	for _, tc := range []struct{ transport, batch string }{{"http", "1"}, {"http", "50"}, {"nats", "50"}} {
+		t.Run(tc.transport+",batch="+tc.batch, func(t *testing.T) { replayUnderLeaderLoss(t, tc.transport, tc.batch) })
 	}
 }
 
-func replayUnderLeaderLoss(t *testing.T, batch string) {
+func replayUnderLeaderLoss(t *testing.T, transport, batch string) {
 	c := natstest.StartCluster(t, 3)
 	urls := c.URLs()
 	prov := provision.Config{Replicas: 3, Partitions: 2}
@@ -78,9 +80,11 @@ func replayUnderLeaderLoss(t *testing.T, batch string) {
 	file := longTranscript(t, n)
 	done := make(chan error, 1)
 	var out bytes.Buffer
-	go func() {
-		done <- runReplay(ctx, []string{file, "--http", "http://" + svc.Addr(), "--token", "tok", "--batch", batch}, &out)
-	}()
+	args := []string{file, "--http", "http://" + svc.Addr(), "--token", "tok", "--batch", batch}
+	if transport == "nats" {
+		args = []string{file, "--nats-url", urls, "--tenant", "acme", "--batch", batch, "--attempt-timeout", "5s"}
+	}
+	go func() { done <- runReplay(ctx, args, &out) }()
 	// The session's records live in one shard stream: stop its leader.
 	st, err := js.Stream(ctx, prov.Layout().Stream("acme", "long"))
 	if err != nil {

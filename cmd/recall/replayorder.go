@@ -34,7 +34,11 @@ type replayer struct {
 	send     sendFunc
 	batch    int           // events per request while all goes well
 	retryFor time.Duration // how long one request is retried before replay stops
-	log      *slog.Logger  // retry warnings
+	// attempt bounds one attempt of a request (see attemptTimeout): a
+	// reply that has not come by then is taken as lost and the request
+	// is sent again, with the same event ids.
+	attempt  time.Duration
+	log      *slog.Logger // retry warnings
 	progress func(done int)
 }
 
@@ -65,7 +69,8 @@ func (r *replayer) run(ctx context.Context, evs []event.Event) (*replayStats, er
 		}
 		end := nextBatch(evs, start, n, 4<<20)
 		batch := evs[start:end]
-		results, err := r.sendRetrying(ctx, batch, start)
+		results, attempts, err := r.sendRetrying(ctx, batch, start)
+		st.resent += attempts - 1
 		if err != nil {
 			if ctx.Err() != nil {
 				return st, ctx.Err()
@@ -96,17 +101,18 @@ func (r *replayer) run(ctx context.Context, evs []event.Event) (*replayStats, er
 }
 
 // sendRetrying sends batch (the events from offset on) and retries, with
-// provision.RetryWithin for up to retryFor, while the whole request fails
-// retryably — and, for a single event, while that event is answered 503 or
+// provision.RetryWithin for up to retryFor, each attempt bounded by
+// r.attempt, while the whole request fails retryably — no reply in time
+// included — and, for a single event, while that event is answered 503 or
 // 504. Other failures (401, 400 …) return at once. Results are indexed like
-// batch.
-func (r *replayer) sendRetrying(ctx context.Context, batch []event.Event, offset int) ([]ingestsvc.EventResult, error) {
+// batch; attempts is how often the request was sent.
+func (r *replayer) sendRetrying(ctx context.Context, batch []event.Event, offset int) (results []ingestsvc.EventResult, attempts int, err error) {
 	rctx, cancel := context.WithTimeout(ctx, r.retryFor)
 	defer cancel()
-	var results []ingestsvc.EventResult
 	var last error
 	what := fmt.Sprintf("sending events %d-%d", offset+1, offset+len(batch))
-	err := provision.RetryWithin(rctx, r.log, what, 90*time.Second, func(actx context.Context) error {
+	err = provision.RetryWithin(rctx, r.log, what, attemptTimeout(r.attempt, r.retryFor), func(actx context.Context) error {
+		attempts++
 		res, err := r.send(actx, batch)
 		switch {
 		case err != nil && !errors.Is(err, errRetryable):
@@ -123,9 +129,26 @@ func (r *replayer) sendRetrying(ctx context.Context, batch []event.Event, offset
 		return nil
 	})
 	if err != nil && ctx.Err() == nil && rctx.Err() != nil && last != nil {
-		err = fmt.Errorf("retried for %v: %w", r.retryFor, last)
+		err = fmt.Errorf("retried for %v (%d attempts): %w", r.retryFor, attempts, last)
 	}
-	return results, err
+	return results, attempts, err
+}
+
+// defaultAttemptTimeout bounds one attempt of a replay request unless
+// --attempt-timeout says otherwise: longer than the ingest takes to answer
+// a request whose events JetStream is slow to acknowledge (its publish
+// timeout, RECALL_INGEST_PUBLISH_TIMEOUT, 10 s by default), much shorter
+// than the retry window.
+const defaultAttemptTimeout = 15 * time.Second
+
+// attemptTimeout is the bound of one attempt: d (defaultAttemptTimeout
+// when 0), at most a third of the retry window, so that a lost reply is
+// resent at least twice before replay gives up.
+func attemptTimeout(d, retryFor time.Duration) time.Duration {
+	if d <= 0 {
+		d = defaultAttemptTimeout
+	}
+	return max(min(d, retryFor/3), time.Millisecond)
 }
 
 // byIndex orders results by their Index; events without a result get a

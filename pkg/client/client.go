@@ -11,7 +11,10 @@
 // Publish and PublishBatch return only after JetStream acknowledged every
 // event, so a nil error means the events are durably stored. The event id,
 // scoped by tenant, is the Nats-Msg-Id: publishing the same event twice, for
-// example when retrying after a timeout, stores it once.
+// example when retrying after a timeout, stores it once. The client retries
+// itself: an acknowledgement that does not come within AttemptTimeout (5 s)
+// — lost with the node the client was connected to — is taken as lost and
+// the event sent again, for up to RetryFor (2 min, or ctx's deadline).
 package client
 
 import (
@@ -35,6 +38,9 @@ type Client struct {
 	js      jetstream.JetStream
 	tenant  string
 	ordered bool
+	// retryFor and attempt bound the retries of a publish (RetryFor,
+	// AttemptTimeout).
+	retryFor, attempt time.Duration
 
 	mu     sync.Mutex
 	layout events.Layout // zero until known
@@ -67,7 +73,7 @@ func New(js jetstream.JetStream, tenant string, opts ...Option) (*Client, error)
 	if err := events.ValidateID(tenant); err != nil {
 		return nil, fmt.Errorf("tenant: %w", err)
 	}
-	c := &Client{js: js, tenant: tenant}
+	c := &Client{js: js, tenant: tenant, retryFor: DefaultRetryFor, attempt: DefaultAttemptTimeout}
 	for _, o := range opts {
 		o(c)
 	}
@@ -127,13 +133,14 @@ func (c *Client) Layout(ctx context.Context) (events.Layout, error) {
 	return events.NewLayout(n), nil
 }
 
-// Publish stores one event and returns once JetStream acknowledged it.
+// Publish stores one event and returns once JetStream acknowledged it,
+// retrying as the client's RetryFor and AttemptTimeout say.
 func (c *Client) Publish(ctx context.Context, e event.Event) (Result, error) {
 	m, err := c.Msg(ctx, e)
 	if err != nil {
 		return Result{Err: err}, err
 	}
-	ack, err := c.js.PublishMsg(ctx, m)
+	ack, err := c.publishRetrying(ctx, m)
 	if err != nil {
 		err = fmt.Errorf("publishing event %s: %w", e.ID(), err)
 		return Result{Err: err}, err
@@ -144,48 +151,99 @@ func (c *Client) Publish(ctx context.Context, e event.Event) (Result, error) {
 // PublishBatch validates and publishes events asynchronously and waits for
 // every acknowledgement. Results are in input order. Invalid events are not
 // published and do not stop the valid ones; the error is non-nil when any
-// event failed.
+// event failed. An event whose acknowledgement does not come within
+// AttemptTimeout, or whose publish failed retryably, is sent again once
+// the others are settled (one at a time, as Publish retries): it lands
+// after the session's newer events of the batch (Ordered keeps the order).
 func (c *Client) PublishBatch(ctx context.Context, evs []event.Event) ([]Result, error) {
 	if c.ordered {
 		return c.publishOrdered(ctx, evs)
 	}
 	res := make([]Result, len(evs))
+	msgs := make([]*nats.Msg, len(evs))
 	futures := make([]jetstream.PubAckFuture, len(evs))
-	var failed int
 	for i, e := range evs {
 		m, err := c.Msg(ctx, e)
 		if err != nil {
 			res[i].Err = err
-			failed++
 			continue
 		}
-		f, err := c.publishAsync(ctx, m)
-		if err != nil {
+		msgs[i] = m
+		if futures[i], err = c.publishAsync(ctx, m); err != nil {
 			res[i].Err = fmt.Errorf("publishing event %s: %w", e.ID(), err)
-			failed++
+		}
+	}
+	for _, i := range c.awaitAcks(ctx, futures, res) {
+		res[i] = Result{}
+		ack, err := c.publishRetrying(ctx, msgs[i])
+		if err != nil {
+			res[i].Err = fmt.Errorf("publishing event %s: %w", evs[i].ID(), err)
 			continue
 		}
-		futures[i] = f
+		res[i] = Result{Seq: ack.Sequence, Duplicate: ack.Duplicate}
 	}
+	if failed := countFailed(res); failed > 0 {
+		return res, fmt.Errorf("%d of %d events failed: %w", failed, len(evs), firstErr(res))
+	}
+	return res, nil
+}
+
+// awaitAcks completes res from futures, waiting at most AttemptTimeout for
+// the acknowledgements still missing, and returns the events to send again:
+// failed retryably or not acknowledged in time. With retries off (RetryFor
+// 0) those fail instead.
+func (c *Client) awaitAcks(ctx context.Context, futures []jetstream.PubAckFuture, res []Result) (resend []int) {
+	timer := time.NewTimer(c.attempt)
+	defer timer.Stop()
+	expired := false
 	for i, f := range futures {
 		if f == nil {
 			continue
 		}
+		var err error
 		select {
 		case ack := <-f.Ok():
 			res[i] = Result{Seq: ack.Sequence, Duplicate: ack.Duplicate}
-		case err := <-f.Err():
-			res[i].Err = fmt.Errorf("publishing event %s: %w", evs[i].ID(), err)
-			failed++
+			continue
+		case err = <-f.Err():
 		case <-ctx.Done():
-			res[i].Err = ctx.Err()
-			failed++
+			err = ctx.Err()
+		default:
+			if expired {
+				err = errNoAck
+				break
+			}
+			select {
+			case ack := <-f.Ok():
+				res[i] = Result{Seq: ack.Sequence, Duplicate: ack.Duplicate}
+				continue
+			case err = <-f.Err():
+			case <-ctx.Done():
+				err = ctx.Err()
+			case <-timer.C:
+				expired, err = true, errNoAck
+			}
+		}
+		res[i].Err = fmt.Errorf("publishing: %w", err)
+		if c.retryFor > 0 && ctx.Err() == nil && retryable(err) {
+			resend = append(resend, i)
 		}
 	}
-	if failed > 0 {
-		return res, fmt.Errorf("%d of %d events failed: %w", failed, len(evs), errors.Join(firstErr(res)))
+	return resend
+}
+
+// errNoAck is the error of an event whose acknowledgement did not come
+// within the attempt timeout.
+var errNoAck = errors.New("no acknowledgement within the attempt timeout")
+
+func countFailed(res []Result) int {
+	n := 0
+	for _, r := range res {
+		if r.Err != nil {
+			n++
+		}
 	}
-	return res, nil
+	return n
 }
 
 // publishAsync publishes m without waiting for its acknowledgement. When
@@ -254,7 +312,7 @@ func (c *Client) publishOrdered(ctx context.Context, evs []event.Event) ([]Resul
 					res[i].Err = fmt.Errorf("publishing event %s: %w", evs[i].ID(), ErrNotAttempted)
 					continue
 				}
-				ack, err := c.js.PublishMsg(ctx, msgs[i])
+				ack, err := c.publishRetrying(ctx, msgs[i])
 				if err != nil {
 					res[i].Err = fmt.Errorf("publishing event %s: %w", evs[i].ID(), err)
 					failed = true
@@ -265,13 +323,7 @@ func (c *Client) publishOrdered(ctx context.Context, evs []event.Event) ([]Resul
 		})
 	}
 	wg.Wait()
-	failed := 0
-	for _, r := range res {
-		if r.Err != nil {
-			failed++
-		}
-	}
-	if failed > 0 {
+	if failed := countFailed(res); failed > 0 {
 		return res, fmt.Errorf("%d of %d events failed: %w", failed, len(evs), firstErr(res))
 	}
 	return res, nil

@@ -68,6 +68,15 @@ class Client:
     ``max_retries`` > 0 retries a 429 or 503 after its Retry-After (with
     jitter); that is safe for events, whose ids make a resend a duplicate.
 
+    ``publish`` retries on its own: each attempt waits at most
+    ``publish_timeout`` seconds (15; the ingest answers within its publish
+    timeout, 10 s) for the reply, and a reply that does not come — lost
+    with a node that died, a connection reset — or a 429/502/503/504 is
+    answered by sending the same events (same ids: stored once) again,
+    with a growing jittered pause, until ``retry_for`` seconds (120) have
+    passed since the first attempt; then the last error is raised.
+    ``retry_for=0`` sends once.
+
     Errors raise :class:`recall_client.RecallError` subclasses chosen by
     status (BadRequest, NotFound, TooLarge, TooManyRequests, Unavailable, …).
     """
@@ -80,11 +89,15 @@ class Client:
         timeout: float = 130.0,
         max_retries: int = 0,
         headers: Mapping[str, str] | None = None,
+        publish_timeout: float = 15.0,
+        retry_for: float = 120.0,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout = timeout
         self.max_retries = max_retries
+        self.publish_timeout = publish_timeout
+        self.retry_for = retry_for
         self.headers = dict(headers or {})
 
     def __repr__(self) -> str:
@@ -109,10 +122,16 @@ class Client:
         *,
         content_type: str = JSON,
         query: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        retry_for: float = 0.0,
     ) -> tuple[int, dict[str, str], Any]:
         """One API call: returns (status, headers, decoded JSON, text or None); raises RecallError.
 
-        ``body`` is encoded as JSON unless it is bytes already.
+        ``body`` is encoded as JSON unless it is bytes already. ``timeout``
+        bounds each attempt (default the client's). ``retry_for`` > 0 resends
+        the request — only for requests safe to repeat — after a transport
+        error (no reply in time included) or a 429/502/503/504 until that
+        many seconds passed; otherwise ``max_retries`` applies.
         """
         url = self.base_url + path
         if query:
@@ -126,10 +145,12 @@ class Client:
             hdrs["Content-Type"] = content_type
         if self.token:
             hdrs["Authorization"] = f"Bearer {self.token}"
+        if retry_for > 0:
+            return self._retrying(method, url, data, hdrs, timeout or self.timeout, retry_for)
         attempt = 0
         while True:
             try:
-                return self._once(method, url, data, hdrs)
+                return self._once(method, url, data, hdrs, timeout)
             except (errors.TooManyRequests, errors.Unavailable) as err:
                 if attempt >= self.max_retries:
                     raise
@@ -137,10 +158,32 @@ class Client:
                 wait = err.retry_after if err.retry_after is not None else 1.0
                 time.sleep(wait * (1 + random.random() / 4))
 
-    def _once(self, method: str, url: str, data: bytes | None, hdrs: dict[str, str]) -> tuple[int, dict[str, str], Any]:
+    def _retrying(
+        self, method: str, url: str, data: bytes | None, hdrs: dict[str, str], timeout: float, retry_for: float
+    ) -> tuple[int, dict[str, str], Any]:
+        """_once, resent unchanged while it fails retryably, for up to retry_for seconds."""
+        deadline = time.monotonic() + retry_for
+        pause = 0.25
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return self._once(method, url, data, hdrs, max(min(timeout, left), 0.05))
+            except (errors.TransportError, errors.TooManyRequests, errors.ServerError) as err:
+                if isinstance(err, errors.ServerError) and err.status not in (502, 503, 504):
+                    raise
+                wait = err.retry_after if getattr(err, "retry_after", None) is not None else pause
+                wait *= 0.5 + random.random()
+                if time.monotonic() + wait >= deadline:
+                    raise
+                time.sleep(wait)
+                pause = min(pause * 2, 5.0)
+
+    def _once(
+        self, method: str, url: str, data: bytes | None, hdrs: dict[str, str], timeout: float | None = None
+    ) -> tuple[int, dict[str, str], Any]:
         req = urllib.request.Request(url, data=data, method=method, headers=hdrs)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
                 status, headers, raw = resp.status, dict(resp.headers.items()), resp.read()
         except urllib.error.HTTPError as e:
             raw = e.read() if e.fp is not None else b""
@@ -195,7 +238,9 @@ class Client:
             if not body:
                 raise ValueError("publish: an empty batch")
             ctype = BATCH
-        status, _, decoded = self.request("POST", "/v1/events", body, content_type=ctype)
+        status, _, decoded = self.request(
+            "POST", "/v1/events", body, content_type=ctype, timeout=self.publish_timeout, retry_for=self.retry_for
+        )
         result = PublishResult.from_dict(decoded if isinstance(decoded, dict) else {})
         result.status = status
         return result

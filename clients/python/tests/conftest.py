@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ class Fake:
 
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
-        self.replies: list[tuple[int, Any, dict[str, str]]] = []
+        self.replies: list[tuple[int, Any, dict[str, str], float]] = []
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -41,7 +42,9 @@ class Fake:
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n) if n else b""
                 fake.requests.append(Recorded(self.command, self.path, dict(self.headers.items()), body))
-                status, payload, headers = fake.replies.pop(0) if fake.replies else (200, {}, {})
+                status, payload, headers, delay = fake.replies.pop(0) if fake.replies else (200, {}, {}, 0.0)
+                if delay:
+                    time.sleep(delay)  # the request was handled; its reply comes too late
                 data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
                 ctype = "application/problem+json" if status >= 400 or status == 207 else "application/json"
@@ -50,7 +53,10 @@ class Fake:
                     self.send_header(k, v)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except OSError:
+                    pass  # the client gave up waiting (a delayed reply)
 
             do_GET = do_POST = _serve
 
@@ -62,8 +68,11 @@ class Fake:
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
-    def reply(self, status: int = 200, body: Any = None, headers: dict[str, str] | None = None) -> "Fake":
-        self.replies.append((status, {} if body is None else body, dict(headers or {})))
+    def reply(
+        self, status: int = 200, body: Any = None, headers: dict[str, str] | None = None, delay: float = 0.0
+    ) -> "Fake":
+        """Queue an answer; ``delay`` holds it back that many seconds (a reply lost or late)."""
+        self.replies.append((status, {} if body is None else body, dict(headers or {}), delay))
         return self
 
     @property
@@ -84,7 +93,7 @@ def fake() -> Any:
 
 @pytest.fixture
 def client(fake: Fake) -> recall_client.Client:
-    return recall_client.Client(fake.url, token="s3cret", timeout=5)
+    return recall_client.Client(fake.url, token="s3cret", timeout=5, retry_for=0)  # errors raise at once
 
 
 @pytest.fixture(scope="session")

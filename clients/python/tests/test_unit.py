@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -212,6 +213,34 @@ def test_retries_honour_retry_after(fake):
     assert c.publish(e).accepted == 1
     assert len(fake.requests) == 3 and len({r.json()["id"] for r in fake.requests}) == 1
     assert "Authorization" not in fake.last.headers  # open mode: no token, no header
+
+
+def test_publish_resends_a_lost_reply(fake):
+    # The edge stores the batch but its reply does not come within the
+    # attempt timeout (lost with a node): the same events go out again and
+    # the second answer — duplicates — is the result.
+    c = rc.Client(fake.url, publish_timeout=0.3, retry_for=10)
+    fake.reply(202, ok_reply("s-a-1", "s-a-2"), delay=1.5)
+    dup = ok_reply("s-a-1", "s-a-2")
+    dup["duplicates"], dup["accepted"] = 2, 0
+    for r in dup["results"]:
+        r["duplicate"] = True
+    fake.reply(202, dup)
+    evs = [ev.message("s", "user", "one", uuid="a-1"), ev.message("s", "user", "two", uuid="a-2")]
+    res = c.publish(evs)
+    assert res.duplicates == 2
+    assert len(fake.requests) == 2
+    assert fake.requests[0].body == fake.requests[1].body  # the same ids, byte for byte
+
+
+def test_publish_gives_up_after_retry_for(fake):
+    c = rc.Client(fake.url, publish_timeout=0.2, retry_for=1.0)
+    for _ in range(20):
+        fake.reply(503, problem("unavailable", 503, "JetStream did not acknowledge"))
+    start = time.monotonic()
+    with pytest.raises(rc.Unavailable):
+        c.publish(ev.session_ended("s"))
+    assert time.monotonic() - start < 5 and len(fake.requests) >= 2
 
 
 def test_non_json_error_body(fake, client):
