@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -500,7 +501,7 @@ func TestTailCacheEvictsByBytes(t *testing.T) {
 	if _, ok := c.get("a"); !ok {
 		t.Fatal("a was evicted")
 	}
-	c.put("a", 5, rec(5)) // extends a, keeping its older record
+	c.put("a", 2, rec(5)) // a read from seq 2 on extends a, keeping its older record
 	e, _ := c.get("a")
 	if e.lowest != 1 || len(e.recs) != 2 || e.next() != 6 {
 		t.Fatalf("merged entry lowest %d, %d records, next %d", e.lowest, len(e.recs), e.next())
@@ -510,5 +511,44 @@ func TestTailCacheEvictsByBytes(t *testing.T) {
 	}
 	if _, ok := e.from(0); ok {
 		t.Fatal("an entry must not claim records below its lowest sequence")
+	}
+	if _, ok := e.between(2, 6); ok {
+		t.Fatal("an entry must not claim records after its newest one")
+	}
+	// A read from seq 9 on does not reach the entry (6-8 were never read):
+	// the older records are dropped rather than claimed contiguous.
+	c.put("a", 9, rec(9))
+	if e, _ = c.get("a"); e.lowest != 9 || len(e.recs) != 1 {
+		t.Fatalf("entry after a gap: lowest %d, %d records; want 9 and 1", e.lowest, len(e.recs))
+	}
+}
+
+// A compaction whose notes moved past records the cache never read (stored
+// after the cached tail, before the new lastSummarizedSeq) keeps them when its
+// window grows back over them, as a compactor without the cache does.
+func TestTailCacheGapAfterNotesMove(t *testing.T) {
+	cached := startEnv(t, envOptions{config: func(c *Config) { c.TailCacheBytes = 1 << 20 }})
+	plain := startEnv(t, envOptions{config: func(c *Config) { c.TailCacheBytes = -1 }})
+	var kept [2][]string
+	for i, e := range []*env{cached, plain} {
+		u, s := e.publish("s1", conversation(4, 400)...)
+		e.putMemory("s1", events.MemoryRecord{Notes: notes("first"), LastSummarizedID: u[3], LastSummarizedSeq: s[3], CoveredSeq: s[3]})
+		e.compact("s1", events.CompactRequest{Trigger: events.TriggerManual}) // fills the cache up to the newest record
+		u2, s2 := e.publish("s1", conversation(2, 400)...)
+		last := len(u2) - 1
+		e.putMemory("s1", events.MemoryRecord{Notes: notes("second"), LastSummarizedID: u2[last], LastSummarizedSeq: s2[last], CoveredSeq: s2[last]})
+		r := e.compact("s1", events.CompactRequest{Trigger: events.TriggerManual})
+		if !r.Served {
+			t.Fatalf("not served: %s %s", r.Outcome, r.Reason)
+		}
+		kept[i] = keptUUIDs(t, r)
+		for _, want := range u2[:last] {
+			if !slices.Contains(kept[i], want) {
+				t.Fatalf("env %d: record %s, stored after the cached tail and before the notes, is not kept: %v", i, want, kept[i])
+			}
+		}
+	}
+	if fmt.Sprint(kept[0]) != fmt.Sprint(kept[1]) {
+		t.Fatalf("with the cache kept %v, without %v", kept[0], kept[1])
 	}
 }

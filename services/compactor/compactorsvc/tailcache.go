@@ -73,7 +73,10 @@ func (t *tailCache) put(key string, lowest uint64, recs []transcript.Record) {
 	defer t.mu.Unlock()
 	if el, ok := t.index[key]; ok {
 		old := el.Value.(*tailEntry)
-		if old.lowest < lowest {
+		// Keep the older records only when they reach lowest: records
+		// stored between the old entry's newest record and lowest were
+		// never read, and a merged entry would claim they do not exist.
+		if old.lowest < lowest && old.next() >= lowest {
 			keep := old.recs[:sort.Search(len(old.recs), func(i int) bool { return old.recs[i].Seq >= lowest })]
 			recs = append(append([]transcript.Record(nil), keep...), recs...)
 			lowest = old.lowest
@@ -119,10 +122,11 @@ func (e tailEntry) from(seq uint64) ([]transcript.Record, bool) {
 }
 
 // between returns the entry's records with lo <= seq <= hi, when the entry
-// covers lo.
+// covers lo and hi: a record stored after the entry's newest one may lie
+// in between, so a stretch reaching past it is read from the server.
 func (e tailEntry) between(lo, hi uint64) ([]transcript.Record, bool) {
 	recs, ok := e.from(lo)
-	if !ok {
+	if !ok || hi >= e.next() {
 		return nil, false
 	}
 	j := sort.Search(len(recs), func(i int) bool { return recs[i].Seq > hi })
