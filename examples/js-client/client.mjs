@@ -1,5 +1,6 @@
 // A platform integrating with Recall from JavaScript, written from docs/api.md
-// alone with the official packages: cloudevents (HTTP encodings), and the
+// with Recall's package for the HTTP edge (@recallhq/recall, clients/js) and
+// the official packages for the rest: cloudevents (HTTP binary mode), and the
 // @nats-io ones (transport, JetStream, KV, services).
 //
 // It publishes a session over HTTP (structured, binary, batch) and over NATS,
@@ -22,6 +23,7 @@ import { connect, createInbox, headers as natsHeaders } from "@nats-io/transport
 import { jetstream } from "@nats-io/jetstream";
 import { Kvm } from "@nats-io/kv";
 import { Svcm } from "@nats-io/services";
+import { RecallClient } from "@recallhq/recall";
 import { CloudEvent, HTTP } from "cloudevents";
 import { randomUUID } from "node:crypto";
 
@@ -31,6 +33,7 @@ const tenant = process.env.RECALL_TENANT ?? "default";
 const token = process.env.RECALL_TOKEN ?? "";
 const operatorViews = process.env.RECALL_OPERATOR_VIEWS !== "0";
 const session = `js-${randomUUID().slice(0, 8)}`;
+const recall = new RecallClient({ url: httpBase, token: token || null });
 
 const step = (what) => console.log(`▸ ${what}`);
 function check(ok, what) {
@@ -121,15 +124,17 @@ async function main() {
     step(`discovered ${[...names].sort().join(", ")}`);
   }
 
-  // HTTP: structured, binary, batch (docs/api.md, "HTTP").
-  const structured = HTTP.structured(record("user", "Add retries with jitter to the webhook sender; keep the 5 s timeout."));
-  await post("/v1/events", structured.headers, structured.body, 202);
+  // HTTP: structured and batch with the client, binary by hand (docs/api.md, "HTTP").
+  const one = await recall.publish(record("user", "Add retries with jitter to the webhook sender; keep the 5 s timeout."));
+  check(one.status === 202, `structured publish answered ${one.status}`);
   const binary = HTTP.binary(record("assistant", "Added exponential backoff with full jitter, 5 attempts, 5 s timeout kept."));
   await post("/v1/events", binary.headers, binary.body, 202);
   const batch = [record("user", "Also log every retry at debug level."), record("assistant", "Each retry now logs attempt and delay at debug.")];
-  const res = await post("/v1/events", { "content-type": "application/cloudevents-batch+json" }, JSON.stringify(batch), 202);
-  check(Array.isArray(res?.results) ? res.results.length === 2 : true, "the batch answer lists both events");
-  step("published 4 records over HTTP (structured, binary, batch)");
+  const res = await recall.publish(batch);
+  check(res.status === 202 && res.results?.length === 2, "the batch answer lists both events");
+  const again = await recall.publish(batch);
+  check(again.duplicates === 2, `a resent batch is stored once (duplicates ${again.duplicates})`);
+  step("published 4 records over HTTP (structured, binary, batch; a resend is a duplicate)");
 
   // NATS: binary mode on the ingest endpoint (docs/api.md, "Ingest endpoint").
   for (const ev of [record("user", "Make the retry count configurable."), record("assistant", "WEBHOOK_RETRIES now sets it (default 5).")]) {
@@ -154,6 +159,9 @@ async function main() {
   const mem = await request(nc, `recall.api.memory.${tenant}.${session}`);
   check(!mem.code && mem.json?.record?.notes?.includes("jitter"), `memory through the API: ${mem.code ?? ""} ${mem.error ?? ""}`);
   step(`memory (API): revision ${mem.json.revision}, ${mem.json.record.notes.length} characters of notes`);
+  const viaHTTP = await recall.memory(session);
+  check(viaHTTP.revision === mem.json.revision && viaHTTP.record.notes === mem.json.record.notes, "HTTP and NATS memory agree");
+  step(`memory (HTTP, @recallhq/recall): revision ${viaHTTP.revision}`);
   if (operatorViews) {
     const kv = await new Kvm(jetstream(nc)).open("RECALL_MEMORY");
     const e = await kv.get(`${tenant}.${session}`);
