@@ -117,7 +117,13 @@ function checkUpstream(reqs, session) {
     const problem = anthropicProblem(msgs);
     if (problem) fail(`upstream request #${q.n} of session ${session} is not valid for the Messages API`, { problem, roles: msgs.map((m) => m.role).join(",") });
     if (q.summarization || lastUserText(msgs).includes(COMPACT_PROMPT)) summarizations++;
-    if (firstUserText(msgs).startsWith(CONTINUED)) restated++;
+    const first = firstUserText(msgs);
+    if (first.startsWith(CONTINUED)) {
+      restated++;
+      // The CLI keeps what was inside <summary>…</summary> after "Summary:".
+      const summary = (first.split("Summary:")[1] || "").split("If you need specific details")[0].trim();
+      ok(summary.length >= 40, `upstream request #${q.n}: the CLI's compacted history holds no summary (the gateway's answer to its summarization turn was not what it expects)`, { first: first.slice(0, 600) });
+    }
     for (const m of msgs) for (const b of blocksOf(m)) if (b.type === "tool_use") ids.add(b.id);
     if (q.h("x-api-key") !== "sk-ant-ci-not-a-key") fail(`upstream request #${q.n}: the client's key did not pass through untouched`, { got: q.h("x-api-key") });
   }
