@@ -9,13 +9,17 @@
 //                      gateway sends the upstream summary + kept window, the
 //                      CLI's context never fills and it never compacts.
 //
-// Both: the CLI finishes with the final answer; every request the upstream got
+//   refused-without-token  (with tenants) the CLI without its x-recall-token
+//                      header is refused in the API's shape, nothing forwarded.
+//
+// Both loops: the CLI finishes with the final answer; every request the upstream got
 // is valid (lib/check.mjs); every tool call and its result is stored once in
 // Recall's transcript of the session (its export), nothing of the CLI's
 // summarization turn or of its post-compaction restatement is stored as user
 // input. Run: node test/clients/claudecode-loop.mjs [VARIANT...]
 // Env: GATEWAY_URL, UPSTREAM_URL, RECALL_URL, PROJECT (the upstream's
-// -command cats PROJECT/f{i}.txt), CALLS, CLAUDE_BIN, COMPACT_ABOVE.
+// -command cats PROJECT/f{i}.txt), CALLS, CLAUDE_BIN, COMPACT_ABOVE, RECALL_TOKEN
+// (the tenant token, sent through ANTHROPIC_CUSTOM_HEADERS; empty: open mode).
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -23,7 +27,7 @@ import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { anthropicProblem, fail, ok } from "./lib/check.mjs";
-import { blocksOf, exportSession, need, poll, recallJSON, upstreamRequests } from "./lib/env.mjs";
+import { blocksOf, exportSession, need, poll, recallJSON, token, upstreamRequests } from "./lib/env.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const gateway = need("GATEWAY_URL");
@@ -54,7 +58,7 @@ function writeFiles() {
 
 // runClaude runs the CLI headless against the gateway and returns its exit
 // code, its JSON result and its HOME (where its own transcript is).
-function runClaude(session) {
+function runClaude(session, { withToken = true } = {}) {
   const home = fs.mkdtempSync(path.join(os.tmpdir(), "cc-home-"));
   const env = {
     PATH: process.env.PATH, HOME: home, TERM: "dumb",
@@ -62,7 +66,8 @@ function runClaude(session) {
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1", DISABLE_TELEMETRY: "1", DISABLE_AUTOUPDATER: "1",
     CLAUDE_CODE_AUTO_COMPACT_WINDOW: "100000", // compacts at about 67k reported tokens (the default model's window is 1M)
   };
-  if (process.env.ANTHROPIC_CUSTOM_HEADERS) env.ANTHROPIC_CUSTOM_HEADERS = process.env.ANTHROPIC_CUSTOM_HEADERS;
+  // The tenant's Recall token, as docs/gateway.md tells Claude Code users to pass it.
+  if (token && withToken) env.ANTHROPIC_CUSTOM_HEADERS = `x-recall-token: ${token}`;
   const prompt = `Read the files f1.txt to f${calls}.txt in ${project} one at a time with cat, then say: ${FINAL}`;
   return new Promise((resolve) => {
     const child = spawn(claudeBin, ["-p", prompt, "--session-id", session, "--allowedTools", "Bash(cat:*)", "--output-format", "json"],
@@ -70,7 +75,7 @@ function runClaude(session) {
     let stdout = "", stderr = "";
     child.stdout.on("data", (c) => (stdout += c));
     child.stderr.on("data", (c) => (stderr += c));
-    const timer = setTimeout(() => child.kill("SIGKILL"), 150_000);
+    const timer = setTimeout(() => child.kill("SIGKILL"), withToken ? 150_000 : 30_000);
     child.on("exit", (code, signal) => {
       clearTimeout(timer);
       let result = null;
@@ -211,12 +216,32 @@ async function variant(name) {
   console.log(`claude code ${name}: ${calls} tool calls finished in ${secs}s; ${up.requests.length} upstream requests, all valid, none a summarization; CLI compactions ${local}; Recall stored ${stored.uses.size} calls and ${stored.results.size} results, each once`);
 }
 
+// refused runs the CLI without its Recall token on a run with tenants: the
+// gateway must refuse it in the API's error shape (the CLI shows it) and
+// forward nothing.
+async function refused() {
+  if (!token) {
+    console.log("claude code refused-without-token: open mode (no RECALL_TOKEN), nothing to refuse");
+    return;
+  }
+  const session = randomUUID();
+  const run = await runClaude(session, { withToken: false });
+  const reqs = (await upstreamRequests(upstream)).filter((q) => q.h("x-claude-code-session-id") === session);
+  ok(reqs.length === 0, `refused-without-token: ${reqs.length} requests of the CLI without a Recall token reached the upstream`);
+  ok(run.signal !== "SIGKILL", "refused-without-token: Claude Code kept retrying the gateway's refusal for 30 s (it retries a 401 with backoff, about ten times, unless the answer says x-should-retry: false)");
+  const shown = JSON.stringify(run.result || run.stdout);
+  ok(run.code !== 0 || (run.result && run.result.is_error), "refused-without-token: Claude Code without its Recall token finished as if served", { result: shown.slice(0, 800) });
+  ok(/\b40[13]\b/.test(shown), "refused-without-token: the CLI did not show the gateway's 401/403", { result: shown.slice(0, 800) });
+  fs.rmSync(run.home, { recursive: true, force: true });
+  console.log(`claude code refused-without-token: refused (${shown.slice(0, 160)}), nothing forwarded`);
+}
+
 writeFiles();
-const variants = process.argv.slice(2).length ? process.argv.slice(2) : ["client-compaction", "compact-above"];
+const variants = process.argv.slice(2).length ? process.argv.slice(2) : ["refused-without-token", "client-compaction", "compact-above"];
 let failed = 0;
 for (const v of variants) {
   try {
-    await variant(v);
+    await (v === "refused-without-token" ? refused() : variant(v));
   } catch (err) {
     failed++;
     console.error(`FAIL claude code ${v}: ${err.message}`);

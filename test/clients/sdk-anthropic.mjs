@@ -9,7 +9,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import { randomUUID } from "node:crypto";
 import { anthropicProblem, equal, fail, ok } from "./lib/check.mjs";
 import { scriptedError } from "./lib/faults.mjs";
-import { blocksOf, exportSession, need, poll, upstreamRequests } from "./lib/env.mjs";
+import { blocksOf, exportSession, need, poll, recallHeaders, token, upstreamRequests } from "./lib/env.mjs";
 import { runChecks } from "./lib/run.mjs";
 
 const gateway = need("GATEWAY_URL");
@@ -20,7 +20,7 @@ const MODEL = "claude-test-model";
 
 const client = (session, opts = {}) => new Anthropic({
   baseURL: `${gateway}/anthropic`, apiKey: KEY, maxRetries: 0, timeout: 30_000,
-  defaultHeaders: { "x-recall-session": session, ...(opts.headers || {}) },
+  defaultHeaders: { "x-recall-session": session, ...(opts.noToken ? {} : recallHeaders()) },
 });
 
 // sentSince is the upstream's requests after the first n, of api (the checks
@@ -141,6 +141,19 @@ const checks = {
     const after = await sentSince(n);
     checkValid(after, "after on-demand compaction");
     ok(!after.at(-1).raw.includes("toolu_ondemand_1"), "the upstream got messages the compaction block replaced");
+  },
+
+  async "tenant refusal: no or a wrong Recall token, refused in the API's shape, not forwarded"() {
+    if (!token) return "open mode (no RECALL_TOKEN): nothing to refuse";
+    for (const [how, c] of [["no token", client(`sdk-a-refused-${randomUUID()}`, { noToken: true })],
+      ["a wrong token", new Anthropic({ baseURL: `${gateway}/anthropic`, apiKey: KEY, maxRetries: 0, defaultHeaders: { "x-recall-token": "not-a-token" } })]]) {
+      const n = await upstreamCount();
+      let err = null;
+      try { await c.messages.create({ model: MODEL, max_tokens: 64, messages: [{ role: "user", content: "hi" }] }); } catch (e) { err = e; }
+      ok(err instanceof Anthropic.APIError && (err.status === 401 || err.status === 403), `${how}: not refused with 401/403`, { err: String(err) });
+      ok(err.error && err.error.type === "error" && err.error.error && typeof err.error.error.type === "string", `${how}: the refusal is not in the Anthropic error shape`, { body: err.error });
+      ok((await sentSince(n)).length === 0 && (await sentSince(n, "anthropic.count_tokens")).length === 0, `${how}: the refused request reached the upstream`);
+    }
   },
 
   async "scripted 529 passed verbatim (not streaming and streaming)"() {

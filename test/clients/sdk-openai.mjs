@@ -9,7 +9,7 @@ import OpenAI from "openai";
 import { randomUUID } from "node:crypto";
 import { chatProblem, equal, fail, ok } from "./lib/check.mjs";
 import { scriptedError } from "./lib/faults.mjs";
-import { exportSession, need, poll, upstreamRequests } from "./lib/env.mjs";
+import { exportSession, need, poll, recallHeaders, token, upstreamRequests } from "./lib/env.mjs";
 import { runChecks } from "./lib/run.mjs";
 
 const gateway = need("GATEWAY_URL");
@@ -20,7 +20,7 @@ const MODEL = "gpt-test-model";
 const TOOLS_CHAT = [{ type: "function", function: { name: "Bash", description: "run a command", parameters: { type: "object", properties: { command: { type: "string" } } } } }];
 const TOOLS_RESP = [{ type: "function", name: "Bash", description: "run a command", parameters: { type: "object", properties: { command: { type: "string" } } } }];
 
-const client = (session) => new OpenAI({ baseURL: `${gateway}/openai/v1`, apiKey: KEY, maxRetries: 0, timeout: 30_000, defaultHeaders: { "x-recall-session": session } });
+const client = (session, headers = recallHeaders()) => new OpenAI({ baseURL: `${gateway}/openai/v1`, apiKey: KEY, maxRetries: 0, timeout: 30_000, defaultHeaders: { "x-recall-session": session, ...headers } });
 const upstreamCount = async () => (await upstreamRequests(upstream)).length;
 const sentSince = async (n, api) => (await upstreamRequests(upstream)).filter((q) => q.n > n && (!api || q.api === api));
 
@@ -147,6 +147,18 @@ const checks = {
     const after = await sentSince(n);
     checkSent(after, "after compaction");
     ok(!after.at(-1).raw.includes('"call_cm_1"'), "the request after the compaction item still sent what came before it");
+  },
+
+  async "tenant refusal: no or a wrong Recall token, refused in the API's shape, not forwarded"() {
+    if (!token) return "open mode (no RECALL_TOKEN): nothing to refuse";
+    for (const [how, headers] of [["no token", {}], ["a wrong token", { "x-recall-token": "not-a-token" }]]) {
+      const n = await upstreamCount();
+      let err = null;
+      try { await client(`sdk-o-refused-${randomUUID()}`, headers).chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "hi" }] }); } catch (e) { err = e; }
+      ok(err instanceof OpenAI.APIError && (err.status === 401 || err.status === 403), `${how}: not refused with 401/403`, { err: String(err) });
+      ok(err.error && typeof err.error.message === "string", `${how}: the refusal is not in the OpenAI error shape`, { error: err.error });
+      ok((await sentSince(n)).length === 0, `${how}: the refused request reached the upstream`);
+    }
   },
 
   async "scripted 429 passed verbatim"() { return scriptedErrors(429); },

@@ -49,11 +49,18 @@ function headerOf(h, name) {
   return undefined;
 }
 
-// recallJSON calls Recall's HTTP edge (open mode: no token) and returns the
-// parsed answer, failing with the status and body otherwise.
+// token is the Recall tenant token of the run (RECALL_TOKEN; empty: open mode).
+export const token = process.env.RECALL_TOKEN || "";
+const auth = () => (token ? { authorization: `Bearer ${token}` } : {});
+// recallHeaders are the headers a client of the gateway adds for Recall: the
+// tenant token in x-recall-token when the run has tenants.
+export const recallHeaders = () => (token ? { "x-recall-token": token } : {});
+
+// recallJSON calls Recall's HTTP edge (with the tenant token when set) and
+// returns the parsed answer, failing with the status and body otherwise.
 export async function recallJSON(recall, method, path, body) {
   const r = await fetch(`${recall}${path}`, {
-    method, headers: body === undefined ? {} : { "content-type": method === "PATCH" ? "application/merge-patch+json" : "application/json" },
+    method, headers: { ...auth(), ...(body === undefined ? {} : { "content-type": method === "PATCH" ? "application/merge-patch+json" : "application/json" }) },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await r.text();
@@ -64,7 +71,7 @@ export async function recallJSON(recall, method, path, body) {
 // exportSession is the session's records as Recall exports them (JSONL), or
 // null while Recall has none (404).
 export async function exportSession(recall, session) {
-  const r = await fetch(`${recall}/v1/sessions/${encodeURIComponent(session)}/export`);
+  const r = await fetch(`${recall}/v1/sessions/${encodeURIComponent(session)}/export`, { headers: auth() });
   if (r.status === 404) return null;
   const text = await r.text();
   if (!r.ok) fail(`GET /v1/sessions/${session}/export: ${r.status}`, { body: text.slice(0, 2000) });
