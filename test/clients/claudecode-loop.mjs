@@ -133,6 +133,9 @@ function checkUpstream(reqs, session) {
     if (q.h("x-api-key") !== "sk-ant-ci-not-a-key") fail(`upstream request #${q.n}: the client's key did not pass through untouched`, { got: q.h("x-api-key") });
   }
   ok(ids.size >= calls, `the upstream saw ${ids.size} distinct tool calls of session ${session}, want ${calls}`);
+  // For information: what the upstream's own check (pkg/memory's validator) says.
+  const flagged = msgsReqs.filter((q) => q.invalid);
+  if (flagged.length) console.log(`note: the scripted upstream's pkg/memory validator flags ${flagged.length} of ${msgsReqs.length} requests of ${session}, e.g. #${flagged[0].n}: ${flagged[0].invalid}`);
   return { ids, restated, summarizations, requests: msgsReqs };
 }
 
