@@ -99,3 +99,21 @@ class AsyncClient:
 
     async def user_memory(self, user: str, types: Iterable[str] | None = None) -> UserMemory:
         return await asyncio.to_thread(self.sync.user_memory, user, list(types) if types else None)
+
+    async def get_config(self, tenant: str | None = None) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync.get_config, tenant)
+
+    async def set_config(self, config: Mapping[str, Any], *, merge: bool = False, tenant: str | None = None) -> dict[str, Any]:
+        return await asyncio.to_thread(lambda: self.sync.set_config(config, merge=merge, tenant=tenant))
+
+    async def erase_session(self, session: str, tenant: str | None = None) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync.erase_session, session, tenant)
+
+    async def erase_user(self, user: str, sessions: bool = False, tenant: str | None = None) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync.erase_user, user, sessions, tenant)
+
+    async def export_session(self, session: str, tenant: str | None = None) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(self.sync.export_session, session, tenant)
+
+    async def export_user(self, user: str, tenant: str | None = None) -> dict[str, Any]:
+        return await asyncio.to_thread(self.sync.export_user, user, tenant)

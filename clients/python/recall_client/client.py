@@ -191,7 +191,8 @@ class Client:
         except (urllib.error.URLError, socket.timeout, ConnectionError, TimeoutError) as e:
             reason = getattr(e, "reason", e)
             raise errors.TransportError(f"{method} {url}: {reason}") from e
-        if "json" not in headers.get("Content-Type", "json"):
+        ctype = headers.get("Content-Type", "json")
+        if "json" not in ctype or "ndjson" in ctype:
             return status, headers, raw.decode("utf-8", "replace")  # /readyz, /healthz: text
         try:
             decoded = json.loads(raw) if raw.strip() else None
@@ -331,3 +332,37 @@ class Client:
         path = f"/v1/users/{urllib.parse.quote(user, safe='')}/memory"
         query = {"types": ",".join(types)} if types else None
         return UserMemory.from_dict(self._json("GET", path, query=query))
+
+    # --- tenant configuration and data lifecycle (docs/api.md) ------------------
+
+    def get_config(self, tenant: str | None = None) -> dict[str, Any]:
+        """``GET /v1/config``: ``{"tenant", "revision", "config", "meta"}``."""
+        return self._json("GET", "/v1/config", query={"tenant": tenant})
+
+    def set_config(self, config: Mapping[str, Any], *, merge: bool = False, tenant: str | None = None) -> dict[str, Any]:
+        """``PUT /v1/config`` (replace) or, with ``merge``, ``PATCH`` (a JSON merge patch); Unprocessable lists invalid fields."""
+        _, _, decoded = self.request("PATCH" if merge else "PUT", "/v1/config", dict(config), query={"tenant": tenant})
+        return decoded if isinstance(decoded, dict) else {}
+
+    def erase_session(self, session: str, tenant: str | None = None) -> dict[str, Any]:
+        """``DELETE /v1/sessions/{session}``: erase every trace of it (idempotent); returns the receipt.
+
+        Its events are then refused (410) for the tombstone's time (24 h by default).
+        """
+        path = f"/v1/sessions/{urllib.parse.quote(session, safe='')}"
+        return self._json("DELETE", path, query={"tenant": tenant})
+
+    def erase_user(self, user: str, sessions: bool = False, tenant: str | None = None) -> dict[str, Any]:
+        """``DELETE /v1/users/{user}``: erase the user's long-term memory (and their sessions with ``sessions``)."""
+        path = f"/v1/users/{urllib.parse.quote(user, safe='')}"
+        return self._json("DELETE", path, query={"sessions": "true" if sessions else None, "tenant": tenant})
+
+    def export_session(self, session: str, tenant: str | None = None) -> list[dict[str, Any]]:
+        """``GET /v1/sessions/{session}/export``: the session's records as Claude Code JSONL lines, parsed; NotFound when none."""
+        _, _, text = self.request("GET", self._session_path(session, "export"), query={"tenant": tenant})
+        return [json.loads(line) for line in str(text or "").splitlines() if line.strip()]
+
+    def export_user(self, user: str, tenant: str | None = None) -> dict[str, Any]:
+        """``GET /v1/users/{user}/export``: the user's long-term memory documents."""
+        path = f"/v1/users/{urllib.parse.quote(user, safe='')}/export"
+        return self._json("GET", path, query={"tenant": tenant})

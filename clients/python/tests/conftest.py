@@ -58,7 +58,7 @@ class Fake:
                 except OSError:
                     pass  # the client gave up waiting (a delayed reply)
 
-            do_GET = do_POST = _serve
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
             def log_message(self, *args: Any) -> None:
                 pass

@@ -287,3 +287,21 @@ def test_ready_reads_plain_text(fake, client):
     assert client.ready() is True and fake.last.path == "/readyz"
     fake.reply(503, b"not ready", {"Content-Type": "text/plain; charset=utf-8"})
     assert client.ready() is False
+
+
+def test_lifecycle_and_config_verbs(client, fake):
+    fake.reply(200, {"tenant": "default", "revision": 2, "config": {}})
+    assert client.get_config()["revision"] == 2
+    assert fake.last.method == "GET" and fake.last.path == "/v1/config"
+    fake.reply(200, {"revision": 3})
+    client.set_config({"a": None}, merge=True)
+    assert fake.last.method == "PATCH" and fake.last.json() == {"a": None}
+    fake.reply(200, {"parts": [], "total": 0})
+    assert client.erase_session("s 1")["total"] == 0
+    assert fake.last.method == "DELETE" and fake.last.path == "/v1/sessions/s%201"
+    fake.reply(200, {"parts": []})
+    client.erase_user("u", sessions=True)
+    assert fake.last.path == "/v1/users/u?sessions=true"
+    fake.reply(200, b'{"type":"user","uuid":"a"}\n{"type":"assistant","uuid":"b"}\n', {"Content-Type": "application/x-ndjson"})
+    assert [ln["uuid"] for ln in client.export_session("s")] == ["a", "b"]
+    assert fake.last.path == "/v1/sessions/s/export"
