@@ -310,7 +310,7 @@ func decodeResults(status int, b []byte) ([]ingestsvc.EventResult, error) {
 		}
 		return r.Results, nil
 	}
-	var p ingestsvc.Problem
+	var p events.Problem
 	_ = json.Unmarshal(b, &p)
 	if len(p.Results) > 0 {
 		return p.Results, nil

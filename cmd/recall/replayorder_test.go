@@ -21,6 +21,7 @@ import (
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 )
 
@@ -79,7 +80,7 @@ func (f *flakyEdge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusMultiStatus
 	}
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(ingestsvc.Problem{Status: status, Results: results})
+	_ = json.NewEncoder(w).Encode(events.Problem{Status: status, Results: results})
 }
 
 func (f *flakyEdge) forward(r *http.Request, evs []json.RawMessage) []ingestsvc.EventResult {

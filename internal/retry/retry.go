@@ -1,147 +1,22 @@
-// Package retry is Recall's one retry policy: call an attempt until it
-// succeeds, waiting a growing, bounded backoff between failures, and never
-// outlive the caller's context (STYLE 12). Every retry loop of the
-// services and internal packages goes through it: Policy.Do for "call until
-// it works", Backoff and Pause for loops of another shape (a fetch loop
-// that resets its backoff after a good fetch, a prober, a consumer restarted
-// by internal/follow).
-//
-// What it does not do: it never gives up on its own (only a Permanent error
-// or the end of ctx stop it; a deadline on ctx is the caller's way to bound
-// the whole retry), and it does not decide which errors are worth retrying
-// beyond Permanent.
+// Package retry re-exports pkg/retry, Recall's one retry policy, under the
+// import path the services have always used; it adds nothing. See
+// pkg/retry for the contract.
 package retry
 
 import (
-	"context"
-	"errors"
-	"log/slog"
-	"math/rand/v2"
 	"time"
+
+	"github.com/recallhq/recall/pkg/retry"
 )
 
-// Policy says how Do retries and how a Backoff grows. The zero Policy
-// retries at once, forever; set First and Max.
-type Policy struct {
-	// First is the wait after the first failure; it doubles after every
-	// further failure, up to Max (Max >= First).
-	First, Max time.Duration
-	// Attempt bounds one attempt of Do: the attempt's context ends this
-	// long after it started. 0: only the caller's context bounds it.
-	Attempt time.Duration
-	// LogEvery: Do logs the first failure and then every LogEvery-th (1,
-	// 11, 21… for 10); 0 or 1 logs every failure.
-	LogEvery int
-	// Jitter spreads every wait w over [w/2, 3w/2), so that members that
-	// failed together do not retry together.
-	Jitter bool
-}
+// Policy is retry.Policy.
+type Policy = retry.Policy
 
-// permanentError marks an error retrying cannot fix.
-type permanentError struct{ err error }
+// Backoff is retry.Backoff.
+type Backoff = retry.Backoff
 
-func (p permanentError) Error() string { return p.err.Error() }
-func (p permanentError) Unwrap() error { return p.err }
+// Permanent marks err as one Policy.Do must not retry (retry.Permanent).
+func Permanent(err error) error { return retry.Permanent(err) }
 
-// Permanent marks err as one Do must not retry (a configuration conflict,
-// an invalid argument). Do returns the unmarked error. Permanent(nil) is
-// nil.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return permanentError{err}
-}
-
-// Do calls attempt until it returns nil or an error marked Permanent,
-// waiting p's backoff between attempts, each attempt with a context bounded
-// by p.Attempt. Failures are logged as warnings naming what (log may be
-// nil). It returns nil on success, the unmarked error of a Permanent
-// failure, and ctx.Err() as soon as ctx is done — while waiting, or when an
-// attempt failed after ctx ended: a retry never outlives its caller's
-// context. It is safe for concurrent use (a Policy is a value).
-func (p Policy) Do(ctx context.Context, log *slog.Logger, what string, attempt func(context.Context) error) error {
-	b := p.Backoff()
-	for n := 1; ; n++ {
-		err := p.try(ctx, attempt)
-		if err == nil {
-			return nil
-		}
-		var perm permanentError
-		if errors.As(err, &perm) {
-			return perm.err
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		wait := b.Next()
-		if log != nil && (p.LogEvery <= 1 || n%p.LogEvery == 1) {
-			log.WarnContext(ctx, what+" failed; retrying", "attempt", n, "err", err, "in", wait)
-		}
-		if !Pause(ctx.Done(), wait) {
-			return ctx.Err()
-		}
-	}
-}
-
-// try runs one attempt under p.Attempt.
-func (p Policy) try(ctx context.Context, attempt func(context.Context) error) error {
-	if p.Attempt <= 0 {
-		return attempt(ctx)
-	}
-	actx, cancel := context.WithTimeout(ctx, p.Attempt)
-	defer cancel()
-	return attempt(actx)
-}
-
-// Backoff is the sequence of waits of one retry loop under a Policy. It is
-// not safe for concurrent use: each loop has its own.
-type Backoff struct {
-	p    Policy
-	next time.Duration // 0: First
-}
-
-// Backoff returns a new sequence of waits under p.
-func (p Policy) Backoff() *Backoff { return &Backoff{p: p} }
-
-// Next returns the wait after one more failure — First, then twice the
-// previous one, at most Max, spread when Policy.Jitter is set.
-func (b *Backoff) Next() time.Duration {
-	w := b.next
-	if w <= 0 {
-		w = b.p.First
-	}
-	b.next = min(2*w, b.p.Max)
-	if b.p.Jitter && w > 0 {
-		return w/2 + rand.N(w)
-	}
-	return w
-}
-
-// After is the wait after the n-th failure (n >= 1) without jitter:
-// First doubled n-1 times, at most Max. For a loop whose failures are
-// counted elsewhere — a redelivered message's delivery count, say — and
-// which therefore cannot keep a Backoff.
-func (p Policy) After(n int) time.Duration {
-	w := p.First
-	for i := 1; i < n && w < p.Max; i++ {
-		w *= 2
-	}
-	return min(w, p.Max)
-}
-
-// Reset starts the sequence again at First (after a success).
-func (b *Backoff) Reset() { b.next = 0 }
-
-// Pause waits d, or less when stop is closed first (ctx.Done() for a
-// context). It reports whether the whole wait passed: false means stop.
-func Pause(stop <-chan struct{}, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-stop:
-		return false
-	}
-}
+// Pause waits d, or less when stop is closed first (retry.Pause).
+func Pause(stop <-chan struct{}, d time.Duration) bool { return retry.Pause(stop, d) }

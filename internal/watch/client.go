@@ -15,6 +15,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/recallhq/recall/internal/retry"
+	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 )
 
@@ -205,7 +206,7 @@ func (c *Client) post(ctx context.Context, batch []event.Event) ([]ingestsvc.Eve
 		}
 		return r.Results, 0, nil
 	}
-	var p ingestsvc.Problem
+	var p events.Problem
 	if json.Unmarshal(b, &p) == nil && len(p.Results) > 0 {
 		return p.Results, wait, nil
 	}

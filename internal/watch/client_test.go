@@ -16,6 +16,7 @@ import (
 	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/retry"
 	"github.com/recallhq/recall/internal/watch"
+	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 )
 
@@ -57,7 +58,7 @@ func TestClientSettles(t *testing.T) {
 		case n == 2:
 			// e-0 stored, e-1 invalid, e-2 not acknowledged, e-3 not published.
 			w.WriteHeader(http.StatusMultiStatus)
-			json.NewEncoder(w).Encode(ingestsvc.Problem{Status: 207, Results: []ingestsvc.EventResult{
+			json.NewEncoder(w).Encode(events.Problem{Status: 207, Results: []ingestsvc.EventResult{
 				{Index: 0, ID: "e-0", Status: 202}, {Index: 1, ID: "e-1", Status: 400, Field: "data.role", Error: "bad"},
 				{Index: 2, ID: "e-2", Status: 503}, {Index: 3, ID: "e-3", Status: 503}}})
 		default:

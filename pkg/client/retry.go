@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/recallhq/recall/internal/retry"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // Defaults of the client's retries (see RetryFor and AttemptTimeout).

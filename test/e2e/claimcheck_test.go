@@ -121,7 +121,7 @@ func TestClaimCheckLimitsAndDuplicates(t *testing.T) {
 	const session = "limits"
 
 	status, body := postOne(t, p.httpURL, bigRequest(session, "huge", "HUGE", 3<<20))
-	var prob ingestsvc.Problem
+	var prob events.Problem
 	if err := json.Unmarshal(body, &prob); err != nil || status != http.StatusRequestEntityTooLarge ||
 		!strings.Contains(prob.Detail, "at most 2097152 allowed") || !strings.Contains(prob.Detail, "event is ") {
 		t.Fatalf("over the maximum: %d %.300s", status, body)

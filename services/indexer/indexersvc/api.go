@@ -264,27 +264,11 @@ func (x *Indexer) apiQuery(ctx context.Context, tenant, session string, body []b
 	return reply, nil
 }
 
-// ambiguity is the problem document of an ambiguous reference.
-type ambiguity struct {
-	Type       string      `json:"type"`
-	Title      string      `json:"title"`
-	Status     int         `json:"status"`
-	Detail     string      `json:"detail"`
-	Candidates []candidate `json:"candidates"`
-	Ref        string      `json:"ref"`
-}
-
-type candidate struct {
-	Session     string `json:"session"`
-	Name        string `json:"name"`
-	Description string `json:"description,omitempty"`
-}
-
 func ambiguous(ref string, matches []events.SessionIndex) *apiError {
-	p := ambiguity{Type: events.ProblemTypeBase + "ambiguous-reference", Title: http.StatusText(http.StatusConflict), Status: http.StatusConflict, Ref: ref}
+	p := &events.Problem{Type: events.ProblemTypeBase + "ambiguous-reference", Title: http.StatusText(http.StatusConflict), Status: http.StatusConflict, Ref: ref}
 	names := make([]string, len(matches))
 	for i, m := range matches {
-		p.Candidates = append(p.Candidates, candidate{Session: m.Session, Name: m.Name, Description: m.Description})
+		p.Candidates = append(p.Candidates, events.Candidate{Session: m.Session, Name: m.Name, Description: m.Description})
 		names[i] = m.Name + " (" + m.Session + ")"
 	}
 	p.Detail = fmt.Sprintf("reference %q matches %d sessions: %s; use a session id or an exact name", ref, len(matches), strings.Join(names, ", "))

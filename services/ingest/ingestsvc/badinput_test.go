@@ -138,7 +138,7 @@ func TestBadInputs(t *testing.T) {
 			if ct := hdr.Get("Content-Type"); ct != MediaProblem {
 				t.Errorf("Content-Type %q, want %s", ct, MediaProblem)
 			}
-			var p Problem
+			var p events.Problem
 			if err := json.Unmarshal(body, &p); err != nil {
 				t.Fatalf("body is not a problem: %s", body)
 			}

@@ -164,7 +164,7 @@ func (a *ConfigAPI) readBody(w http.ResponseWriter, r *http.Request, tenant, rou
 // ifMatch parses an If-Match header: empty (unconditional), a revision
 // ("12", quoted or weak too), "0" (only when none is stored) or "*"
 // (only when one is stored).
-func ifMatch(h string) (tenantcfg.Precondition, *Problem) {
+func ifMatch(h string) (tenantcfg.Precondition, *events.Problem) {
 	h = strings.TrimSpace(h)
 	if h == "" {
 		return tenantcfg.Precondition{}, nil
@@ -183,7 +183,7 @@ func ifMatch(h string) (tenantcfg.Precondition, *Problem) {
 }
 
 // writeConfig answers a ConfigReply with its revision as the ETag, or p.
-func writeConfig(w http.ResponseWriter, status int, res events.ConfigReply, p *ConfigProblem) {
+func writeConfig(w http.ResponseWriter, status int, res events.ConfigReply, p *events.Problem) {
 	if p != nil {
 		writeConfigProblem(w, p)
 		return
@@ -194,7 +194,7 @@ func writeConfig(w http.ResponseWriter, status int, res events.ConfigReply, p *C
 	_, _ = w.Write(mustJSON(res))
 }
 
-func writeConfigProblem(w http.ResponseWriter, p *ConfigProblem) {
+func writeConfigProblem(w http.ResponseWriter, p *events.Problem) {
 	w.Header().Set("Content-Type", MediaProblem)
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(mustJSON(p))

@@ -93,21 +93,21 @@ func TestConfigAPIValidation(t *testing.T) {
 	e := startConfigEnv(t)
 	code, hdr, b := e.do("PUT", "/v1/config", tokenAcme, nil,
 		`{"minimum_message_tokens_to_init": -5, "bogus": true, "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": {"type": "tool_uses", "value": 1}}]}}`)
-	var p ConfigProblem
+	var p events.Problem
 	_ = json.Unmarshal(b, &p)
 	want := []events.ConfigFieldError{{Field: "bogus", Error: "unknown field"}}
-	if code != http.StatusUnprocessableEntity || hdr.Get("Content-Type") != MediaProblem || !reflect.DeepEqual(p.Errors, want) {
+	if code != http.StatusUnprocessableEntity || hdr.Get("Content-Type") != MediaProblem || !reflect.DeepEqual(p.FieldErrors, want) {
 		t.Fatalf("unknown field: %d %s", code, b)
 	}
 	code, _, b = e.do("PUT", "/v1/config", tokenAcme, nil,
 		`{"minimum_message_tokens_to_init": -5, "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": {"type": "tool_uses", "value": 1}}]}}`)
-	p = ConfigProblem{}
+	p = events.Problem{}
 	_ = json.Unmarshal(b, &p)
 	want = []events.ConfigFieldError{
 		{Field: "minimum_message_tokens_to_init", Error: "must be ≥ 0"},
 		{Field: "context_management.edits[0].keep", Error: `must be "all" or {"type": "thinking_turns", "value": N >= 0}`},
 	}
-	if code != http.StatusUnprocessableEntity || !reflect.DeepEqual(p.Errors, want) || p.Type != ProblemTypeBase+ProblemInvalidConfig {
+	if code != http.StatusUnprocessableEntity || !reflect.DeepEqual(p.FieldErrors, want) || p.Type != ProblemTypeBase+ProblemInvalidConfig {
 		t.Fatalf("invalid values: %d %s", code, b)
 	}
 	if code, _, b = e.do("PUT", "/v1/config", tokenAcme, nil, `{not json`); code != http.StatusBadRequest {
@@ -230,9 +230,9 @@ func TestConfigNATSEndpoint(t *testing.T) {
 		t.Fatalf("put: %d %s", code, b)
 	}
 	code, b = req(events.ConfigOpPatch, events.ConfigWrite{Config: json.RawMessage(`{"tool_calls_between_updates": -1}`)})
-	var p ConfigProblem
+	var p events.Problem
 	_ = json.Unmarshal(b, &p)
-	if code != 422 || len(p.Errors) != 1 || p.Errors[0].Field != "tool_calls_between_updates" {
+	if code != 422 || len(p.FieldErrors) != 1 || p.FieldErrors[0].Field != "tool_calls_between_updates" {
 		t.Fatalf("invalid patch: %d %s", code, b)
 	}
 	code, b = req(events.ConfigOpPut, events.ConfigWrite{Config: json.RawMessage(`{}`), IfRevision: r.Revision + 9})

@@ -34,34 +34,20 @@ const ConfigEndpointSubject = events.SubjectAPIRoot + "." + events.VerbConfig + 
 // configTimeout bounds one configuration request over NATS.
 const configTimeout = 10 * time.Second
 
-// ConfigProblem is the problem body of a configuration that is not valid:
-// one error per field.
-type ConfigProblem struct {
-	Type   string                    `json:"type"`
-	Title  string                    `json:"title"`
-	Status int                       `json:"status"`
-	Detail string                    `json:"detail,omitempty"`
-	Errors []events.ConfigFieldError `json:"errors,omitempty"`
-}
-
-func newConfigProblem(kind string, status int, detail string) *ConfigProblem {
-	return &ConfigProblem{Type: ProblemTypeBase + kind, Title: http.StatusText(status), Status: status, Detail: detail}
-}
-
 // configProblem maps an error of tenantcfg to its problem.
-func configProblem(err error) *ConfigProblem {
+func configProblem(err error) *events.Problem {
 	var ie *tenantcfg.InvalidError
 	switch {
 	case errors.As(err, &ie):
-		p := newConfigProblem(ProblemInvalidConfig, http.StatusUnprocessableEntity, fmt.Sprintf("%d invalid field(s); see errors", len(ie.Errors)))
-		p.Errors = ie.Errors
+		p := newProblem(ProblemInvalidConfig, http.StatusUnprocessableEntity, fmt.Sprintf("%d invalid field(s); see errors", len(ie.Errors)))
+		p.FieldErrors = ie.Errors
 		return p
 	case errors.Is(err, tenantcfg.ErrRevisionMismatch):
-		return newConfigProblem(ProblemRevisionMismatch, http.StatusPreconditionFailed, err.Error()+"; read it again and retry")
+		return newProblem(ProblemRevisionMismatch, http.StatusPreconditionFailed, err.Error()+"; read it again and retry")
 	case errors.Is(err, context.DeadlineExceeded):
-		return newConfigProblem(ProblemTimeout, http.StatusGatewayTimeout, err.Error())
+		return newProblem(ProblemTimeout, http.StatusGatewayTimeout, err.Error())
 	}
-	return newConfigProblem(ProblemUnavailable, http.StatusServiceUnavailable, err.Error())
+	return newProblem(ProblemUnavailable, http.StatusServiceUnavailable, err.Error())
 }
 
 // configOps serves the configuration operations of HTTP and NATS alike.
@@ -69,7 +55,7 @@ type configOps struct {
 	js jetstream.JetStream
 }
 
-func (o configOps) kv(ctx context.Context) (jetstream.KeyValue, *ConfigProblem) {
+func (o configOps) kv(ctx context.Context) (jetstream.KeyValue, *events.Problem) {
 	kv, err := o.js.KeyValue(ctx, events.BucketConfig)
 	if err != nil {
 		return nil, configProblem(fmt.Errorf("opening %s: %w", events.BucketConfig, err))
@@ -78,7 +64,7 @@ func (o configOps) kv(ctx context.Context) (jetstream.KeyValue, *ConfigProblem) 
 }
 
 // get reads tenant's configuration.
-func (o configOps) get(ctx context.Context, tenant string) (events.ConfigReply, *ConfigProblem) {
+func (o configOps) get(ctx context.Context, tenant string) (events.ConfigReply, *events.Problem) {
 	kv, p := o.kv(ctx)
 	if p != nil {
 		return events.ConfigReply{}, p
@@ -92,7 +78,7 @@ func (o configOps) get(ctx context.Context, tenant string) (events.ConfigReply, 
 
 // write replaces (op put) or merge-patches (op patch) tenant's
 // configuration with doc under pre.
-func (o configOps) write(ctx context.Context, tenant, op string, doc []byte, meta events.ConfigMeta, pre tenantcfg.Precondition) (events.ConfigReply, *ConfigProblem) {
+func (o configOps) write(ctx context.Context, tenant, op string, doc []byte, meta events.ConfigMeta, pre tenantcfg.Precondition) (events.ConfigReply, *events.Problem) {
 	kv, p := o.kv(ctx)
 	if p != nil {
 		return events.ConfigReply{}, p
@@ -112,7 +98,7 @@ func (o configOps) write(ctx context.Context, tenant, op string, doc []byte, met
 }
 
 // history lists tenant's kept revisions.
-func (o configOps) history(ctx context.Context, tenant string) (events.ConfigHistory, *ConfigProblem) {
+func (o configOps) history(ctx context.Context, tenant string) (events.ConfigHistory, *events.Problem) {
 	kv, p := o.kv(ctx)
 	if p != nil {
 		return events.ConfigHistory{}, p
@@ -127,13 +113,13 @@ func (o configOps) history(ctx context.Context, tenant string) (events.ConfigHis
 // configHandler serves the NATS configuration endpoint: the tenant comes
 // from the subject (NATS permissions let a tenant user request its own
 // only), the actor is that tenant. Errors are micro errors whose code is
-// the HTTP status (400, 412, 422, 503, 504) with a ConfigProblem as data.
+// the HTTP status (400, 412, 422, 503, 504) with a events.Problem as data.
 func configHandler(js jetstream.JetStream, log *slog.Logger) micro.HandlerFunc {
 	ops := configOps{js: js}
 	return func(req micro.Request) {
 		tenant, op, ok := events.SplitSessionSubject(req.Subject())
 		if !ok {
-			answerConfig(req, log, nil, newConfigProblem(ProblemInvalidBody, http.StatusBadRequest,
+			answerConfig(req, log, nil, newProblem(ProblemInvalidBody, http.StatusBadRequest,
 				"subject must be "+events.SubjectAPIRoot+"."+events.VerbConfig+".<tenant>.<get|put|patch|history>"))
 			return
 		}
@@ -149,7 +135,7 @@ func configHandler(js jetstream.JetStream, log *slog.Logger) micro.HandlerFunc {
 		case events.ConfigOpPut, events.ConfigOpPatch:
 			var w events.ConfigWrite
 			if aerr := microapi.DecodeBody(req.Data(), &w); aerr != nil || len(w.Config) == 0 {
-				answerConfig(req, log, nil, newConfigProblem(ProblemInvalidBody, http.StatusBadRequest,
+				answerConfig(req, log, nil, newProblem(ProblemInvalidBody, http.StatusBadRequest,
 					`the body must be {"config": {…}, "if_revision": N, "if_none": false}`))
 				return
 			}
@@ -157,13 +143,13 @@ func configHandler(js jetstream.JetStream, log *slog.Logger) micro.HandlerFunc {
 			res, p := ops.write(ctx, tenant, op, w.Config, meta, tenantcfg.Precondition{Revision: w.IfRevision, None: w.IfNone})
 			answerConfig(req, log, res, p)
 		default:
-			answerConfig(req, log, nil, newConfigProblem(ProblemInvalidBody, http.StatusBadRequest,
+			answerConfig(req, log, nil, newProblem(ProblemInvalidBody, http.StatusBadRequest,
 				fmt.Sprintf("unknown operation %q (get, put, patch, history)", op)))
 		}
 	}
 }
 
-func answerConfig(req micro.Request, log *slog.Logger, res any, p *ConfigProblem) {
+func answerConfig(req micro.Request, log *slog.Logger, res any, p *events.Problem) {
 	var aerr *microapi.Error
 	if p != nil {
 		aerr = &microapi.Error{Code: p.Status, Msg: p.Detail, Problem: p}

@@ -177,7 +177,7 @@ func (a *DataAPI) answer(w http.ResponseWriter, ctx context.Context, rec events.
 	_, _ = w.Write(mustJSON(rec))
 }
 
-func eraseProblem(err error) *Problem {
+func eraseProblem(err error) *events.Problem {
 	if errors.Is(err, erase.ErrInvalid) {
 		return newProblem(ProblemInvalidBody, http.StatusBadRequest, err.Error())
 	}

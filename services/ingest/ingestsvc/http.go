@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/recallhq/recall/pkg/events"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
@@ -203,13 +204,13 @@ func requestMode(hdr http.Header) (mode, *problemReason) {
 
 // problemReason is a request-level problem with its rejection reason.
 type problemReason struct {
-	*Problem
+	*events.Problem
 	why string
 }
 
 func (p *problemReason) reason() string { return p.why }
 
-func writeProblem(w http.ResponseWriter, p *Problem) {
+func writeProblem(w http.ResponseWriter, p *events.Problem) {
 	w.Header().Set("Content-Type", MediaProblem)
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(mustJSON(p))

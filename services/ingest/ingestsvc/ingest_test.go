@@ -191,7 +191,7 @@ func TestNATSEndpoint(t *testing.T) {
 	if got := m.Header.Get(micro.ErrorHeader); got != want {
 		t.Fatalf("error %q, want %q", got, want)
 	}
-	var p Problem
+	var p events.Problem
 	if err := json.Unmarshal(m.Data, &p); err != nil || p.Status != 400 || len(p.Errors) != 1 || p.Errors[0].Field != "subject" {
 		t.Fatalf("problem %s", m.Data)
 	}

@@ -106,7 +106,7 @@ func (h *NATSHandler) Handle(req micro.Request) {
 		defer h.in.observe(ctx, "nats", start)
 		status, body := summarize(pend.wait(ctx))
 		if status != http.StatusAccepted {
-			p := body.(*Problem)
+			p := body.(*events.Problem)
 			return nil, &microapi.Error{Code: p.Status, Msg: p.Detail, Problem: p}
 		}
 		return body, nil
@@ -157,7 +157,7 @@ func (h *NATSHandler) decode(hdr nats.Header, body []byte) ([]item, *problemReas
 		"body must be a structured CloudEvent (JSON object), a batch (JSON array), or a binary-mode event (ce-* headers)"), "invalid_body"}
 }
 
-func respondProblem(req micro.Request, p *Problem) {
+func respondProblem(req micro.Request, p *events.Problem) {
 	_ = req.Error(strconv.Itoa(p.Status), p.Detail, mustJSON(p), micro.WithHeaders(micro.Headers{"Content-Type": []string{MediaProblem}}))
 }
 

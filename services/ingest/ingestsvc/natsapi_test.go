@@ -77,7 +77,7 @@ func TestNATSEndpointShedsWhenEverySlotWaits(t *testing.T) {
 	if waited := time.Since(asked); waited > 300*time.Millisecond {
 		t.Fatalf("the refusal took %s: it waited for the slot", waited)
 	}
-	var p Problem
+	var p events.Problem
 	if err := json.Unmarshal(m.Data, &p); err != nil || p.Status != 503 || !contains(p.Detail, "nothing of this request was stored") {
 		t.Fatalf("refusal problem: %+v %v", p, err)
 	}

@@ -10,59 +10,21 @@ import (
 )
 
 // MediaProblem is the RFC 9457 media type of every error body.
-const MediaProblem = "application/problem+json"
+const MediaProblem = events.MediaProblem
 
 // ProblemTypeBase prefixes every problem "type"; the fragment names the
 // section of docs/api.md that explains it.
 const ProblemTypeBase = events.ProblemTypeBase
 
 // EventResult is the outcome of one submitted event.
-type EventResult struct {
-	// Index is the event's position in the request (0 for a single event).
-	Index int `json:"index"`
-	// ID is the event id as submitted, when it could be read.
-	ID string `json:"id,omitempty"`
-	// Status is 202 (stored, or a duplicate of a stored event), 400
-	// (invalid), 403 (tenant mismatch), 413 (too large) or 503 (JetStream
-	// did not acknowledge; retry).
-	Status int `json:"status"`
-	// Seq is the sequence of the stored event in its session's transcript
-	// shard stream; for a duplicate, the sequence of the original.
-	Seq uint64 `json:"seq,omitempty"`
-	// Duplicate is true when the event id was stored before (within the
-	// dedup window) and this copy was not stored again.
-	Duplicate bool `json:"duplicate,omitempty"`
-	// Field names the attribute or data path that made the event invalid.
-	Field string `json:"field,omitempty"`
-	// Error says what is wrong.
-	Error string `json:"error,omitempty"`
-}
+//
+// Deprecated: use events.EventResult (this is the same type).
+type EventResult = events.EventResult
 
-// Accepted reports whether the event is stored (now or before).
-func (r EventResult) Accepted() bool { return r.Status == http.StatusAccepted }
-
-// Response is the body of a request whose events were all accepted (HTTP
-// 202, or a NATS reply without error headers).
-type Response struct {
-	Accepted   int           `json:"accepted"`
-	Duplicates int           `json:"duplicates"`
-	Rejected   int           `json:"rejected"`
-	Results    []EventResult `json:"results"`
-}
-
-// Problem is an RFC 9457 problem details body. Errors lists the rejected
-// events; Results, when present, lists every event of the request, so a
-// partially accepted batch says which events were stored.
-type Problem struct {
-	Type     string        `json:"type"`
-	Title    string        `json:"title"`
-	Status   int           `json:"status"`
-	Detail   string        `json:"detail,omitempty"`
-	Accepted int           `json:"accepted,omitempty"`
-	Rejected int           `json:"rejected,omitempty"`
-	Errors   []EventResult `json:"errors,omitempty"`
-	Results  []EventResult `json:"results,omitempty"`
-}
+// Response is the body of a request whose events were all accepted.
+//
+// Deprecated: use events.IngestReply (this is the same type).
+type Response = events.IngestReply
 
 // Problem types (the fragment of ProblemTypeBase).
 const (
@@ -77,10 +39,6 @@ const (
 	ProblemTimeout          = "timeout"
 	ProblemUpstream         = "upstream-error"
 )
-
-func newProblem(kind string, status int, detail string) *Problem {
-	return &Problem{Type: ProblemTypeBase + kind, Title: http.StatusText(status), Status: status, Detail: detail}
-}
 
 // errTooLarge marks an event over MaxEventBytes.
 type errTooLarge struct{ size, max int }
@@ -133,7 +91,7 @@ func reasonOf(status int) string {
 // summarize computes the status of a request from its per-event results:
 // 202 when every event was accepted; 207 when some were and some were not;
 // otherwise the status the rejected events share (400 when they differ).
-// It returns the body to send: *Response for 202, *Problem otherwise.
+// It returns the body to send: *events.IngestReply for 202, *events.Problem otherwise.
 func summarize(results []EventResult) (int, any) {
 	var accepted, dups, rejected int
 	status := 0
@@ -154,7 +112,7 @@ func summarize(results []EventResult) (int, any) {
 		}
 	}
 	if rejected == 0 {
-		return http.StatusAccepted, &Response{Accepted: accepted, Duplicates: dups, Results: results}
+		return http.StatusAccepted, &events.IngestReply{Accepted: accepted, Duplicates: dups, Results: results}
 	}
 	errs := make([]EventResult, 0, rejected)
 	for _, r := range results {
@@ -201,4 +159,10 @@ func mustJSON(v any) []byte {
 		return []byte(`{"type":"about:blank","title":"Internal Server Error","status":500}`)
 	}
 	return b
+}
+
+// newProblem is the problem of the kind (a fragment of docs/api.md) with
+// status, its status text as title, and detail.
+func newProblem(kind string, status int, detail string) *events.Problem {
+	return &events.Problem{Type: ProblemTypeBase + kind, Title: http.StatusText(status), Status: status, Detail: detail}
 }

@@ -102,7 +102,7 @@ func (a *SessionAPI) userHandler(verb string) http.Handler {
 
 // sessionsQuery turns GET /v1/sessions?q=&tag=&limit=&cursor= into a
 // SessionsRequest body.
-func sessionsQuery(r *http.Request) ([]byte, *Problem) {
+func sessionsQuery(r *http.Request) ([]byte, *events.Problem) {
 	q := r.URL.Query()
 	req := events.SessionsRequest{Q: q.Get("q"), Tag: q.Get("tag"), Cursor: q.Get("cursor")}
 	if l := q.Get("limit"); l != "" {
@@ -117,7 +117,7 @@ func sessionsQuery(r *http.Request) ([]byte, *Problem) {
 }
 
 // resolveQuery turns GET /v1/resolve?ref= into a ResolveRequest body.
-func resolveQuery(r *http.Request) ([]byte, *Problem) {
+func resolveQuery(r *http.Request) ([]byte, *events.Problem) {
 	ref := r.URL.Query().Get("ref")
 	if ref == "" {
 		return nil, newProblem(ProblemInvalidBody, http.StatusBadRequest, "ref is required (a session id or name, optionally with ~N)")
@@ -129,7 +129,7 @@ func resolveQuery(r *http.Request) ([]byte, *Problem) {
 // tenantHandler forwards a tenant-wide verb (session token
 // events.TenantScope); fromQuery, when set, builds the body from the URL
 // (GET), else the request body is forwarded.
-func (a *SessionAPI) tenantHandler(verb, route string, fromQuery func(*http.Request) ([]byte, *Problem)) http.Handler {
+func (a *SessionAPI) tenantHandler(verb, route string, fromQuery func(*http.Request) ([]byte, *events.Problem)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, span, tenant, ok := a.begin(w, r, r.Method+" "+route)
 		defer span.End()
@@ -143,7 +143,7 @@ func (a *SessionAPI) tenantHandler(verb, route string, fromQuery func(*http.Requ
 		defer release()
 		var body []byte
 		if fromQuery != nil {
-			var p *Problem
+			var p *events.Problem
 			if body, p = fromQuery(r); p != nil {
 				writeProblem(w, p)
 				return
@@ -220,7 +220,7 @@ func (a *SessionAPI) readBody(ctx context.Context, w http.ResponseWriter, r *htt
 
 // readBodyProblem returns the body, or the problem to answer, or (nil, nil)
 // when admission to a body lane has answered (429 or 503) already.
-func (a *SessionAPI) readBodyProblem(ctx context.Context, w http.ResponseWriter, r *http.Request, tenant, route string) ([]byte, *Problem) {
+func (a *SessionAPI) readBodyProblem(ctx context.Context, w http.ResponseWriter, r *http.Request, tenant, route string) ([]byte, *events.Problem) {
 	limit := a.limits.MaxBodyBytes
 	if natsMax := int64(chunked.ChunkSize(a.nc)); natsMax < limit {
 		limit = natsMax
@@ -272,7 +272,7 @@ func laneOf(verb string) func(*Admission) *microapi.Admission {
 
 // forward sends the request to the service serving verb and returns its
 // reassembled reply, or the problem to answer.
-func (a *SessionAPI) forward(ctx context.Context, verb, tenant, session string, body []byte) (*nats.Msg, *Problem) {
+func (a *SessionAPI) forward(ctx context.Context, verb, tenant, session string, body []byte) (*nats.Msg, *events.Problem) {
 	rctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	hdr := nats.Header{}

@@ -121,7 +121,7 @@ func TestSessionAPIProxy(t *testing.T) {
 	}
 
 	status, hdr, body := e.post("/v1/sessions/s1/extract", tokenAcme, map[string]string{"Content-Type": "application/json"}, []byte(`{"timeout_ms":5}`))
-	var p Problem
+	var p events.Problem
 	_ = json.Unmarshal(body, &p)
 	if status != http.StatusConflict || hdr.Get("Content-Type") != MediaProblem || p.Detail != "an extraction of this session is running" || gotBody != `{"timeout_ms":5}` {
 		t.Fatalf("extract: %d %s (request body %q)", status, body, gotBody)

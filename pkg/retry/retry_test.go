@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/recallhq/recall/internal/retry"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 var fast = retry.Policy{First: time.Millisecond, Max: 4 * time.Millisecond}
@@ -149,5 +149,31 @@ func TestAfterDoublesToMax(t *testing.T) {
 		if got := p.After(n); got != want {
 			t.Errorf("After(%d) = %v, want %v", n, got, want)
 		}
+	}
+}
+
+// TestDoAttemptsAndWait: Attempts caps the attempts and returns the last
+// error; Wait replaces the backoff's wait; an attempt never gets the whole
+// of a short caller's deadline.
+func TestDoAttemptsAndWait(t *testing.T) {
+	n := 0
+	boom := errors.New("boom")
+	err := retry.Policy{First: time.Hour, Max: time.Hour, Attempts: 3}.Do(context.Background(), nil, "x", func(context.Context) error {
+		n++
+		return retry.Wait(boom, time.Millisecond)
+	})
+	if !errors.Is(err, boom) || n != 3 {
+		t.Fatalf("after %d attempts: %v, want boom after 3 (each waiting 1 ms, not the hour of the backoff)", n, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var budgets []time.Duration
+	_ = retry.Policy{First: time.Millisecond, Max: time.Millisecond, Attempt: time.Minute, Attempts: 2}.Do(ctx, nil, "x", func(actx context.Context) error {
+		dl, _ := actx.Deadline()
+		budgets = append(budgets, time.Until(dl))
+		return boom
+	})
+	if len(budgets) != 2 || budgets[0] > 1100*time.Millisecond {
+		t.Fatalf("attempt budgets %v within a 2 s deadline: want about 1 s each, not the whole", budgets)
 	}
 }
