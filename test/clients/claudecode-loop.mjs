@@ -27,6 +27,7 @@ import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { anthropicProblem, fail, ok } from "./lib/check.mjs";
+import { isOff } from "./lib/run.mjs";
 import { blocksOf, exportSession, need, poll, recallJSON, token, upstreamRequests } from "./lib/env.mjs";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -198,7 +199,9 @@ async function variant(name) {
   }
   const secs = ((Date.now() - started) / 1000).toFixed(1);
   if (run.code !== 0 || !run.result || run.result.subtype !== "success" || !String(run.result.result || "").includes(FINAL)) {
+    const got = (await upstreamRequests(upstream)).filter((q) => q.h("x-claude-code-session-id") === session);
     fail(`${name}: Claude Code did not finish (exit ${run.code}${run.signal ? ", " + run.signal : ""}) after ${secs}s`, {
+      upstream_requests_of_the_session: got.length,
       result: run.result ? JSON.stringify({ subtype: run.result.subtype, result: run.result.result, api_error_status: run.result.api_error_status }) : run.stdout.slice(-1500),
       stderr: run.stderr.slice(-1500),
     });
@@ -243,6 +246,10 @@ writeFiles();
 const variants = process.argv.slice(2).length ? process.argv.slice(2) : ["refused-without-token", "client-compaction", "compact-above"];
 let failed = 0;
 for (const v of variants) {
+  if (isOff("claudecode", v)) {
+    console.log(`OFF  claude code ${v} (in GATEWAY_CLIENTS_OFF)`);
+    continue;
+  }
   try {
     await (v === "refused-without-token" ? refused() : variant(v));
   } catch (err) {
