@@ -13,7 +13,8 @@ const SOURCE = "recall-js/openai-agents";
 const BATCH = 500;
 
 /**
- * @typedef {Record<string, any>} Item an AgentInputItem
+ * @typedef {Record<string, any>} Item an item, as this module reads it
+ * @typedef {import("@openai/agents").AgentInputItem} AgentInputItem
  * @typedef {object} RecallSessionOptions
  * @property {string} sessionId the SDK's session id; Recall's session id too (A-Z a-z 0-9 - _, at most 128)
  * @property {string} [url] Recall's HTTP edge (default `http://127.0.0.1:8080`)
@@ -93,7 +94,7 @@ export class RecallSession {
   /**
    * The history to continue with, oldest first; with `limit`, the newest
    * `limit` items (then pairs cut by the limit are left out too).
-   * @param {number} [limit] @returns {Promise<Item[]>}
+   * @param {number} [limit] @returns {Promise<AgentInputItem[]>}
    */
   getItems(limit) {
     return this.serial(async () => {
@@ -105,7 +106,7 @@ export class RecallSession {
         if (served) items = served;
       }
       if (limit !== undefined && limit !== null && limit >= 0) items = items.slice(Math.max(0, items.length - limit));
-      return structuredClone(pairToolItems(items));
+      return /** @type {any} */ (structuredClone(pairToolItems(items)));
     });
   }
 
@@ -150,13 +151,13 @@ export class RecallSession {
    * Publishes items as transcript records, in order; resolves once all are
    * stored. Throws a RecallError when Recall refused some (nothing is added
    * to the history then; repeating the call with the same items stores each once).
-   * @param {Item[]} items
+   * @param {AgentInputItem[]} items
    */
   addItems(items) {
     return this.serial(async () => {
       if (!items?.length) return;
       await this.load();
-      const added = items.map((item) => ({ uuid: this.idOf(item), item: structuredClone(item) }));
+      const added = items.map((item) => ({ uuid: this.idOf(item), item: /** @type {Item} */ (structuredClone(item)) }));
       let parent = this.records.at(-1)?.uuid;
       const events = [];
       if (this.started && !this.announced) {
@@ -190,7 +191,7 @@ export class RecallSession {
     }
   }
 
-  /** Removes and returns the newest item (undefined when there is none). @returns {Promise<Item | undefined>} */
+  /** Removes and returns the newest item (undefined when there is none). @returns {Promise<AgentInputItem | undefined>} */
   popItem() {
     return this.serial(async () => {
       await this.load();
@@ -205,7 +206,7 @@ export class RecallSession {
       });
       await this.publish([marker]);
       this.records.pop();
-      return structuredClone(last.item);
+      return /** @type {any} */ (structuredClone(last.item));
     });
   }
 

@@ -244,13 +244,13 @@ export function recallMiddleware(opts) {
       const prompt = await ctx.compact(params.prompt);
       return prompt === params.prompt ? params : { ...params, prompt };
     },
-    /** @param {{doGenerate: () => Promise<any>, params: any}} o */
+    /** @param {{doGenerate: () => PromiseLike<any>, params: any}} o */
     async wrapGenerate({ doGenerate, params }) {
       const result = await doGenerate();
       ctx.recordResponse(lastUuid(params.prompt), result.content ?? []);
       return result;
     },
-    /** @param {{doStream: () => Promise<any>, params: any}} o */
+    /** @param {{doStream: () => PromiseLike<any>, params: any}} o */
     async wrapStream({ doStream, params }) {
       const { stream, ...rest } = await doStream();
       /** @type {Map<string, string>} */
