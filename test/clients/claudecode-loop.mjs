@@ -117,12 +117,15 @@ function checkUpstream(reqs, session) {
   const msgsReqs = mine.filter((q) => q.api === "anthropic.messages");
   ok(msgsReqs.length >= calls, `the upstream got ${msgsReqs.length} messages requests of session ${session}, want at least ${calls} (one per tool call)`);
   const ids = new Set();
-  let restated = 0, summarizations = 0;
+  let restated = 0, summarizations = 0, firstSummarization = "";
   for (const q of msgsReqs) {
     const msgs = (q.json && q.json.messages) || [];
     const problem = anthropicProblem(msgs);
     if (problem) fail(`upstream request #${q.n} of session ${session} is not valid for the Messages API`, { problem, roles: msgs.map((m) => m.role).join(",") });
-    if (q.summarization || lastUserText(msgs).includes(COMPACT_PROMPT)) summarizations++;
+    if (q.summarization || lastUserText(msgs).includes(COMPACT_PROMPT)) {
+      summarizations++;
+      firstSummarization ||= `#${q.n}, roles ${msgs.map((m) => m.role[0]).join("").slice(-6)} (the upstream ${q.summarization ? "recognized" : "did NOT recognize"} it)`;
+    }
     const first = firstUserText(msgs);
     if (first.startsWith(CONTINUED)) {
       restated++;
@@ -133,11 +136,10 @@ function checkUpstream(reqs, session) {
     for (const m of msgs) for (const b of blocksOf(m)) if (b.type === "tool_use") ids.add(b.id);
     if (q.h("x-api-key") !== "sk-ant-ci-not-a-key") fail(`upstream request #${q.n}: the client's key did not pass through untouched`, { got: q.h("x-api-key") });
   }
-  ok(ids.size >= calls, `the upstream saw ${ids.size} distinct tool calls of session ${session}, want ${calls}`);
   // For information: what the upstream's own check (pkg/memory's validator) says.
   const flagged = msgsReqs.filter((q) => q.invalid);
   if (flagged.length) console.log(`note: the scripted upstream's pkg/memory validator flags ${flagged.length} of ${msgsReqs.length} requests of ${session}, e.g. #${flagged[0].n}: ${flagged[0].invalid}`);
-  return { ids, restated, summarizations, requests: msgsReqs };
+  return { ids, restated, summarizations, firstSummarization, requests: msgsReqs };
 }
 
 // checkStored checks Recall's transcript of the session: every tool call and
@@ -207,7 +209,10 @@ async function variant(name) {
     });
   }
   const up = checkUpstream(await upstreamRequests(upstream), session);
-  ok(up.summarizations === 0, `${name}: ${up.summarizations} summarization turns of Claude Code reached the upstream; the gateway must answer them from Recall's memory`);
+  ok(up.summarizations === 0, `${name}: ${up.summarizations} summarization turns of Claude Code reached the upstream; the gateway must answer them from Recall's memory`, { first: up.firstSummarization });
+  // A tool call the upstream gave to a request the CLI then dropped (a missed
+  // summarization turn gets one) never shows up again: the loop has fewer.
+  ok(up.ids.size >= calls, `${name}: the upstream saw ${up.ids.size} distinct tool calls of session ${session}, want ${calls}`);
   const local = localCompactions(run.home, session);
   if (name === "client-compaction") {
     ok(local >= 1 && up.restated >= 1, `${name}: Claude Code never compacted, so the check proves nothing (raise CALLS)`, { compact_boundaries: local, restated_requests: up.restated });
