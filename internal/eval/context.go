@@ -106,6 +106,11 @@ type Prepared struct {
 	// Transcript holds the session's transcript records in order: messages
 	// (main thread) and compactions.
 	Transcript []Record
+	// Artifacts are the files the transcript's tool calls changed (the
+	// truth of the artifact probe) and Cwd the session's working
+	// directory.
+	Artifacts []events.TrailFile
+	Cwd       string
 }
 
 // Record is one transcript record of a prepared session.
@@ -139,6 +144,7 @@ func Prepare(s *sessiongen.Session, tenant string) (*Prepared, error) {
 			p.Transcript = append(p.Transcript, Record{Compacted: &c})
 		}
 	}
+	p.Artifacts, p.Cwd = transcriptArtifacts(s, p.Transcript)
 	return p, nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/recallhq/recall/internal/eval/sessiongen"
+	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/memory"
 )
 
 func TestCheckProbe(t *testing.T) {
@@ -37,6 +39,36 @@ func TestCheckProbe(t *testing.T) {
 			v := CheckProbe(&tc.p, tc.text)
 			if v.Pass != tc.pass || !strings.Contains(v.Why, tc.about) {
 				t.Fatalf("CheckProbe = %+v, want pass=%v and a reason about %q", v, tc.pass, tc.about)
+			}
+		})
+	}
+}
+
+func TestCheckArtifacts(t *testing.T) {
+	truth := []events.TrailFile{
+		{Path: "/w/app/src/a.py", Created: true, Changes: 2},
+		{Path: "src/b.py", From: "src/old_b.py", Changes: 1},
+		{Path: "legacy.py", Deleted: true, Changes: 1},
+		{Path: "/w/app/README.md", Changes: 3},
+	}
+	for _, tc := range []struct {
+		name   string
+		text   string
+		pass   int
+		missed string
+	}{
+		{"a rendered trail", memory.RenderTrail(&events.Trail{Files: truth}), 4, ""},
+		{"raw tool calls", `tool call Write {"file_path":"/w/app/src/a.py"} tool call Bash {"command":"git mv src/old_b.py src/b.py"} tool call Bash {"command":"rm legacy.py"} tool call Edit {"file_path":"/w/app/README.md"}`, 4, ""},
+		{"only read", `tool call Read {"file_path":"/w/app/src/a.py"} the README.md is long; legacy.py is old`, 0, "/w/app/src/a.py"},
+		{"moved without its origin", "- `src/b.py` — moved here. `src/a.py` — created. `legacy.py` deleted. Edited README.md.", 3, "src/b.py"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pass, misses := CheckArtifacts(truth, "/w/app", tc.text)
+			if pass != tc.pass {
+				t.Fatalf("%d files pass, want %d; misses %+v", pass, tc.pass, misses)
+			}
+			if tc.missed != "" && (len(misses) == 0 || misses[0].Path != tc.missed) {
+				t.Fatalf("misses %+v, want %s first", misses, tc.missed)
 			}
 		})
 	}

@@ -63,6 +63,9 @@ type SystemResult struct {
 	// Sessions without and with earlier compactions (BandFresh,
 	// BandCompacted): the two regimes differ most.
 	Bands map[string]Score `json:"bands"`
+	// Probes are the scores per probe kind (sessiongen.ProbeKinds; an
+	// artifact point is one changed file).
+	Probes map[string]Score `json:"probes,omitempty"`
 	// Judge holds the LLM judge's scores (absent without a judge).
 	Judge *JudgeScores `json:"judge,omitempty"`
 	// ContextTokens: mean and largest context; OverBudget counts contexts
@@ -103,7 +106,10 @@ type SessionSystem struct {
 	Kept    int    `json:"kept_messages"`
 	Score   Score  `json:"score"`
 	Failed  []Miss `json:"failed,omitempty"`
-	Judge   *Score `json:"judge,omitempty"`
+	// Probes per kind, and the probes (and changed files) missed.
+	Probes       map[string]Score `json:"probes,omitempty"`
+	ProbesFailed []Miss           `json:"probes_failed,omitempty"`
+	Judge        *Score           `json:"judge,omitempty"`
 	// JudgeError is why the judge gave no verdicts for this context.
 	JudgeError string `json:"judge_error,omitempty"`
 }
@@ -134,7 +140,7 @@ func newReport(o Options, systems []string, sessions []*Prepared) *Report {
 		r.Judge = o.Judge.Name()
 	}
 	for _, s := range systems {
-		sr := SystemResult{System: s, Categories: map[string]Score{}, Bands: map[string]Score{}, Outcomes: map[string]int{}}
+		sr := SystemResult{System: s, Categories: map[string]Score{}, Bands: map[string]Score{}, Outcomes: map[string]int{}, Probes: map[string]Score{}}
 		if o.Judge != nil {
 			sr.Judge = &JudgeScores{Categories: map[string]Score{}, Bands: map[string]Score{}}
 		}
@@ -199,6 +205,7 @@ func (r *Report) add(sys string, p *Prepared, c *Context, judged map[string]bool
 		}
 	}
 	ss.Score.finish()
+	addProbes(res, ss, p, text)
 	if ss.Judge != nil {
 		ss.Judge.finish()
 	}
@@ -218,6 +225,7 @@ func (r *Report) finish(elapsed time.Duration) {
 		res.Overall.finish()
 		finishAll(res.Categories)
 		finishAll(res.Bands)
+		finishAll(res.Probes)
 		if res.Judge != nil {
 			res.Judge.Overall.finish()
 			finishAll(res.Judge.Categories)
@@ -288,6 +296,8 @@ func printFamily(w io.Writer, r *Report) error {
 			}
 		}
 	}
+	fmt.Fprintln(w)
+	printProbes(w, r)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "session\ttokens\tcompactions\t")

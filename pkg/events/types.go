@@ -426,6 +426,10 @@ type MemoryRecord struct {
 	UpdatedAt   time.Time  `json:"updated_at"`
 	Provider    string     `json:"provider,omitempty"`
 	Model       string     `json:"model,omitempty"`
+	// Trail is the exact record of the files, commands and errors of the
+	// covered part of the session, from its tool calls (nil before the
+	// first extraction that folded one).
+	Trail *Trail `json:"trail,omitempty"`
 }
 
 // DefaultStaleThreshold is the default age after which a running

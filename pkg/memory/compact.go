@@ -105,6 +105,10 @@ type CompactInput struct {
 	// the full transcript can be fetched; empty omits the hint.
 	NotesRef      string
 	TranscriptRef string
+	// Trail is the session's exact trail of files, commands and errors
+	// (MemoryRecord.Trail; nil: none), rendered after the notes in the
+	// summary (WithTrail).
+	Trail *events.Trail
 }
 
 // CompactPlan is the pure result of a compaction.
@@ -217,6 +221,7 @@ func (p *CompactPlan) reduce(in CompactInput, start int, cfg WindowConfig) bool 
 // w, and whether note sections were cut.
 func summaryFor(in CompactInput, w Window) (string, bool) {
 	notes, truncated := TruncateForCompact(in.Notes, in.SectionMaxChars)
+	notes = WithTrail(notes, in.Trail)
 	return SummaryText(notes, truncated, in.NotesRef, in.TranscriptRef, QuotesOf(in.Entries, w.Quoted)), truncated
 }
 

@@ -77,6 +77,11 @@ func servedContext(es []memory.WindowEntry, summarized int, clear bool) []*event
 	if summarized >= 0 && summarized < len(es) && es[summarized].Message != nil && es[summarized].Message.UUID != "" {
 		in.LastSummarizedID, in.SummarizedIndex = es[summarized].Message.UUID, summarized
 	}
+	all := make([]*events.Message, 0, len(es))
+	for _, e := range es {
+		all = append(all, e.Message)
+	}
+	in.Trail = memory.FoldTrail(nil, all, nil) // the served summary carries the trail
 	p := memory.PlanCompaction(in)
 	if !memory.Served(p.Outcome) {
 		return nil

@@ -196,7 +196,7 @@ func Generate(spec Spec) *Session {
 	g.pickValues()
 	g.files = g.fillerFiles()
 	g.run()
-	return &Session{Spec: spec, ID: id, Project: p.name, JSONL: g.w.buf.Bytes(), Records: g.w.records, Tokens: g.w.total, Compactions: g.compactions, Facts: g.facts}
+	return &Session{Spec: spec, ID: id, Project: p.name, JSONL: g.w.buf.Bytes(), Records: g.w.records, Tokens: g.w.total, Compactions: g.compactions, Facts: g.facts, Probes: g.probes}
 }
 
 // gen is one session being generated.
@@ -206,6 +206,7 @@ type gen struct {
 	spec        Spec
 	w           *writer
 	facts       []Fact
+	probes      []Probe
 	compactions int
 	files       []srcFile
 	used        map[string]bool
@@ -323,6 +324,13 @@ func (g *gen) fact(f Fact) {
 	g.facts = append(g.facts, f)
 }
 
+// probe records a probe at the current position.
+func (g *gen) probe(p Probe) {
+	p.ID = fmt.Sprintf("%s/p%02d-%s", g.w.session, len(g.probes)+1, p.Kind)
+	p.At, p.Compactions = g.w.total, g.compactions
+	g.probes = append(g.probes, p)
+}
+
 func (g *gen) firstRequest() {
 	p := g.p.name
 	g.w.prompt(fmt.Sprintf("In %s (Go module example.com/%s) I want an export feature for the report command: read the ledger, group the entries by %s, and write the result to a file. Start by reading internal/report/report.go and internal/export/export.go and tell me how you would structure it.", p, p, g.v.groupBy))
@@ -354,6 +362,7 @@ func (g *gen) decision() {
 	g.w.edit(nil, "internal/rates/rates.go", "func Lookup(", fmt.Sprintf("var lookups = newLRU(%d)\n\nfunc Lookup(", g.v.cacheSize))
 	g.w.respond(text("The cache is in place."))
 	g.fact(Fact{Category: CatExtraction, Kind: "decision", Question: "What cache did the agent decide on for rate lookups, and of what size?", Expect: []string{"LRU", fmt.Sprint(g.v.cacheSize)}})
+	g.probe(Probe{Kind: ProbeDecision, Question: "What did the agent choose for caching rate lookups, and why?", Expect: []string{"LRU", fmt.Sprint(g.v.cacheSize)}, Why: []string{"without bound", "bounded cache"}})
 }
 
 func (g *gen) integration() {
@@ -381,6 +390,7 @@ func (g *gen) buildError() {
 	g.w.bash(nil, "go build ./...", "Build all packages", "", 0)
 	g.w.respond(text(fmt.Sprintf("Fixed: the call site now uses %s and the build passes.", v.fixSym)))
 	g.fact(Fact{Category: CatErrorsFixes, Kind: "build_error", Question: "What broke the build after the merge, and what fixed it?", Expect: []string{"undefined: " + v.oldSym, v.fixSym}})
+	g.probe(Probe{Kind: ProbeRecall, Question: "Which file did the build error after the merge point at?", Expect: []string{v.brokenFile}})
 }
 
 func (g *gen) newFile() {
@@ -446,6 +456,7 @@ func (g *gen) latest() {
 	g.fact(Fact{Category: CatLatestRequest, Kind: "verbatim", Question: "What is the user's latest request, word for word?", Expect: []string{req}, Verbatim: true})
 	g.w.read([]part{thinking("Streaming needs the writer and the report loop; read both.")}, "internal/export/export.go", g.files[1].src)
 	g.w.read(nil, "internal/report/report.go", g.files[0].src)
+	g.probe(Probe{Kind: ProbeContinuation, Question: "What is the agent working on, and what comes next?", Expect: []string{"stream rows"}, Next: []string{"benchmark"}})
 }
 
 func (g *gen) abstain() {

@@ -106,3 +106,15 @@ func TestCheckProbes(t *testing.T) {
 		}
 	}
 }
+
+func TestPlantedProbes(t *testing.T) {
+	for _, spec := range Suite(3, 2, QuickLengths) {
+		s := Generate(spec)
+		if len(s.Probes) != 3 {
+			t.Fatalf("%s: %d probes, want 3", s.ID, len(s.Probes))
+		}
+		if err := CheckProbes(s); err != nil {
+			t.Fatalf("%s: %v", s.ID, err)
+		}
+	}
+}

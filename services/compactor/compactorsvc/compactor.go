@@ -196,7 +196,7 @@ func (c *Compactor) compact(ctx context.Context, tenant, session string, s setti
 		TranscriptRef:   c.transcriptRef(tenant, session),
 	}
 	if rec != nil {
-		in.HasMemory, in.Notes, in.LastSummarizedID = true, rec.Notes, rec.LastSummarizedID
+		in.HasMemory, in.Notes, in.LastSummarizedID, in.Trail = true, rec.Notes, rec.LastSummarizedID, rec.Trail
 		reply.LastSummarizedID, reply.LastSummarizedSeq, reply.MemoryRevision = rec.LastSummarizedID, rec.LastSummarizedSeq, rev
 	}
 	var recs []transcript.Record

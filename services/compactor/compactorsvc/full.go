@@ -74,7 +74,8 @@ func (r refusal) Error() string { return r.reason }
 
 // fullInput is what a full compaction summarizes and keeps.
 type fullInput struct {
-	notes   string // "" when there are none (or only the empty template)
+	notes   string        // "" when there are none (or only the empty template)
+	trail   *events.Trail // the memory's trail with the summarized records folded in
 	h       *history
 	es      []memory.WindowEntry
 	from    int // the first record to summarize
@@ -106,13 +107,14 @@ func (c *Compactor) fullCompact(ctx context.Context, tenant, session string, s s
 	if err != nil {
 		return nil, nil, err
 	}
+	summary = memory.WithTrail(summary, in.trail)
 	reply, msgs := c.fullReply(s, prev, in, memory.FullCompactText(summary, in.ref, in.quoted))
 	return reply, msgs, nil
 }
 
 // fullInput reads what a full compaction summarizes and keeps.
 func (c *Compactor) fullInput(ctx context.Context, tenant, session string, s settings, prev *events.CompactReply) (fullInput, error) {
-	notes, err := c.currentNotes(ctx, tenant, session)
+	notes, trail, err := c.currentNotes(ctx, tenant, session)
 	if err != nil {
 		return fullInput{}, err
 	}
@@ -137,6 +139,7 @@ func (c *Compactor) fullInput(ctx context.Context, tenant, session string, s set
 	for _, i := range w.Quoted {
 		in.quoted = append(in.quoted, es[i].Message)
 	}
+	in.trail = foldEntries(trail, es[in.from:])
 	return in, nil
 }
 
@@ -151,7 +154,7 @@ func structuralSummary(in fullInput, threshold int64) (string, error) {
 		limit = min(limit, in.context)
 	}
 	room := limit - 1 - in.w.Tokens // padded tokens left for the summary message
-	budget := (room-1)*3/4 - memory.EstimateText(memory.FullCompactText("", in.ref, in.quoted)) - 4
+	budget := (room-1)*3/4 - memory.EstimateText(memory.FullCompactText(memory.RenderTrail(in.trail), in.ref, in.quoted)) - 6
 	if budget <= 0 {
 		return "", refusal{fmt.Sprintf("the messages kept from the latest request on hold about %d tokens, which leaves no room for a summary below %d", in.w.Tokens, limit)}
 	}
@@ -235,16 +238,29 @@ func (c *Compactor) fullReply(s settings, prev *events.CompactReply, in fullInpu
 }
 
 // currentNotes returns the session's notes when they hold more than the
-// empty template ("" otherwise).
-func (c *Compactor) currentNotes(ctx context.Context, tenant, session string) (string, error) {
+// empty template ("" otherwise), and its trail (nil when none).
+func (c *Compactor) currentNotes(ctx context.Context, tenant, session string) (string, *events.Trail, error) {
 	rec, _, err := c.readMemory(ctx, tenant, session)
 	if err != nil || rec == nil {
-		return "", err
+		return "", nil, err
 	}
 	if memory.IsEmptyTemplate(rec.Notes, orDefault(c.tenants.Get(tenant).Template)) {
-		return "", nil
+		return "", rec.Trail, nil
 	}
-	return rec.Notes, nil
+	return rec.Notes, rec.Trail, nil
+}
+
+// foldEntries folds the messages of es into trail (memory.FoldTrail by
+// their sequences; records the trail covers are skipped).
+func foldEntries(trail *events.Trail, es []memory.WindowEntry) *events.Trail {
+	msgs := make([]*events.Message, 0, len(es))
+	seqs := make([]uint64, 0, len(es))
+	for _, e := range es {
+		if e.Message != nil {
+			msgs, seqs = append(msgs, e.Message), append(seqs, e.Seq)
+		}
+	}
+	return memory.FoldTrail(trail, msgs, seqs)
 }
 
 // contextStart reads back until the history holds the platform's current

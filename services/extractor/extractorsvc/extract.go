@@ -118,6 +118,7 @@ func (w *Worker) extractPart(ctx context.Context, req request, mem events.Memory
 
 	next := mem
 	next.Notes = notes
+	next.Trail = memory.FoldTrail(mem.Trail, messagePointers(msgs), seqs)
 	if sp := memory.SafePoint(msgs); sp >= 0 && seqs[sp] > mem.LastSummarizedSeq {
 		next.LastSummarizedID, next.LastSummarizedSeq = msgs[sp].UUID, seqs[sp]
 	}
@@ -135,6 +136,15 @@ func (w *Worker) extractPart(ctx context.Context, req request, mem events.Memory
 	}
 	res.outcome, res.record, res.revision = OutcomeCompleted, next, newRev
 	return res, nil
+}
+
+// messagePointers points at each of msgs.
+func messagePointers(msgs []events.Message) []*events.Message {
+	out := make([]*events.Message, len(msgs))
+	for i := range msgs {
+		out[i] = &msgs[i]
+	}
+	return out
 }
 
 // partEnd is the index of the newest of msgs one extraction covers: the
