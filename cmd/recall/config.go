@@ -14,6 +14,7 @@ import (
 	"github.com/recallhq/recall/internal/telemetry"
 	"github.com/recallhq/recall/services/compactor/compactorsvc"
 	"github.com/recallhq/recall/services/extractor/extractorsvc"
+	"github.com/recallhq/recall/services/gateway/gatewaysvc"
 	"github.com/recallhq/recall/services/indexer/indexersvc"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 	"github.com/recallhq/recall/services/longterm/longtermsvc"
@@ -36,6 +37,7 @@ var configSpecs = []struct {
 	{"compactor", &compactorsvc.Config{}},
 	{"indexer", &indexersvc.Config{}},
 	{"longterm", &longtermsvc.Config{}},
+	{"gateway", &gatewaysvc.Config{}},
 }
 
 // configGroup is a section of `recall config`: a heading and its

@@ -9,6 +9,7 @@ import (
 	"github.com/recallhq/recall/internal/svcmain"
 	"github.com/recallhq/recall/services/compactor/compactorsvc"
 	"github.com/recallhq/recall/services/extractor/extractorsvc"
+	"github.com/recallhq/recall/services/gateway/gatewaysvc"
 	"github.com/recallhq/recall/services/indexer/indexersvc"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 	"github.com/recallhq/recall/services/longterm/longtermsvc"
@@ -23,6 +24,7 @@ func init() {
 	register(serviceCommand("compactor", "run the compactor service", compactorsvc.Run))
 	register(serviceCommand("indexer", "run the session index service", indexersvc.Run))
 	register(serviceCommand("longterm", "run the long-term memory service", longtermsvc.Run))
+	register(serviceCommand("gateway", "run the model gateway (docs/gateway.md)", gatewaysvc.Run))
 }
 
 // serviceCommand runs one service from its RECALL_* environment. It takes

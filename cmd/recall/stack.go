@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -22,6 +21,7 @@ import (
 	"github.com/recallhq/recall/internal/svcmain"
 	"github.com/recallhq/recall/services/compactor/compactorsvc"
 	"github.com/recallhq/recall/services/extractor/extractorsvc"
+	"github.com/recallhq/recall/services/gateway/gatewaysvc"
 	"github.com/recallhq/recall/services/indexer/indexersvc"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 	"github.com/recallhq/recall/services/longterm/longtermsvc"
@@ -35,7 +35,9 @@ type stackOptions struct {
 	NATSListen string // embedded server client address ("" = random loopback port)
 	NATSURL    string // external NATS instead of the embedded one
 	HTTPAddr   string // ingest HTTP edge
-	Log        *slog.Logger
+	// GatewayAddr is the model gateway's listen address ("" = no gateway).
+	GatewayAddr string
+	Log         *slog.Logger
 	// Provider, when set, is the LLM provider of the extractor and of the
 	// compactor's fallback instead of the one RECALL_LLM_* configure.
 	Provider llm.Provider
@@ -43,8 +45,9 @@ type stackOptions struct {
 
 // stack is a running in-process Recall.
 type stack struct {
-	NATSURL  string
-	HTTPAddr string
+	NATSURL     string
+	HTTPAddr    string
+	GatewayAddr string // "" when the stack runs no gateway
 	// Auth is the embedded server's authentication, nil when it serves
 	// without (no tenants configured, loopback only).
 	Auth   *upAuth
@@ -68,11 +71,12 @@ type stackConfig struct {
 	compactor compactorsvc.Config
 	indexer   indexersvc.Config
 	longterm  longtermsvc.Config
+	gateway   gatewaysvc.Config
 }
 
 func loadStackConfig() (stackConfig, error) {
 	var c stackConfig
-	for _, v := range []any{&c.prov, &c.ingest, &c.trigger, &c.extractor, &c.compactor, &c.indexer, &c.longterm} {
+	for _, v := range []any{&c.prov, &c.ingest, &c.trigger, &c.extractor, &c.compactor, &c.indexer, &c.longterm, &c.gateway} {
 		if err := envconfig.Process(svcmain.EnvPrefix, v); err != nil {
 			return c, fmt.Errorf("configuration: %w", err)
 		}
@@ -96,6 +100,11 @@ func startStack(ctx context.Context, o stackOptions) (*stack, error) {
 	}
 	if o.HTTPAddr != "" {
 		if s.HTTPAddr, err = freeAddr(o.HTTPAddr, "HTTP edge", "--http or RECALL_HTTP_ADDR"); err != nil {
+			return nil, err
+		}
+	}
+	if o.GatewayAddr != "" {
+		if s.GatewayAddr, err = freeAddr(o.GatewayAddr, "model gateway", "--gateway or RECALL_GATEWAY_ADDR"); err != nil {
 			return nil, err
 		}
 	}
@@ -133,6 +142,11 @@ func startStack(ctx context.Context, o stackOptions) (*stack, error) {
 	s.goRun(sctx, "compactor", func(ctx context.Context) error { return compactorsvc.Run(ctx, cc, o.Log.With("service", "compactor")) })
 	s.goRun(sctx, "indexer", func(ctx context.Context) error { return indexersvc.Run(ctx, xc, o.Log.With("service", "indexer")) })
 	s.goRun(sctx, "longterm", func(ctx context.Context) error { return longtermsvc.Run(ctx, lc, o.Log.With("service", "longterm")) })
+	if s.GatewayAddr != "" {
+		gc := cfg.gateway
+		gc.NATS, gc.Addr = natsCfg("recall-gateway"), s.GatewayAddr
+		s.goRun(sctx, "gateway", func(ctx context.Context) error { return gatewaysvc.Run(ctx, gc, o.Log.With("service", "gateway")) })
+	}
 	go func() { s.wg.Wait(); close(s.done) }()
 	if err := s.waitHTTP(ctx); err != nil {
 		s.Close()
@@ -319,7 +333,16 @@ func (s *stack) fail(err error) {
 
 // waitHTTP waits until the HTTP edge answers /healthz or a service failed.
 func (s *stack) waitHTTP(ctx context.Context) error {
-	if s.HTTPAddr == "" {
+	if err := s.waitHealthz(ctx, s.HTTPAddr, "the HTTP edge"); err != nil {
+		return err
+	}
+	return s.waitHealthz(ctx, s.GatewayAddr, "the model gateway")
+}
+
+// waitHealthz waits until addr answers /healthz ("" = nothing to wait
+// for) or a service failed.
+func (s *stack) waitHealthz(ctx context.Context, addr, what string) error {
+	if addr == "" {
 		return nil
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -331,7 +354,7 @@ func (s *stack) waitHTTP(ctx context.Context) error {
 			return ctx.Err()
 		default:
 		}
-		resp, err := http.Get("http://" + s.HTTPAddr + "/healthz")
+		resp, err := http.Get("http://" + addr + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -342,7 +365,7 @@ func (s *stack) waitHTTP(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	return errors.New("the HTTP edge did not come up within 30s")
+	return fmt.Errorf("%s did not come up within 30s", what)
 }
 
 // Done is closed when every service has returned.

@@ -20,6 +20,7 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("up")
 	data := fs.String("data", "./data", "JetStream file store directory of the embedded server (locked: one recall up per directory)")
 	httpAddr := fs.String("http", envOr("RECALL_HTTP_ADDR", "127.0.0.1:8080"), "HTTP edge listen address; port 0 picks a free port ($RECALL_HTTP_ADDR sets the default)")
+	gatewayAddr := fs.String("gateway", envOr("RECALL_GATEWAY_ADDR", "127.0.0.1:8090"), "model gateway listen address (docs/gateway.md); port 0 picks a free port, empty runs none ($RECALL_GATEWAY_ADDR sets the default)")
 	natsListen := fs.String("nats-listen", "127.0.0.1:4222", "client address of the embedded NATS server, for nats CLI and other processes; port 0 picks a free port")
 	natsURL := fs.String("nats-url", "", "use this external NATS instead of the embedded server")
 	verbose := fs.Bool("v", false, "log every service's records to stderr (default: to "+logFileName+" in the data directory, warnings also to stderr)")
@@ -40,7 +41,7 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer tel.Shutdown(context.Background())
-	st, err := startStack(ctx, stackOptions{DataDir: *data, NATSListen: *natsListen, NATSURL: *natsURL, HTTPAddr: *httpAddr, Log: log})
+	st, err := startStack(ctx, stackOptions{DataDir: *data, NATSListen: *natsListen, NATSURL: *natsURL, HTTPAddr: *httpAddr, GatewayAddr: *gatewayAddr, Log: log})
 	if err != nil {
 		return err
 	}
@@ -57,6 +58,9 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 // data and logs are, and what to run next.
 func printUp(w io.Writer, st *stack, data, logPath string) {
 	fmt.Fprintf(w, "Recall is up.\n  HTTP edge: http://%s  (console: http://%s/console/)\n  NATS:      %s\n", st.HTTPAddr, st.HTTPAddr, st.NATSURL)
+	if st.GatewayAddr != "" {
+		fmt.Fprintf(w, "  gateway:   http://%s  (ANTHROPIC_BASE_URL=http://%s/anthropic, OPENAI_BASE_URL=http://%s/openai/v1)\n", st.GatewayAddr, st.GatewayAddr, st.GatewayAddr)
+	}
 	printAuth(w, st.Auth)
 	logs := "on stderr (-v)"
 	if logPath != "" {

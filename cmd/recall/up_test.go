@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
@@ -12,6 +15,7 @@ import (
 	"time"
 
 	"github.com/recallhq/recall/internal/testpoll"
+	"github.com/recallhq/recall/services/gateway/gatewaytest"
 )
 
 // syncBuffer is a strings.Builder safe for a writer and a reader in two
@@ -77,6 +81,10 @@ func TestFreeAddr(t *testing.T) {
 // directory or HTTP address fails at once.
 func TestUpPortsLockAndBanner(t *testing.T) {
 	t.Setenv("RECALL_HTTP_ADDR", "127.0.0.1:0")
+	t.Setenv("RECALL_GATEWAY_ADDR", "127.0.0.1:0")
+	upstream := httptest.NewServer(gatewaytest.New(gatewaytest.Script{}))
+	defer upstream.Close()
+	t.Setenv("RECALL_GATEWAY_ANTHROPIC_URL", upstream.URL)
 	data := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	var out syncBuffer
@@ -102,7 +110,7 @@ func TestUpPortsLockAndBanner(t *testing.T) {
 			t.Errorf("banner has %q:\n%s", bad, banner)
 		}
 	}
-	for _, want := range []string{"export RECALL_NATS_URL=nats://127.0.0.1:", " RECALL_URL=http://127.0.0.1:", "recall.log"} {
+	for _, want := range []string{"export RECALL_NATS_URL=nats://127.0.0.1:", " RECALL_URL=http://127.0.0.1:", "recall.log", "gateway:   http://127.0.0.1:"} {
 		if !strings.Contains(banner, want) {
 			t.Errorf("banner lacks %q:\n%s", want, banner)
 		}
@@ -110,6 +118,7 @@ func TestUpPortsLockAndBanner(t *testing.T) {
 	if lines := strings.Count(banner, "\n"); lines > 15 {
 		t.Errorf("banner of %d lines:\n%s", lines, banner)
 	}
+	checkGatewayForwards(t, strings.Fields(banner[strings.Index(banner, "gateway:"):])[1])
 	start := time.Now()
 	err := runUp(context.Background(), []string{"--data", data, "--nats-listen", "127.0.0.1:0"}, &strings.Builder{})
 	if !errors.Is(err, errDataDirInUse) {
@@ -122,5 +131,21 @@ func TestUpPortsLockAndBanner(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("the refusals took %v", d)
+	}
+}
+
+// checkGatewayForwards sends a Messages request through the gateway at url
+// and expects the scripted upstream's answer.
+func checkGatewayForwards(t *testing.T, url string) {
+	t.Helper()
+	resp, err := http.Post(url+"/anthropic/v1/messages", "application/json",
+		strings.NewReader(`{"model":"m","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "Done.") {
+		t.Fatalf("through the gateway: %d %s", resp.StatusCode, body)
 	}
 }

@@ -50,6 +50,7 @@ var examples = map[string]string{
 	"compactor":        "RECALL_NATS_URL=nats://127.0.0.1:4222 recall compactor",
 	"indexer":          "RECALL_NATS_URL=nats://127.0.0.1:4222 recall indexer",
 	"longterm":         "RECALL_NATS_URL=nats://127.0.0.1:4222 recall longterm",
+	"gateway":          "RECALL_NATS_URL=nats://127.0.0.1:4222 recall gateway",
 }
 
 // helpFirst is the subcommand whose flags `recall <command> -h` shows for

@@ -1,6 +1,6 @@
 // Package natsperm generates the NATS permissions of Recall's users: one
 // platform user per tenant, confined to that tenant's subjects, and the
-// service users (ingest, trigger, extractor, compactor, indexer, longterm)
+// service users (ingest, trigger, extractor, compactor, indexer, longterm, gateway)
 // as a reference.
 //
 // A tenant user may:
@@ -92,7 +92,7 @@ type User struct {
 const TenantReplies = events.InboxRoot + ".*.>"
 
 // Services are the service names Service knows, in pipeline order.
-var Services = []string{"ingest", "trigger", "extractor", "compactor", "indexer", "longterm"}
+var Services = []string{"ingest", "trigger", "extractor", "compactor", "indexer", "longterm", "gateway"}
 
 // InboxPrefix is the inbox prefix of tenant's clients: "_INBOX_<tenant>".
 // Tenant ids cannot contain '.', so no tenant's prefix covers another's.
@@ -228,6 +228,14 @@ func Service(name string) (User, error) {
 		// and serves commits and memory reads.
 		pub = append([]string{notify, events.CommitSubject("*", "*")}, kv(events.BucketLTM, events.BucketLTMState, events.BucketLTMMembers, events.BucketLTMFollowers)...)
 		sub = []string{apiAll(events.VerbCommit), apiAll(events.VerbLTM)}
+	case "gateway":
+		// Stores the transcript records it captures from model traffic
+		// (a trusted producer, as ingest), keeps what it stored of each
+		// session in RECALL_GATEWAY, and asks the compactor and the
+		// memory endpoint, receiving the answers in the tenants' reply
+		// spaces.
+		pub = append([]string{transcript, apiAll(events.VerbCompact), apiAll(events.VerbMemory)}, kv(events.BucketGateway)...)
+		sub = []string{TenantReplies}
 	default:
 		return User{}, fmt.Errorf("%w %q (known: %s)", ErrUnknownService, name, strings.Join(Services, ", "))
 	}

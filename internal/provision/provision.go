@@ -156,6 +156,7 @@ func Buckets(c Config) []jetstream.KeyValueConfig {
 		{Bucket: events.BucketTriggers, Description: "trigger membership heartbeats", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
 		// A snapshot is of no use once its record aged out of the transcript.
 		{Bucket: events.BucketTriggerState, Description: "trigger state snapshots of long sessions", History: 1, Storage: c.storage(), Replicas: c.Replicas, TTL: c.TranscriptMaxAge},
+		{Bucket: events.BucketGateway, Description: "what the model gateway stored of each session (block fingerprints)", History: 1, Storage: c.storage(), Replicas: c.Replicas, TTL: c.TranscriptMaxAge},
 		{Bucket: events.BucketLTM, Description: "long-term memory documents per user and peer", History: 16, Storage: c.storage(), Replicas: c.Replicas},
 		{Bucket: events.BucketLTMMembers, Description: "long-term memory replica membership heartbeats", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
 		{Bucket: events.BucketIndexMembers, Description: "indexer replicas sharing the transcript's shards (membership heartbeats)", History: 1, Storage: c.storage(), Replicas: c.Replicas, LimitMarkerTTL: time.Second},
