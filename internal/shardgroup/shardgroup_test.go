@@ -83,8 +83,9 @@ func TestMembersShareShards(t *testing.T) {
 			t.Fatal(err)
 		}
 		gctx, cancel := context.WithCancel(ctx)
-		groups[member], cancels[member], done[member] = g, cancel, make(chan struct{})
-		go func() { defer close(done[member]); _ = g.Run(gctx) }()
+		stopped := make(chan struct{})
+		groups[member], cancels[member], done[member] = g, cancel, stopped
+		go func() { defer close(stopped); _ = g.Run(gctx) }()
 	}
 	defer func() {
 		for _, c := range cancels {
