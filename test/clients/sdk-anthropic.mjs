@@ -56,6 +56,8 @@ function history(tag, n) {
   return msgs;
 }
 
+let loop = null; // the tool loop's session and tool call ids, for the storage check
+
 const checks = {
   async "messages, not streaming"() {
     const s = `sdk-a-plain-${randomUUID()}`;
@@ -80,7 +82,7 @@ const checks = {
     return `${kinds.length} events`;
   },
 
-  async "tool loop, stored once in Recall"() {
+  async "tool loop, streaming and not"() {
     const s = `sdk-a-loop-${randomUUID()}`;
     const n = await upstreamCount();
     const c = client(s);
@@ -100,6 +102,13 @@ const checks = {
     ok(ids.length >= 2, "the scripted upstream gave fewer than 2 tool calls", { ids });
     if (messages.at(-1).role === "user") await c.messages.create({ model: MODEL, max_tokens: 256, messages });
     checkValid(await sentSince(n), "tool loop");
+    loop = { s, ids };
+    return `${ids.length} tool calls`;
+  },
+
+  async "stored once: the tool loop's calls and results in Recall's transcript"() {
+    ok(loop, "the tool loop check did not run or failed");
+    const { s, ids } = loop;
     const stored = await poll(`Recall to store the tool loop of ${s}`, 20_000, async () => {
       const recs = await exportSession(recall, s);
       if (!recs) return undefined;

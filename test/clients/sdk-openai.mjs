@@ -76,8 +76,10 @@ async function storedOnce(session, ids) {
   ok(!JSON.stringify(recs).includes(KEY), "the client's API key is in Recall's transcript");
 }
 
+const loops = {}; // each tool loop's session and call ids, for the storage checks
+
 const checks = {
-  async "chat completions tool loop, streaming and not, stored once"() {
+  async "chat completions tool loop, streaming and not"() {
     const s = `sdk-o-chat-${randomUUID()}`;
     const n = await upstreamCount();
     const c = client(s);
@@ -92,11 +94,16 @@ const checks = {
     ok(ids.length >= 2, "the scripted upstream gave fewer than 2 tool calls", { ids });
     if (messages.at(-1).role === "tool") await c.chat.completions.create({ model: MODEL, messages, tools: TOOLS_CHAT });
     checkSent(await sentSince(n), "chat");
-    await storedOnce(s, ids);
+    loops.chat = { s, ids };
     return `${ids.length} tool calls`;
   },
 
-  async "responses tool loop, streaming and not, stored once"() {
+  async "stored once: the chat tool loop in Recall's transcript"() {
+    ok(loops.chat, "the chat tool loop check did not run or failed");
+    await storedOnce(loops.chat.s, loops.chat.ids);
+  },
+
+  async "responses tool loop, streaming and not"() {
     const s = `sdk-o-resp-${randomUUID()}`;
     const n = await upstreamCount();
     const c = client(s);
@@ -112,8 +119,13 @@ const checks = {
     }
     ok(ids.length >= 2, "the scripted upstream gave fewer than 2 function calls", { ids });
     checkSent(await sentSince(n), "responses");
-    await storedOnce(s, ids);
+    loops.responses = { s, ids };
     return `${ids.length} function calls`;
+  },
+
+  async "stored once: the responses tool loop in Recall's transcript"() {
+    ok(loops.responses, "the responses tool loop check did not run or failed");
+    await storedOnce(loops.responses.s, loops.responses.ids);
   },
 
   async "responses/compact: one compaction item, no model call, round-tripped"() {

@@ -8,7 +8,8 @@
 export function isOff(suite, name) {
   const entries = (process.env.GATEWAY_CLIENTS_OFF || "").split(",").map((s) => s.trim()).filter(Boolean);
   return entries.some((e) => {
-    const [sv, prefix] = e.includes("/") ? e.split("/", 2) : [suite, e];
+    const i = e.indexOf("/");
+    const [sv, prefix] = i >= 0 ? [e.slice(0, i), e.slice(i + 1)] : [suite, e];
     return sv === suite && name.startsWith(prefix);
   });
 }
