@@ -14,6 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/recallhq/recall/internal/svcmain"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/pkg/events"
 )
@@ -80,11 +83,25 @@ func tenantValidate(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if _, err := tenantcfg.Parse(doc); err != nil {
+	lim, err := tenantCeilings()
+	if err != nil {
+		return err
+	}
+	if _, err := lim.Parse(doc); err != nil {
 		return printInvalid(stdout, err)
 	}
 	fmt.Fprintln(stdout, "valid")
 	return nil
+}
+
+// tenantCeilings are the operator's ceilings (RECALL_TENANT_MAX_*), the
+// ones the configuration API checks.
+func tenantCeilings() (tenantcfg.Ceilings, error) {
+	var lim tenantcfg.Ceilings
+	if err := envconfig.Process(svcmain.EnvPrefix+"_TENANT_MAX", &lim); err != nil {
+		return lim, fmt.Errorf("reading RECALL_TENANT_MAX_*: %w", err)
+	}
+	return lim, nil
 }
 
 // printInvalid prints every field error of an *InvalidError.
@@ -220,7 +237,11 @@ func (c *tenantClient) set(ctx context.Context, path string, stdout io.Writer) e
 
 // put validates doc locally, then stores it under ifMatch.
 func (c *tenantClient) put(ctx context.Context, doc []byte, ifMatch string, stdout io.Writer) error {
-	if _, err := tenantcfg.Parse(doc); err != nil {
+	lim, err := tenantCeilings()
+	if err != nil {
+		return err
+	}
+	if _, err := lim.Parse(doc); err != nil {
 		return printInvalid(stdout, err)
 	}
 	hdr := map[string]string{"Content-Type": "application/json"}

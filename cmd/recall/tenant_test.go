@@ -44,6 +44,31 @@ func TestTenantValidate(t *testing.T) {
 	}
 }
 
+// TestTenantValidateBounds: validate refuses what the API refuses — a
+// configuration over the size bound, a budget over the operator's ceiling
+// (RECALL_TENANT_MAX_*, read as the ingest service reads it) — naming the
+// bound.
+func TestTenantValidateBounds(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.json")
+	_ = os.WriteFile(big, []byte(`{"template": "`+strings.Repeat("t", 1100<<10)+`"}`), 0o600)
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"tenant", "validate", big}, &out); !errors.Is(err, errInvalidConfig) || !strings.Contains(out.String(), "at most 262144 allowed") {
+		t.Fatalf("a 1.1 MB configuration: %v %q", err, out.String())
+	}
+	budget := filepath.Join(dir, "budget.json")
+	_ = os.WriteFile(budget, []byte(`{"query_max_budget_tokens": 300000}`), 0o600)
+	out.Reset()
+	if err := run(context.Background(), []string{"tenant", "validate", budget}, &out); !errors.Is(err, errInvalidConfig) || !strings.Contains(out.String(), "at most 200000") {
+		t.Fatalf("a budget over the default ceiling: %v %q", err, out.String())
+	}
+	t.Setenv("RECALL_TENANT_MAX_QUERY_BUDGET_TOKENS", "400000")
+	out.Reset()
+	if err := run(context.Background(), []string{"tenant", "validate", budget}, &out); err != nil {
+		t.Fatalf("under a raised ceiling: %v %q", err, out.String())
+	}
+}
+
 // TestTenantCommands runs set, get, edit and history against a real
 // ingest service, as an operator naming the tenant.
 func TestTenantCommands(t *testing.T) {

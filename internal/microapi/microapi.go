@@ -1,10 +1,13 @@
-// Package microapi answers Recall's request-reply endpoints: JSON replies
-// (chunked when large), refusals as micro errors with an HTTP-like code and
-// an optional RFC 9457 problem document, and strict decoding of optional
-// JSON request bodies.
+// Package microapi serves Recall's request-reply endpoints: a service
+// declares its endpoint table (Service: verb, Quick or AnswerLater,
+// admission, handler) and Serve runs it, so every answer goes out one way —
+// JSON replies (chunked when large), refusals as micro errors with an
+// HTTP-like code (Error) and an optional RFC 9457 problem document — and
+// no request works on context.Background(). DecodeBody decodes optional
+// JSON request bodies strictly.
 //
-// Endpoints that answer at once call Answer with their micro.Request, so
-// micro's stats count their errors. Endpoints that answer from a goroutine
+// Quick endpoints answer at once through their micro.Request, so micro's
+// stats count their errors. Endpoints that answer from a goroutine
 // (a model call, a wait) go through Later, the one helper for them:
 // admission per tenant, the service's run context with the caller's trace,
 // panic recovery, stats and a bounded wait at shutdown. Later answers on

@@ -105,7 +105,7 @@ func TestWritePatchHistory(t *testing.T) {
 	if err != nil || e.Revision != r2 || e.Config.MinimumTokensBetweenUpdate != 0 || Bool(e.Config.SessionIndex, true) || e.Meta.Actor != "operator" {
 		t.Fatalf("after patch: %+v %v", e, err)
 	}
-	h, err := History(ctx, kv, "a")
+	h, _, err := History(ctx, kv, "a", Page{})
 	if err != nil || len(h) != 2 {
 		t.Fatalf("history %+v %v", h, err)
 	}
@@ -116,7 +116,7 @@ func TestWritePatchHistory(t *testing.T) {
 	if h[1].Actor != "operator" || h[0].Actor != "tenant" || h[0].Via != "http" || !reflect.DeepEqual(h[1].Changes, want) {
 		t.Fatalf("history %+v", h)
 	}
-	if h, err := History(ctx, kv, "nobody"); err != nil || len(h) != 0 {
+	if h, _, err := History(ctx, kv, "nobody", Page{}); err != nil || len(h) != 0 {
 		t.Fatalf("empty history %+v %v", h, err)
 	}
 }

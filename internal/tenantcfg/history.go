@@ -2,6 +2,7 @@ package tenantcfg
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,40 +15,110 @@ import (
 	"github.com/recallhq/recall/pkg/events"
 )
 
-// History returns tenant's revisions kept in kv (RECALL_CONFIG keeps the
-// last 64), oldest first: when each was written, by whom (for revisions
-// written through Write), and the fields it changed from the revision
-// before it — all of its fields for the oldest kept. A tenant without any
-// revision gets none and no error. Revisions that are not valid
+// Page selects a page of a tenant's history: the newest Limit revisions
+// older than Before (0: from the newest), whose answer takes at most
+// MaxBytes of JSON. A zero Limit or MaxBytes takes its default; larger
+// ones are capped (MaxHistoryLimit, MaxHistoryBytes).
+type Page struct {
+	Before   uint64
+	Limit    int
+	MaxBytes int
+}
+
+// Bounds of a history page.
+const (
+	DefaultHistoryLimit = 16
+	MaxHistoryLimit     = 64
+	MaxHistoryBytes     = 1 << 20
+)
+
+func (p Page) resolved() Page {
+	if p.Limit <= 0 {
+		p.Limit = DefaultHistoryLimit
+	}
+	if p.MaxBytes <= 0 {
+		p.MaxBytes = MaxHistoryBytes
+	}
+	p.Limit, p.MaxBytes = min(p.Limit, MaxHistoryLimit), min(p.MaxBytes, MaxHistoryBytes)
+	return p
+}
+
+// History returns a page of tenant's revisions kept in kv (RECALL_CONFIG
+// keeps the last 64), oldest first: when each was written, by whom (for
+// revisions written through Write), and the fields it changed from the
+// revision before it — all of its fields for the oldest kept. next, when
+// not 0, is the Before of the page of older revisions. A tenant without
+// any revision gets none and no error. Revisions that are not valid
 // configurations (written around the API) are diffed as the JSON they
 // hold.
-func History(ctx context.Context, kv jetstream.KeyValue, tenant string) ([]events.ConfigRevision, error) {
-	es, err := kv.History(ctx, events.ConfigKey(tenant))
+//
+// The read is bounded: the revisions are listed without their values,
+// then the page's values are read one at a time, newest first, until the
+// page holds Limit revisions or its answer would pass MaxBytes (the
+// newest is always answered) — so a read holds at most about MaxBytes
+// and two values, whatever the tenant stored.
+func History(ctx context.Context, kv jetstream.KeyValue, tenant string, p Page) (revs []events.ConfigRevision, next uint64, err error) {
+	p = p.resolved()
+	key := events.ConfigKey(tenant)
+	metas, err := kv.History(ctx, key, jetstream.MetaOnly())
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return []events.ConfigRevision{}, nil
+		return []events.ConfigRevision{}, 0, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the history of %s in %s: %w", tenant, events.BucketConfig, err)
+		return nil, 0, fmt.Errorf("reading the history of %s in %s: %w", tenant, events.BucketConfig, err)
 	}
-	out := make([]events.ConfigRevision, 0, len(es))
-	var prev map[string]json.RawMessage
-	for _, e := range es {
-		r := events.ConfigRevision{Revision: e.Revision(), At: e.Created().UTC(), Op: "put"}
-		var cur map[string]json.RawMessage
-		if e.Operation() == jetstream.KeyValuePut {
-			var meta *events.ConfigMeta
-			cur, meta = leaves(e.Value())
-			if meta != nil {
-				r.Actor, r.Via = meta.Actor, meta.Via
-			}
-		} else {
-			r.Op = "delete"
+	if p.Before > 0 {
+		i, _ := slices.BinarySearchFunc(metas, p.Before, func(e jetstream.KeyValueEntry, rev uint64) int { return cmp.Compare(e.Revision(), rev) })
+		metas = metas[:i]
+	}
+	val := func(i int) (map[string]json.RawMessage, *events.ConfigMeta, error) {
+		if i < 0 || metas[i].Operation() != jetstream.KeyValuePut {
+			return nil, nil, nil
 		}
-		r.Changes = Diff(prev, cur)
-		prev = cur
-		out = append(out, r)
+		e, err := kv.GetRevision(ctx, key, metas[i].Revision())
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading revision %d of %s: %w", metas[i].Revision(), tenant, err)
+		}
+		cur, meta := leaves(e.Value())
+		return cur, meta, nil
 	}
-	return out, nil
+	out := []events.ConfigRevision{}
+	size := 0
+	i := len(metas) - 1
+	cur, meta, err := val(i)
+	for ; i >= 0 && len(out) < p.Limit; i-- {
+		if err != nil {
+			return nil, 0, err
+		}
+		prev, prevMeta, perr := val(i - 1)
+		r := revision(metas[i], meta, prev, cur)
+		b, _ := json.Marshal(r)
+		if len(out) > 0 && size+len(b) > p.MaxBytes {
+			break
+		}
+		size += len(b)
+		out = append(out, r)
+		cur, meta, err = prev, prevMeta, perr
+	}
+	slices.Reverse(out)
+	if i >= 0 {
+		next = out[0].Revision
+	}
+	return out, next, nil
+}
+
+// revision describes entry e holding cur (written by meta), whose
+// predecessor held prev.
+func revision(e jetstream.KeyValueEntry, meta *events.ConfigMeta, prev, cur map[string]json.RawMessage) events.ConfigRevision {
+	r := events.ConfigRevision{Revision: e.Revision(), At: e.Created().UTC(), Op: "put"}
+	if e.Operation() != jetstream.KeyValuePut {
+		r.Op = "delete"
+	}
+	if meta != nil {
+		r.Actor, r.Via = meta.Actor, meta.Via
+	}
+	r.Changes = Diff(prev, cur)
+	return r
 }
 
 // leaves flattens a stored value into its leaf fields by JSON path, and

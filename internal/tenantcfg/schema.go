@@ -24,9 +24,9 @@ var fieldDocs = map[string]string{
 	"TenantConfig.tool_calls_between_updates":     "Tool calls since the last extraction that allow one inside a tool loop (0: RECALL_TOOL_CALLS_BETWEEN_UPDATES, 3).",
 	"TenantConfig.session_index":                  "Gate: the session index (names, summaries, tags, questions) on or off (default on).",
 	"TenantConfig.min_new_user_messages":          "User requests after the last indexing that make a turn end index the session again (0: 5).",
-	"TenantConfig.query_max_budget_tokens":        "Most session tokens one question or resolve request sends to the model (0: the indexer's RECALL_QUERY_MAX_BUDGET_TOKENS, 50,000).",
+	"TenantConfig.query_max_budget_tokens":        "Most session tokens one question or resolve request sends to the model (0: the indexer's RECALL_QUERY_MAX_BUDGET_TOKENS, 50,000). At most the operator's ceiling RECALL_TENANT_MAX_QUERY_BUDGET_TOKENS (default 200,000); a larger value is refused.",
 	"TenantConfig.memory_policy":                  "Default long-term memory policy of sessions that carry none (unset: self memory on, peer memory off, every type).",
-	"TenantConfig.custom_memory_types":            "The tenant's own long-term memory types, added to the built-in ones.",
+	"TenantConfig.custom_memory_types":            "The tenant's own long-term memory types, added to the built-in ones; at most the operator's ceiling RECALL_TENANT_MAX_CUSTOM_MEMORY_TYPES (default 32).",
 	"TenantConfig.template":                       "Replaces the default session-memory template (markdown).",
 	"TenantConfig.prompt":                         "Replaces the default extraction prompt; {{currentNotes}} and {{notesPath}} are substituted.",
 	"TenantConfig.context_management":             "Default context editing, for compactions that carry none and for edit requests (unset: compactions edit nothing; edit requests use clear_tool_uses with the API's defaults).",
@@ -76,7 +76,7 @@ func Schema() []byte {
 	s["$schema"] = "https://json-schema.org/draft/2020-12/schema"
 	s["$id"] = SchemaID
 	s["title"] = "Recall tenant configuration"
-	s["description"] = "A tenant's live configuration (RECALL_CONFIG; GET/PUT/PATCH /v1/config). Unset fields take the service defaults. See docs/tenant-config.md."
+	s["description"] = "A tenant's live configuration (RECALL_CONFIG; GET/PUT/PATCH /v1/config). Unset fields take the service defaults. At most RECALL_TENANT_MAX_CONFIG_BYTES (default 262,144 bytes of JSON). See docs/tenant-config.md."
 	b, _ := json.MarshalIndent(s, "", "  ")
 	return append(b, '\n')
 }

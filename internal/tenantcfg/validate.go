@@ -46,8 +46,12 @@ func invalid(errs []events.ConfigFieldError) error {
 // `recall tenant validate` and the services watching RECALL_CONFIG. It
 // reports every problem it finds, each with the JSON path of its field
 // (unknown fields, wrong JSON types, then the checks of Validate); the
-// error is an *InvalidError.
-func Parse(doc []byte) (events.TenantConfig, error) {
+// error is an *InvalidError. It applies DefaultCeilings (Ceilings.Parse
+// applies others).
+func Parse(doc []byte) (events.TenantConfig, error) { return DefaultCeilings.Parse(doc) }
+
+// parse is Parse without the checks of Validate.
+func parse(doc []byte) (events.TenantConfig, error) {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()
 	var v any
@@ -71,7 +75,7 @@ func Parse(doc []byte) (events.TenantConfig, error) {
 	if err := strict.Decode(&c); err != nil {
 		return events.TenantConfig{}, invalid([]events.ConfigFieldError{{Field: "", Error: err.Error()}})
 	}
-	return c, Validate(c)
+	return c, nil
 }
 
 var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
@@ -171,8 +175,12 @@ func join(path, name string) string {
 }
 
 // Validate checks a decoded configuration's values and returns an
-// *InvalidError listing every invalid field, or nil.
-func Validate(c events.TenantConfig) error {
+// *InvalidError listing every invalid field, or nil; the ceilings are
+// DefaultCeilings (Ceilings.Validate applies others).
+func Validate(c events.TenantConfig) error { return DefaultCeilings.Validate(c) }
+
+// validate is Validate without the ceilings.
+func validate(c events.TenantConfig) error {
 	var errs []events.ConfigFieldError
 	add := func(field, msg string) { errs = append(errs, events.ConfigFieldError{Field: field, Error: msg}) }
 	for _, n := range []struct {

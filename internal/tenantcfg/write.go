@@ -38,7 +38,9 @@ func Decode(b []byte) (events.TenantConfig, *events.ConfigMeta, error) {
 		delete(members, metaMember)
 		b, _ = json.Marshal(members)
 	}
-	c, err := Parse(b)
+	// What is stored was checked against the ceilings when it was
+	// written; readers cap bounded values at use.
+	c, err := unbounded.Parse(b)
 	return c, meta, err
 }
 
@@ -91,12 +93,15 @@ func Read(ctx context.Context, kv jetstream.KeyValue, tenant string) (Entry, err
 // as tenant's configuration in kv with meta (At set to now when zero),
 // under pre (ErrRevisionMismatch when it does not hold). It returns the
 // new revision; services watching the bucket apply it within a round trip.
+// The ceilings are DefaultCeilings (Ceilings.Write applies others).
 func Write(ctx context.Context, kv jetstream.KeyValue, tenant string, c events.TenantConfig, meta events.ConfigMeta, pre Precondition) (uint64, error) {
+	return DefaultCeilings.Write(ctx, kv, tenant, c, meta, pre)
+}
+
+// write is Write of a validated configuration.
+func write(ctx context.Context, kv jetstream.KeyValue, tenant string, c events.TenantConfig, meta events.ConfigMeta, pre Precondition) (uint64, error) {
 	if err := events.ValidateID(tenant); err != nil {
 		return 0, fmt.Errorf("tenant: %w", err)
-	}
-	if err := Validate(c); err != nil {
-		return 0, err
 	}
 	if meta.At.IsZero() {
 		meta.At = time.Now().UTC()
@@ -136,8 +141,14 @@ func Write(ctx context.Context, kv jetstream.KeyValue, tenant string, c events.T
 // the stored revision must be that one; otherwise the revision read is
 // the precondition, and a concurrent change makes Patch read and apply
 // the patch again (a few times, then ErrRevisionMismatch). It returns
-// the entry written.
+// the entry written. The ceilings are DefaultCeilings (Ceilings.Patch
+// applies others).
 func Patch(ctx context.Context, kv jetstream.KeyValue, tenant string, patch []byte, meta events.ConfigMeta, pre Precondition) (Entry, error) {
+	return DefaultCeilings.Patch(ctx, kv, tenant, patch, meta, pre)
+}
+
+// Patch is the package's Patch under l.
+func (l Ceilings) Patch(ctx context.Context, kv jetstream.KeyValue, tenant string, patch []byte, meta events.ConfigMeta, pre Precondition) (Entry, error) {
 	if meta.At.IsZero() {
 		meta.At = time.Now().UTC()
 	}
@@ -154,12 +165,12 @@ func Patch(ctx context.Context, kv jetstream.KeyValue, tenant string, patch []by
 		if err != nil {
 			return Entry{}, invalid([]events.ConfigFieldError{{Field: "", Error: err.Error()}})
 		}
-		c, err := Parse(merged)
+		c, err := l.Parse(merged)
 		if err != nil {
 			return Entry{}, err
 		}
 		at := Precondition{Revision: cur.Revision, None: cur.Revision == 0}
-		rev, err := Write(ctx, kv, tenant, c, meta, at)
+		rev, err := l.Write(ctx, kv, tenant, c, meta, at)
 		if !errors.Is(err, ErrRevisionMismatch) || pre.Revision > 0 || pre.None || pre.Exists {
 			return Entry{Revision: rev, Config: c, Meta: &meta}, err
 		}

@@ -21,8 +21,8 @@ const (
 	// ConfigOpPatch applies a JSON merge patch (RFC 7396) to it
 	// (ConfigWrite → ConfigReply).
 	ConfigOpPatch = "patch"
-	// ConfigOpHistory lists the stored revisions (no body →
-	// ConfigHistory).
+	// ConfigOpHistory lists a page of the stored revisions (an optional
+	// ConfigHistoryRequest → ConfigHistory).
 	ConfigOpHistory = "history"
 )
 
@@ -91,9 +91,20 @@ type ConfigRevision struct {
 	Changes []ConfigChange `json:"changes"`
 }
 
-// ConfigHistory answers ConfigOpHistory: the kept revisions, oldest first.
-// RECALL_CONFIG keeps the last 64 of each tenant.
+// ConfigHistoryRequest asks for a page of the history (HTTP: ?before=
+// and ?limit=): the newest Limit revisions (default 16, at most 64) older
+// than Before (0: from the newest).
+type ConfigHistoryRequest struct {
+	Before uint64 `json:"before,omitempty"`
+	Limit  int    `json:"limit,omitempty"`
+}
+
+// ConfigHistory answers ConfigOpHistory: a page of the kept revisions,
+// oldest first, of at most 1 MiB of JSON. RECALL_CONFIG keeps the last
+// 64 of each tenant. Next, when not 0, is the Before of the page of older
+// revisions.
 type ConfigHistory struct {
 	Tenant    string           `json:"tenant"`
 	Revisions []ConfigRevision `json:"revisions"`
+	Next      uint64           `json:"next,omitempty"`
 }

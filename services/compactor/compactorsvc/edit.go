@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go/micro"
-
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -135,24 +133,22 @@ func (c *Compactor) editKept(ctx context.Context, tenant string, own *events.Con
 	return nil
 }
 
-// serveEdit answers recall.api.edit.<tenant>.<session> like serve answers
-// compactions: validated at once, then computed and answered by answer.
-func (h *handler) serveEdit(req micro.Request) {
-	tenant, session, ok := events.SplitSessionSubject(req.Subject())
-	if !ok {
-		_ = req.Error("400", "subject must be recall.api.edit.<tenant>.<session> with valid ids", nil)
-		return
-	}
-	r, err := events.DecodeEditRequest(req.Data())
+// checkEdit decodes an edit request into r.Value.
+func checkEdit(_ context.Context, r *microapi.Request) *microapi.Error {
+	e, err := events.DecodeEditRequest(r.Data)
 	if err != nil {
-		_ = req.Error("400", err.Error(), nil)
-		return
+		return microapi.Fail(400, "%v", err)
 	}
-	h.answer(req, events.VerbEdit, tenant, func(ctx context.Context) (any, *microapi.Error) {
-		reply, err := h.c.Edit(ctx, tenant, session, r)
-		if err != nil {
-			return nil, microapi.Fail(500, "%v", err)
-		}
-		return encode(reply)
-	})
+	r.Value = e
+	return nil
+}
+
+// edit answers recall.api.edit.<tenant>.<session> like compact answers
+// compactions.
+func (h *handler) edit(ctx context.Context, r microapi.Request) (any, *microapi.Error) {
+	reply, err := h.c.Edit(ctx, r.Tenant, r.Session, r.Value.(events.EditRequest))
+	if err != nil {
+		return nil, microapi.Fail(500, "%v", err)
+	}
+	return encode(reply)
 }

@@ -25,13 +25,11 @@ import (
 	"time"
 
 	jsoniter "github.com/json-iterator/go"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/recallhq/recall/internal/lifecycle"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/microapi"
-	"github.com/recallhq/recall/internal/replyspace"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/pkg/events"
 )
@@ -79,7 +77,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	h := &handler{c: c, log: log, adm: microapi.NewAdmission(cfg.TenantConcurrency, cfg.Concurrency, time.Second),
 		later: microapi.NewLater(ctx, life.NC, log, inflightGrace)}
-	svc, err := h.service(life.NC)
+	svc, err := h.service()
 	if err != nil {
 		return err
 	}
@@ -107,27 +105,18 @@ func fullCompactProvider(cfg Config, log *slog.Logger) (llm.Provider, error) {
 	return p, nil
 }
 
-// service registers the micro service with the compact and edit endpoints.
-func (h *handler) service(nc *nats.Conn) (micro.Service, error) {
-	svc, err := micro.AddService(nc, micro.Config{
-		Name:        ServiceName,
-		Version:     "1.0.0",
-		Description: "Recall compaction from session memory",
-		// Compactions are answered from goroutines: their outcomes are
-		// counted by h.later and shown as each endpoint's stats data.
-		StatsHandler: h.later.Stats,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("adding micro service: %w", err)
-	}
-	for verb, serve := range map[string]micro.HandlerFunc{events.VerbCompact: h.serve, events.VerbEdit: h.serveEdit} {
-		g := svc.AddGroup(events.SubjectAPIRoot + "." + verb)
-		if err := g.AddEndpoint(verb, replyspace.Guard(h.log, serve), micro.WithEndpointSubject("*.*")); err != nil {
-			_ = svc.Stop()
-			return nil, fmt.Errorf("adding %s endpoint: %w", verb, err)
-		}
-	}
-	return svc, nil
+// service registers the micro service from its endpoint table: compact
+// and edit, both checked at once (a malformed request is a 400 through
+// micro) and answered later under h.adm (429 when the tenant has its
+// share in flight, 503 when the replica is full, both with Retry-After)
+// through h.later, which sends the result as a (chunked when large) JSON
+// reply; a panic answers 500.
+func (h *handler) service() (micro.Service, error) {
+	return microapi.Serve(h.later, microapi.Service{Name: ServiceName, Description: "Recall compaction from session memory",
+		Endpoints: []microapi.Endpoint{
+			{Verb: events.VerbCompact, Mode: microapi.AnswerLater, Admission: h.adm, Check: checkCompact, Handle: h.compact},
+			{Verb: events.VerbEdit, Mode: microapi.AnswerLater, Admission: h.adm, Check: checkEdit, Handle: h.edit},
+		}})
 }
 
 // handler adapts micro requests to the Compactor, one goroutine per
@@ -140,33 +129,25 @@ type handler struct {
 	later *microapi.Later
 }
 
-func (h *handler) serve(req micro.Request) {
-	tenant, session, ok := events.SplitSessionSubject(req.Subject())
-	if !ok {
-		_ = req.Error("400", "subject must be recall.api.compact.<tenant>.<session> with valid ids", nil)
-		return
-	}
-	r, err := events.DecodeCompactRequest(req.Data())
+// checkCompact decodes a compaction request into r.Value.
+func checkCompact(_ context.Context, r *microapi.Request) *microapi.Error {
+	c, err := events.DecodeCompactRequest(r.Data)
 	if err != nil {
-		_ = req.Error("400", err.Error(), nil)
-		return
+		return microapi.Fail(400, "%v", err)
 	}
-	h.answer(req, events.VerbCompact, tenant, func(ctx context.Context) (any, *microapi.Error) {
-		reply := h.c.Compact(ctx, tenant, session, r)
-		data, aerr := encode(reply)
-		if aerr != nil || r.Preview {
-			return data, aerr
-		}
-		return microapi.Then{Reply: data, After: func() { h.c.Announce(ctx, tenant, session, reply) }}, nil
-	})
+	r.Value = c
+	return nil
 }
 
-// answer runs work under the admission bounds (429 when the tenant has its
-// share in flight, 503 when the replica is full, both with Retry-After)
-// through h.later, which sends its result as a (chunked when large) JSON
-// reply; a panic answers 500.
-func (h *handler) answer(req micro.Request, verb, tenant string, work microapi.Work) {
-	h.later.Go(req, verb, h.adm, tenant, work)
+// compact answers a compaction; the announcement follows the answer.
+func (h *handler) compact(ctx context.Context, r microapi.Request) (any, *microapi.Error) {
+	req := r.Value.(events.CompactRequest)
+	reply := h.c.Compact(ctx, r.Tenant, r.Session, req)
+	data, aerr := encode(reply)
+	if aerr != nil || req.Preview {
+		return data, aerr
+	}
+	return microapi.Then{Reply: data, After: func() { h.c.Announce(ctx, r.Tenant, r.Session, reply) }}, nil
 }
 
 // encode encodes a reply with replyJSON.

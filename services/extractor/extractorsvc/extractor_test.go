@@ -14,6 +14,7 @@ import (
 
 	"github.com/recallhq/recall/internal/extraction"
 	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/internal/parked"
 	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/internal/transcript"
@@ -231,7 +232,7 @@ func TestFencedCommitDiscardsTheLoser(t *testing.T) {
 func TestMemoryEndpoint(t *testing.T) {
 	e := newEnv(t)
 	kv, _ := e.js.KeyValue(context.Background(), events.BucketMemory)
-	svc, err := serveMemoryAPI(e.nc, kv, slog.Default())
+	svc, err := serveMemoryAPI(microapi.NewLater(context.Background(), e.nc, slog.Default(), 0), kv)
 	if err != nil {
 		t.Fatal(err)
 	}

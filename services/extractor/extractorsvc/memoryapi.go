@@ -2,18 +2,14 @@ package extractorsvc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/recallhq/recall/internal/replyspace"
+	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/internal/store"
-	"github.com/recallhq/recall/pkg/chunked"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -24,55 +20,32 @@ const ServiceName = "recall-extractor"
 // recall.api.memory.<tenant>.<session>.
 const MemoryEndpointSubject = events.SubjectAPIRoot + "." + events.VerbMemory + ".*.*"
 
-// memoryAPI answers VerbMemory with the session's events.MemoryReply; memory
-// documents can be large, so replies use the chunked protocol. A session
-// without memory is a 404 micro error.
-type memoryAPI struct {
-	nc *nats.Conn
-	kv jetstream.KeyValue
+// memoryEndpoint answers VerbMemory with the session's
+// events.MemoryReply: one KV read, answered at once (within 10 s);
+// memory documents can be large, so replies are chunked. A session
+// without memory is a 404.
+func memoryEndpoint(kv jetstream.KeyValue) microapi.Endpoint {
+	return microapi.Endpoint{Verb: events.VerbMemory, Subject: MemoryEndpointSubject, Mode: microapi.Quick, Timeout: 10 * time.Second,
+		Handle: func(ctx context.Context, r microapi.Request) (any, *microapi.Error) {
+			key := events.MemoryKey(r.Tenant, r.Session)
+			e, err := kv.Get(ctx, key)
+			if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+				return nil, microapi.Fail(404, "session %s has no memory yet", r.Session)
+			}
+			if err != nil {
+				return nil, microapi.Fail(503, "reading memory: %v", err)
+			}
+			rec, err := store.DecodeMemory(key, e.Revision(), e.Value())
+			if err != nil {
+				return nil, microapi.Fail(500, "%v", err)
+			}
+			return events.MemoryReply{Key: key, Revision: e.Revision(), Record: rec}, nil
+		}}
 }
 
-func (a *memoryAPI) Handle(req micro.Request) {
-	tenant, session, ok := events.SplitSessionSubject(req.Subject())
-	if !ok {
-		_ = req.Error("400", "subject must be "+events.SubjectAPIRoot+"."+events.VerbMemory+".<tenant>.<session>", nil)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	key := events.MemoryKey(tenant, session)
-	e, err := a.kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		_ = req.Error("404", "session "+session+" has no memory yet", nil)
-		return
-	}
-	if err != nil {
-		_ = req.Error("503", "reading memory: "+err.Error(), nil)
-		return
-	}
-	rec, err := store.DecodeMemory(key, e.Revision(), e.Value())
-	if err != nil {
-		_ = req.Error("500", err.Error(), nil)
-		return
-	}
-	reply := events.MemoryReply{Key: key, Revision: e.Revision(), Record: rec}
-	b, _ := json.Marshal(reply)
-	_ = chunked.Respond(a.nc, req.Reply(), nats.Header{"Content-Type": []string{"application/json"}}, b)
-}
-
-// serveMemoryAPI adds the micro service with the memory endpoint on nc.
-func serveMemoryAPI(nc *nats.Conn, kv jetstream.KeyValue, log *slog.Logger) (micro.Service, error) {
-	svc, err := micro.AddService(nc, micro.Config{
-		Name:        ServiceName,
-		Version:     "1.0.0",
-		Description: "Recall extractor: session memory documents",
-	})
-	if err != nil {
-		return nil, err
-	}
-	if err := svc.AddEndpoint(events.VerbMemory, replyspace.Guard(log, &memoryAPI{nc: nc, kv: kv}), micro.WithEndpointSubject(MemoryEndpointSubject)); err != nil {
-		_ = svc.Stop()
-		return nil, err
-	}
-	return svc, nil
+// serveMemoryAPI adds the micro service with the memory endpoint on
+// later's connection; the caller stops the service, then later.
+func serveMemoryAPI(later *microapi.Later, kv jetstream.KeyValue) (micro.Service, error) {
+	return microapi.Serve(later, microapi.Service{Name: ServiceName, Description: "Recall extractor: session memory documents",
+		Endpoints: []microapi.Endpoint{memoryEndpoint(kv)}})
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/recallhq/recall/internal/lifecycle"
 	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/pkg/events"
 )
@@ -65,11 +66,13 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return nil // ctx is done: stopped while starting
 	}
-	svc, err := serveMemoryAPI(life.NC, kv, log)
+	later := microapi.NewLater(ctx, life.NC, log, 0)
+	svc, err := serveMemoryAPI(later, kv)
 	if err != nil {
 		return fmt.Errorf("starting the memory endpoint: %w", err)
 	}
 	life.Adopt(svc)
+	life.Await(later)
 	if err := w.ServeSharing(svc); err != nil {
 		return fmt.Errorf("serving work sharing: %w", err)
 	}

@@ -11,13 +11,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/recallhq/recall/internal/microapi"
-	"github.com/recallhq/recall/internal/replyspace"
 	"github.com/recallhq/recall/pkg/events"
-	"github.com/recallhq/recall/pkg/events/natsce"
 )
 
 // ServiceName is the indexer's micro service.
@@ -28,68 +25,38 @@ type apiError = microapi.Error
 
 var fail = microapi.Fail
 
-// serve adds the micro service with the index endpoints. Requests work
-// under ctx (the service's lifetime: stopping cancels them) and their own
-// deadline. The expensive endpoints answer later (microapi.Later) under
-// x.admit: a tenant with TenantRequests in flight is refused 429, a
-// replica with Requests in flight 503, both with Retry-After
-// (docs/sessions.md). The lifecycle adopts the service and awaits later,
-// so the connection drains only after the answers in flight.
+// serve adds the micro service with the index endpoints, from one
+// endpoint table (internal/microapi). Requests work under ctx (the
+// service's lifetime: stopping cancels them) and their own deadline. The
+// index read answers at once (one KV read, within Timeout); the expensive
+// endpoints answer later under x.admit: a tenant with TenantRequests in
+// flight is refused 429, a replica with Requests in flight 503, both with
+// Retry-After (docs/sessions.md). The lifecycle adopts the service and
+// awaits later, so the connection drains only after the answers in flight.
 func (x *Indexer) serve(ctx context.Context, log *slog.Logger) (micro.Service, *microapi.Later, error) {
 	later := microapi.NewLater(ctx, x.nc, log, 0)
-	svc, err := micro.AddService(x.nc, micro.Config{
-		Name:         ServiceName,
-		Version:      "1.0.0",
-		Description:  "Recall indexer: session index, references and questions to past sessions",
-		StatsHandler: later.Stats,
-	})
+	type fn = func(ctx context.Context, tenant, session string, body []byte) (any, *apiError)
+	handle := func(f fn) microapi.Handler {
+		return func(ctx context.Context, r microapi.Request) (any, *apiError) {
+			return f(ctx, r.Tenant, r.Session, r.Data)
+		}
+	}
+	slow := func(verb string, f fn) microapi.Endpoint {
+		return microapi.Endpoint{Verb: verb, Mode: microapi.AnswerLater, Admission: x.admit, Handle: handle(f)}
+	}
+	svc, err := microapi.Serve(later, microapi.Service{Name: ServiceName,
+		Description: "Recall indexer: session index, references and questions to past sessions",
+		Endpoints: []microapi.Endpoint{
+			{Verb: events.VerbIndex, Mode: microapi.Quick, Timeout: x.cfg.Timeout, Handle: handle(x.apiIndex)},
+			slow(events.VerbSessions, x.apiSessions),
+			slow(events.VerbReindex, x.apiReindex),
+			slow(events.VerbResolve, x.apiResolve),
+			slow(events.VerbQuery, x.apiQuery),
+		}})
 	if err != nil {
 		return nil, nil, err
 	}
-	type endpoint struct {
-		verb string
-		// quick endpoints answer in the handler (micro counts their
-		// errors); slow ones answer from a goroutine under admission
-		// (later counts them).
-		quick bool
-		fn    func(ctx context.Context, tenant, session string, body []byte) (any, *apiError)
-	}
-	for _, e := range []endpoint{
-		{events.VerbIndex, true, x.apiIndex},
-		{events.VerbSessions, false, x.apiSessions},
-		{events.VerbReindex, false, x.apiReindex},
-		{events.VerbResolve, false, x.apiResolve},
-		{events.VerbQuery, false, x.apiQuery},
-	} {
-		h := micro.HandlerFunc(func(req micro.Request) {
-			tenant, session, ok := events.SplitSessionSubject(req.Subject())
-			if !ok {
-				_ = req.Error("400", "subject must be "+events.APISubject(e.verb, "<tenant>", "<session>"), nil)
-				return
-			}
-			if e.quick {
-				qctx, cancel := context.WithTimeout(natsce.Extract(ctx, nats.Header(req.Headers())), x.cfg.Timeout)
-				defer cancel()
-				res, aerr := e.fn(qctx, tenant, session, req.Data())
-				x.answer(req.Reply(), res, aerr, req)
-				return
-			}
-			data := req.Data()
-			later.Go(req, e.verb, x.admit, tenant, func(ctx context.Context) (any, *apiError) {
-				return e.fn(ctx, tenant, session, data)
-			})
-		})
-		if err := svc.AddEndpoint(e.verb, replyspace.Guard(log, h), micro.WithEndpointSubject(events.APISubject(e.verb, "*", "*"))); err != nil {
-			_ = svc.Stop()
-			return nil, nil, err
-		}
-	}
 	return svc, later, nil
-}
-
-// answer replies with res or aerr (internal/microapi).
-func (x *Indexer) answer(reply string, res any, aerr *apiError, req micro.Request) {
-	microapi.Answer(x.nc, x.log, reply, res, aerr, req)
 }
 
 var decodeBody = microapi.DecodeBody

@@ -10,6 +10,7 @@ import (
 	"github.com/recallhq/recall/internal/llm/prices"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/tenantcfg"
 )
 
 // LLMConfig is llm.Config under a name that can be embedded beside
@@ -44,6 +45,10 @@ type Config struct {
 	TenantRequests       int   `envconfig:"INDEX_TENANT_REQUESTS" default:"4" desc:"reindex, resolve and query requests one tenant may have in flight on a replica (429 with Retry-After beyond)"`
 	Requests             int   `envconfig:"INDEX_REQUESTS" default:"16" desc:"reindex, resolve and query requests in flight on a replica, all tenants (503 with Retry-After beyond)"`
 	ReadBatch            int   `envconfig:"INDEX_READ_BATCH" default:"32" desc:"transcript records fetched per round trip on the indexer's read connection"`
+	// TenantMax caps what tenants set (RECALL_TENANT_MAX_*, the same
+	// variables the configuration API refuses values over): a stored
+	// query_max_budget_tokens above the ceiling is capped at use.
+	TenantMax tenantcfg.Ceilings `envconfig:"TENANT_MAX"`
 
 	// Provider, when set, is used instead of building one from LLMConfig
 	// (tests).

@@ -203,10 +203,11 @@ func referencedSessions(text string) []string {
 }
 
 // budgetCap is the most session tokens one request of tenant sends to the
-// model: the tenant's query_max_budget_tokens, else the service's.
+// model: the tenant's query_max_budget_tokens (at most the operator's
+// ceiling, also for a value stored around the API), else the service's.
 func (x *Indexer) budgetCap(tenant string) int64 {
 	if n := x.tenants.Get(tenant).QueryMaxBudgetTokens; n > 0 {
-		return n
+		return min(n, x.cfg.TenantMax.Resolved().QueryBudgetTokens)
 	}
 	return x.cfg.QueryMaxBudgetTokens
 }

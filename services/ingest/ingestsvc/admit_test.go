@@ -180,28 +180,28 @@ func TestNATSEndpointTenantShare(t *testing.T) {
 	later := microapi.NewLater(context.Background(), nc, slog.Default(), 0)
 	h := NewNATSHandler(later, NewIngester(js, testLayout, 1<<20, 5*time.Second), Limits{MaxEventBytes: 1 << 20, MaxBatchEvents: 100, MaxBodyBytes: 8 << 20}, 8)
 	h.tenantShare(1)
-	svc, err := micro.AddService(nc, micro.Config{Name: "ingest-share-test", Version: "1.0.0"})
+	svc, err := microapi.Serve(later, microapi.Service{Name: "ingest-share-test", Endpoints: []microapi.Endpoint{h.endpoint()}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer svc.Stop()
-	if err := svc.AddEndpoint(events.VerbIngest, h, micro.WithEndpointSubject(IngestEndpointSubject)); err != nil {
-		t.Fatal(err)
-	}
+	// Requesters reply in their tenant's reply space (internal/replyspace).
+	ncA, _ := s.Connect(t, nats.CustomInboxPrefix(events.InboxPrefix("acme")))
+	ncB, _ := s.Connect(t, nats.CustomInboxPrefix(events.InboxPrefix("beta")))
 	first := make(chan *nats.Msg, 1)
 	go func() {
-		m, _ := nc.Request(events.APISubject(events.VerbIngest, "acme", "s1"), mustMarshal(t, structured("a1", "s1")), 5*time.Second)
+		m, _ := ncA.Request(events.APISubject(events.VerbIngest, "acme", "s1"), mustMarshal(t, structured("a1", "s1")), 5*time.Second)
 		first <- m
 	}()
 	deadline := time.Now().Add(5 * time.Second)
 	for published.Load() == 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	m, err := nc.Request(events.APISubject(events.VerbIngest, "acme", "s1"), mustMarshal(t, structured("a2", "s1")), 5*time.Second)
+	m, err := ncA.Request(events.APISubject(events.VerbIngest, "acme", "s1"), mustMarshal(t, structured("a2", "s1")), 5*time.Second)
 	if err != nil || m.Header.Get(micro.ErrorCodeHeader) != "429" || m.Header.Get("Retry-After") != "1" {
 		t.Fatalf("acme's second request: %v %+v", err, m)
 	}
-	m, err = nc.Request(events.APISubject(events.VerbIngest, "beta", "s1"), mustMarshal(t, structured("b1", "s1")), 5*time.Second)
+	m, err = ncB.Request(events.APISubject(events.VerbIngest, "beta", "s1"), mustMarshal(t, structured("b1", "s1")), 5*time.Second)
 	if err != nil || m.Header.Get(micro.ErrorCodeHeader) != "" {
 		t.Fatalf("beta's request: %v %+v", err, m)
 	}

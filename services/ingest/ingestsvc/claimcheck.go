@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -23,6 +24,7 @@ import (
 type BlobStore interface {
 	GetInfo(ctx context.Context, name string, opts ...jetstream.GetObjectInfoOpt) (*jetstream.ObjectInfo, error)
 	PutBytes(ctx context.Context, name string, data []byte) (*jetstream.ObjectInfo, error)
+	Delete(ctx context.Context, name string) error
 }
 
 // claimChecker stores the bodies of events over inline bytes in an Object
@@ -31,6 +33,17 @@ type claimChecker struct {
 	store   BlobStore
 	inline  int
 	timeout time.Duration
+	// records reads a stored record when a claim-checked event turns out
+	// a duplicate (a connection apart from publishing: records can be
+	// large); nil keeps the objects of duplicates.
+	records *nats.Conn
+	log     *slog.Logger
+}
+
+// blob is the object a request stored for one of its events.
+type blob struct {
+	name    string
+	created bool // this request wrote it (it was not there before)
 }
 
 // errStubTooLarge is the result error of an event whose attributes alone
@@ -57,10 +70,11 @@ func msgSize(m *nats.Msg) int {
 // name already: a re-sent event) and returns the stub record to publish in
 // its place. The object is stored before the stub is returned, so a
 // published stub never names a missing object. Errors wrap errBlobNotStored
-// (retry) or are errStubTooLarge (permanent).
-func (c *claimChecker) check(ctx context.Context, tenant string, s *events.Session, m *nats.Msg) (*nats.Msg, error) {
+// (retry) or are errStubTooLarge (permanent). The blob says which object
+// the stub names.
+func (c *claimChecker) check(ctx context.Context, tenant string, s *events.Session, m *nats.Msg) (*nats.Msg, blob, error) {
 	if c == nil || msgSize(m) <= c.inline {
-		return m, nil
+		return m, blob{}, nil
 	}
 	data := m.Data
 	sum := sha256.Sum256(data)
@@ -75,28 +89,74 @@ func (c *claimChecker) check(ctx context.Context, tenant string, s *events.Sessi
 	cc.SetOn(&stub)
 	out := natsce.NewMsg(m.Subject, &stub)
 	if msgSize(out) > c.inline {
-		return nil, errStubTooLarge
+		return nil, blob{}, errStubTooLarge
 	}
-	if err := c.put(ctx, cc.Object, data, sum); err != nil {
-		return nil, err
+	created, err := c.put(ctx, cc.Object, data, sum)
+	if err != nil {
+		return nil, blob{}, err
 	}
-	return out, nil
+	return out, blob{name: cc.Object, created: created}, nil
 }
 
 // put stores data under name, within the publish timeout, unless an object
-// with the same digest is there already.
-func (c *claimChecker) put(ctx context.Context, name string, data []byte, sum [sha256.Size]byte) error {
+// with the same digest is there already; created says it stored it.
+func (c *claimChecker) put(ctx context.Context, name string, data []byte, sum [sha256.Size]byte) (created bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	info, err := c.store.GetInfo(ctx, name)
 	switch {
 	case err == nil && info.Digest == "SHA-256="+base64.URLEncoding.EncodeToString(sum[:]):
-		return nil
+		return false, nil
 	case err != nil && !errors.Is(err, jetstream.ErrObjectNotFound):
-		return fmt.Errorf("%w: reading object %s of %s: %v", errBlobNotStored, name, events.BucketBlobs, err)
+		return false, fmt.Errorf("%w: reading object %s of %s: %v", errBlobNotStored, name, events.BucketBlobs, err)
 	}
 	if _, err := c.store.PutBytes(ctx, name, data); err != nil {
-		return fmt.Errorf("%w: storing object %s in %s: %v", errBlobNotStored, name, events.BucketBlobs, err)
+		return false, fmt.Errorf("%w: storing object %s in %s: %v", errBlobNotStored, name, events.BucketBlobs, err)
 	}
-	return nil
+	return true, nil
+}
+
+// dropDuplicate removes the object b a request stored for an event that
+// JetStream answered as a duplicate of the record at seq in stream: a
+// duplicate stores nothing. The object stays when this request did not
+// create it (an earlier record may name it) or when the stored record
+// names it (a concurrent request with the same body); when the record
+// cannot be read it stays too, logged — a leak until the session's erase
+// or max age, never a record naming a missing object.
+func (c *claimChecker) dropDuplicate(ctx context.Context, stream string, seq uint64, b blob) {
+	if c == nil || c.records == nil || !b.created {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	named, err := c.storedObject(ctx, stream, seq)
+	if err == nil && named != b.name {
+		err = c.store.Delete(ctx, b.name)
+	}
+	if err != nil {
+		c.log.WarnContext(ctx, "kept the claim-check object of a duplicate event", "object", b.name, "stream", stream, "seq", seq, "err", err)
+	}
+}
+
+// storedObject returns the object the record at seq in stream names (""
+// for a record stored whole or one that is gone).
+func (c *claimChecker) storedObject(ctx context.Context, stream string, seq uint64) (string, error) {
+	req, _ := json.Marshal(map[string]uint64{"seq": seq})
+	m, err := c.records.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+stream, req)
+	if err != nil {
+		return "", fmt.Errorf("reading record %d of %s: %w", seq, stream, err)
+	}
+	switch st := m.Header.Get("Status"); st {
+	case "":
+	case "404":
+		return "", nil
+	default:
+		return "", fmt.Errorf("reading record %d of %s: status %s %s", seq, stream, st, m.Header.Get("Description"))
+	}
+	e, err := natsce.Decode(m.Header, m.Data)
+	if err != nil {
+		return "", fmt.Errorf("decoding record %d of %s: %w", seq, stream, err)
+	}
+	cc, _, _ := events.ClaimCheckOf(&e)
+	return cc.Object, nil
 }

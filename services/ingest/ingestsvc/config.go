@@ -22,6 +22,7 @@ import (
 	"github.com/recallhq/recall/internal/llm/prices"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/tenantcfg"
 )
 
 // Config configures the ingest service (environment variables RECALL_*).
@@ -65,6 +66,10 @@ type Config struct {
 	// RECALL_INDEX_PRICES once and the console's costs agree with the
 	// indexer's.
 	Prices string `envconfig:"INDEX_PRICES" desc:"USD per million input:output tokens by model, e.g. \"claude-haiku-4-5=1:5,gpt-4o-mini=0.15:0.6\" (added to the built-in table)"`
+	// TenantMax are the ceilings of what a tenant may configure
+	// (RECALL_TENANT_MAX_*): the configuration API refuses a value over
+	// one.
+	TenantMax tenantcfg.Ceilings `envconfig:"TENANT_MAX"`
 	// Erase configures the erase of sessions and users (RECALL_ERASE_*).
 	Erase erase.Config
 	// Retention configures the sweeper of tenants' retention

@@ -31,9 +31,11 @@ type ConfigAPI struct {
 	limits Limits
 }
 
-// NewConfigAPI returns the configuration API over js.
-func NewConfigAPI(js jetstream.JetStream, auth *Auth, limits Limits) *ConfigAPI {
-	return &ConfigAPI{ops: configOps{js: js}, auth: auth, limits: limits}
+// NewConfigAPI returns the configuration API over js; history pages are
+// read over bulk (a connection of its own), writes are checked against
+// lim.
+func NewConfigAPI(js, bulk jetstream.JetStream, lim tenantcfg.Ceilings, auth *Auth, limits Limits) *ConfigAPI {
+	return &ConfigAPI{ops: configOps{js: js, bulk: bulk, lim: lim}, auth: auth, limits: limits}
 }
 
 // Register adds the configuration routes to mux.
@@ -70,8 +72,8 @@ func (a *ConfigAPI) begin(w http.ResponseWriter, r *http.Request, route string) 
 		writeProblem(w, newProblem(ProblemInvalidBody, http.StatusBadRequest, "tenant: "+err.Error()))
 		return "", "", nil, false
 	}
-	lane := calls
-	if r.Method == http.MethodGet {
+	lane := calls // writes and history pages (up to 1 MiB each)
+	if route == "GET /v1/config" {
 		lane = reads
 	}
 	release, ok = admit(r.Context(), w, a.limits.adm.lane(lane), tenant, route)
@@ -96,9 +98,24 @@ func (a *ConfigAPI) history(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	var req events.ConfigHistoryRequest
+	q := r.URL.Query()
+	for _, v := range []struct {
+		name string
+		to   func(uint64)
+	}{{"before", func(n uint64) { req.Before = n }}, {"limit", func(n uint64) { req.Limit = int(min(n, 1<<20)) }}} {
+		if s := q.Get(v.name); s != "" {
+			n, err := strconv.ParseUint(s, 10, 64)
+			if err != nil {
+				writeProblem(w, newProblem(ProblemInvalidBody, http.StatusBadRequest, v.name+" must be a whole number"))
+				return
+			}
+			v.to(n)
+		}
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), configTimeout)
 	defer cancel()
-	res, p := a.ops.history(ctx, tenant)
+	res, p := a.ops.history(ctx, tenant, req)
 	if p != nil {
 		writeConfigProblem(w, p)
 		return
@@ -134,9 +151,12 @@ func (a *ConfigAPI) write(op string) http.HandlerFunc {
 
 // readBody reads a JSON request body within the limits; when it cannot,
 // it has answered.
+// A configuration is at most the ceiling's ConfigBytes: a larger body is
+// refused with 413 naming it.
 func (a *ConfigAPI) readBody(w http.ResponseWriter, r *http.Request, tenant, route string) ([]byte, bool) {
-	if r.ContentLength > a.limits.MaxBodyBytes {
-		writeProblem(w, newProblem(ProblemTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is %d bytes, at most %d allowed", r.ContentLength, a.limits.MaxBodyBytes)))
+	limit := min(a.limits.MaxBodyBytes, int64(a.ops.lim.Resolved().ConfigBytes))
+	if r.ContentLength > limit {
+		writeProblem(w, newProblem(ProblemTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is %d bytes, at most %d allowed (RECALL_TENANT_MAX_CONFIG_BYTES)", r.ContentLength, limit)))
 		return nil, false
 	}
 	release, ok := a.limits.adm.admitBody(r.Context(), w, r, tenant, route)
@@ -145,7 +165,7 @@ func (a *ConfigAPI) readBody(w http.ResponseWriter, r *http.Request, tenant, rou
 	}
 	defer release()
 	a.limits.setBodyDeadline(w)
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.limits.MaxBodyBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		if p := readProblem(err); p != nil {
 			writeProblem(w, p.Problem)

@@ -2,15 +2,12 @@ package ingestsvc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats.go/micro"
 
 	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/internal/tenantcfg"
@@ -51,12 +48,20 @@ func configProblem(err error) *events.Problem {
 }
 
 // configOps serves the configuration operations of HTTP and NATS alike.
+// History reads on bulk, a connection of its own (its pages can be large),
+// so they cannot get the connection that publishes events disconnected;
+// writes are checked against lim.
 type configOps struct {
-	js jetstream.JetStream
+	js, bulk jetstream.JetStream
+	lim      tenantcfg.Ceilings
 }
 
 func (o configOps) kv(ctx context.Context) (jetstream.KeyValue, *events.Problem) {
-	kv, err := o.js.KeyValue(ctx, events.BucketConfig)
+	return openConfig(ctx, o.js)
+}
+
+func openConfig(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, *events.Problem) {
+	kv, err := js.KeyValue(ctx, events.BucketConfig)
 	if err != nil {
 		return nil, configProblem(fmt.Errorf("opening %s: %w", events.BucketConfig, err))
 	}
@@ -87,9 +92,9 @@ func (o configOps) write(ctx context.Context, tenant, op string, doc []byte, met
 	var e tenantcfg.Entry
 	var err error
 	if op == events.ConfigOpPatch {
-		e, err = tenantcfg.Patch(ctx, kv, tenant, doc, meta, pre)
-	} else if e.Config, err = tenantcfg.Parse(doc); err == nil {
-		e.Revision, err = tenantcfg.Write(ctx, kv, tenant, e.Config, meta, pre)
+		e, err = o.lim.Patch(ctx, kv, tenant, doc, meta, pre)
+	} else if e.Config, err = o.lim.Parse(doc); err == nil {
+		e.Revision, err = o.lim.Write(ctx, kv, tenant, e.Config, meta, pre)
 	}
 	if err != nil {
 		return events.ConfigReply{}, configProblem(err)
@@ -97,67 +102,89 @@ func (o configOps) write(ctx context.Context, tenant, op string, doc []byte, met
 	return events.ConfigReply{Tenant: tenant, Revision: e.Revision, Config: e.Config, Meta: &meta}, nil
 }
 
-// history lists tenant's kept revisions.
-func (o configOps) history(ctx context.Context, tenant string) (events.ConfigHistory, *events.Problem) {
-	kv, p := o.kv(ctx)
+// history lists a page of tenant's kept revisions (tenantcfg.History:
+// bounded in revisions and bytes), read on the bulk connection.
+func (o configOps) history(ctx context.Context, tenant string, req events.ConfigHistoryRequest) (events.ConfigHistory, *events.Problem) {
+	kv, p := openConfig(ctx, o.bulk)
 	if p != nil {
 		return events.ConfigHistory{}, p
 	}
-	h, err := tenantcfg.History(ctx, kv, tenant)
+	h, next, err := tenantcfg.History(ctx, kv, tenant, tenantcfg.Page{Before: req.Before, Limit: req.Limit})
 	if err != nil {
 		return events.ConfigHistory{}, configProblem(err)
 	}
-	return events.ConfigHistory{Tenant: tenant, Revisions: h}, nil
+	return events.ConfigHistory{Tenant: tenant, Revisions: h, Next: next}, nil
 }
 
-// configHandler serves the NATS configuration endpoint: the tenant comes
-// from the subject (NATS permissions let a tenant user request its own
-// only), the actor is that tenant. Errors are micro errors whose code is
-// the HTTP status (400, 412, 422, 503, 504) with a events.Problem as data.
-func configHandler(js jetstream.JetStream, log *slog.Logger) micro.HandlerFunc {
-	ops := configOps{js: js}
-	return func(req micro.Request) {
-		tenant, op, ok := events.SplitSessionSubject(req.Subject())
-		if !ok {
-			answerConfig(req, log, nil, newProblem(ProblemInvalidBody, http.StatusBadRequest,
-				"subject must be "+events.SubjectAPIRoot+"."+events.VerbConfig+".<tenant>.<get|put|patch|history>"))
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), configTimeout)
-		defer cancel()
-		switch op {
-		case events.ConfigOpGet:
-			res, p := ops.get(ctx, tenant)
-			answerConfig(req, log, res, p)
-		case events.ConfigOpHistory:
-			res, p := ops.history(ctx, tenant)
-			answerConfig(req, log, res, p)
-		case events.ConfigOpPut, events.ConfigOpPatch:
-			var w events.ConfigWrite
-			if aerr := microapi.DecodeBody(req.Data(), &w); aerr != nil || len(w.Config) == 0 {
-				answerConfig(req, log, nil, newProblem(ProblemInvalidBody, http.StatusBadRequest,
-					`the body must be {"config": {…}, "if_revision": N, "if_none": false}`))
-				return
+// configEndpoint is the NATS configuration endpoint: the tenant comes from
+// the subject (NATS permissions let a tenant user request its own only),
+// the actor is that tenant. It answers later, admitted per tenant in the
+// HTTP edge's lanes (reads: get; calls: history pages, put and patch), so a
+// tenant's requests over NATS and HTTP share one bound. Errors are micro
+// errors whose code is the HTTP status (400, 412, 422, 429, 503, 504) with
+// an events.Problem as data; large history pages are chunked.
+func configEndpoint(ops configOps, adm *Admission) microapi.Endpoint {
+	return microapi.Endpoint{Verb: events.VerbConfig, Subject: ConfigEndpointSubject, Usage: "<get|put|patch|history>",
+		Mode: microapi.AnswerLater,
+		Lane: func(r microapi.Request) *microapi.Admission {
+			if r.Session == events.ConfigOpGet {
+				return adm.lane(reads)
 			}
-			meta := events.ConfigMeta{Actor: events.ConfigActorTenant, Via: "nats"}
-			res, p := ops.write(ctx, tenant, op, w.Config, meta, tenantcfg.Precondition{Revision: w.IfRevision, None: w.IfNone})
-			answerConfig(req, log, res, p)
-		default:
-			answerConfig(req, log, nil, newProblem(ProblemInvalidBody, http.StatusBadRequest,
-				fmt.Sprintf("unknown operation %q (get, put, patch, history)", op)))
-		}
+			return adm.lane(calls)
+		},
+		Check: checkConfig,
+		Handle: func(ctx context.Context, r microapi.Request) (any, *microapi.Error) {
+			res, p := ops.serve(ctx, r)
+			return res, configError(p)
+		},
 	}
 }
 
-func answerConfig(req micro.Request, log *slog.Logger, res any, p *events.Problem) {
-	var aerr *microapi.Error
-	if p != nil {
-		aerr = &microapi.Error{Code: p.Status, Msg: p.Detail, Problem: p}
+// checkConfig refuses a malformed configuration request at once and keeps
+// its decoded body in r.Value.
+func checkConfig(_ context.Context, r *microapi.Request) *microapi.Error {
+	switch r.Session {
+	case events.ConfigOpGet:
+	case events.ConfigOpHistory:
+		var h events.ConfigHistoryRequest
+		if aerr := microapi.DecodeBody(r.Data, &h); aerr != nil {
+			return configError(newProblem(ProblemInvalidBody, http.StatusBadRequest, aerr.Msg))
+		}
+		r.Value = h
+	case events.ConfigOpPut, events.ConfigOpPatch:
+		var w events.ConfigWrite
+		if aerr := microapi.DecodeBody(r.Data, &w); aerr != nil || len(w.Config) == 0 {
+			return configError(newProblem(ProblemInvalidBody, http.StatusBadRequest,
+				`the body must be {"config": {…}, "if_revision": N, "if_none": false}`))
+		}
+		r.Value = w
+	default:
+		return configError(newProblem(ProblemInvalidBody, http.StatusBadRequest,
+			fmt.Sprintf("unknown operation %q (get, put, patch, history)", r.Session)))
 	}
-	if aerr == nil {
-		b, _ := json.Marshal(res)
-		_ = req.Respond(b, micro.WithHeaders(micro.Headers{"Content-Type": []string{"application/json"}}))
-		return
+	return nil
+}
+
+// serve runs a configuration request over NATS checked by checkConfig,
+// within configTimeout.
+func (o configOps) serve(ctx context.Context, r microapi.Request) (any, *events.Problem) {
+	ctx, cancel := context.WithTimeout(ctx, configTimeout)
+	defer cancel()
+	switch r.Session {
+	case events.ConfigOpGet:
+		return o.get(ctx, r.Tenant)
+	case events.ConfigOpHistory:
+		return o.history(ctx, r.Tenant, r.Value.(events.ConfigHistoryRequest))
 	}
-	microapi.Answer(nil, log, req.Reply(), nil, aerr, req)
+	w := r.Value.(events.ConfigWrite)
+	meta := events.ConfigMeta{Actor: events.ConfigActorTenant, Via: "nats"}
+	return o.write(ctx, r.Tenant, r.Session, w.Config, meta, tenantcfg.Precondition{Revision: w.IfRevision, None: w.IfNone})
+}
+
+// configError is the micro error of p (nil for nil).
+func configError(p *events.Problem) *microapi.Error {
+	if p == nil {
+		return nil
+	}
+	return &microapi.Error{Code: p.Status, Msg: p.Detail, Problem: p}
 }

@@ -2,7 +2,6 @@ package ingestsvc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,10 +12,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/recallhq/recall/internal/erase"
 	"github.com/recallhq/recall/internal/export"
+	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/pkg/events"
 )
@@ -231,25 +232,26 @@ func (a *DataAPI) writeExport(w http.ResponseWriter, v any, err error, notFound 
 	}
 }
 
-// eraseHandler serves the NATS erase endpoint: the tenant and the
-// session come from the subject (NATS permissions confine a tenant user
-// to its own); the reply is the events.EraseReceipt, or a micro error
-// with the HTTP status and a Problem.
-func eraseHandler(e *erase.Eraser) micro.HandlerFunc {
-	return func(req micro.Request) {
-		tenant, session, ok := events.SplitSessionSubject(req.Subject())
-		if !ok {
-			respondProblem(req, newProblem(ProblemInvalidBody, http.StatusBadRequest, "subject must be "+events.SubjectAPIRoot+"."+events.VerbErase+".<tenant>.<session>"))
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), eraseTimeout)
-		defer cancel()
-		rec, err := e.Session(ctx, tenant, session, erase.Actor{})
-		if err != nil {
-			respondProblem(req, eraseProblem(err))
-			return
-		}
-		b, _ := json.Marshal(rec)
-		_ = req.Respond(b, micro.WithHeaders(micro.Headers{"Content-Type": []string{"application/json"}}))
-	}
+// eraseEndpoint is the NATS erase endpoint: the tenant and the session
+// come from the subject (NATS permissions confine a tenant user to its
+// own); the reply is the events.EraseReceipt, or a micro error with the
+// HTTP status and a Problem. An erase (a drain, purges: up to
+// eraseTimeout) answers later, admitted per tenant in adm (the HTTP
+// edge's lane of erases), under the service's run context with the
+// caller's trace and a span of its own; shutdown awaits it.
+func eraseEndpoint(e *erase.Eraser, adm *microapi.Admission, tracer trace.Tracer) microapi.Endpoint {
+	return microapi.Endpoint{Verb: events.VerbErase, Subject: EraseEndpointSubject, Mode: microapi.AnswerLater, Admission: adm,
+		Handle: func(ctx context.Context, r microapi.Request) (any, *microapi.Error) {
+			ctx, span := tracer.Start(ctx, "erase "+events.SubjectAPIRoot+"."+events.VerbErase, trace.WithSpanKind(trace.SpanKindServer),
+				trace.WithAttributes(attribute.String("recall.tenant", r.Tenant), attribute.String("recall.session", r.Session)))
+			defer span.End()
+			ctx, cancel := context.WithTimeout(ctx, eraseTimeout)
+			defer cancel()
+			rec, err := e.Session(ctx, r.Tenant, r.Session, erase.Actor{})
+			if err != nil {
+				span.RecordError(err)
+				return nil, problemError(eraseProblem(err))
+			}
+			return rec, nil
+		}}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -82,9 +83,12 @@ func NewIngester(js Publisher, layout events.Layout, maxEventBytes int, publishT
 // over inlineBytes by claim check: its body goes to store (the
 // events.BucketBlobs Object Store) and the record is a stub naming it.
 // Without it such events are published whole (and refused by the server
-// when over its max_payload). Call it before in serves requests.
-func (in *Ingester) UseClaimCheck(store BlobStore, inlineBytes int) {
-	in.claim = &claimChecker{store: store, inline: inlineBytes, timeout: in.publishTimeout}
+// when over its max_payload). An event answered as a duplicate stores
+// nothing: the object its request stored is removed again, once the
+// record JetStream kept was read on records (a connection apart from
+// publishing; nil keeps such objects). Call it before in serves requests.
+func (in *Ingester) UseClaimCheck(store BlobStore, inlineBytes int, records *nats.Conn, log *slog.Logger) {
+	in.claim = &claimChecker{store: store, inline: inlineBytes, timeout: in.publishTimeout, records: records, log: log}
 }
 
 func attrSets(key string, values ...string) map[string]metric.AddOption {
@@ -135,6 +139,10 @@ type pending struct {
 	// first wait that blocks); expired once it fired.
 	timer   *time.Timer
 	expired bool
+	// blobs are the objects stored for claim-checked events, by index;
+	// streams the streams their acknowledgements came from.
+	blobs   map[int]blob
+	streams map[int]string
 	// stopped holds the sessions (transcript subjects) whose claim check
 	// failed: their later events in the request are not attempted.
 	stopped map[string]bool
@@ -201,7 +209,10 @@ func (in *Ingester) submit(ctx context.Context, tenant, session string, items []
 			p.results[i] = EventResult{Index: i, ID: s.Event.ID(), Status: http.StatusServiceUnavailable, Error: errNotAttempted.Error()}
 			continue
 		}
-		m, err := in.claim.check(ctx, tenant, s, natsce.NewMsg(subject, &s.Event))
+		m, b, err := in.claim.check(ctx, tenant, s, natsce.NewMsg(subject, &s.Event))
+		if b.name != "" {
+			p.blob(i, b)
+		}
 		if err != nil {
 			p.results[i] = claimFailure(i, s.Event.ID(), err)
 			if errors.Is(err, errBlobNotStored) {
@@ -315,7 +326,10 @@ func (p *pending) wait(ctx context.Context) []EventResult {
 			}
 			continue
 		}
-		p.resolve(f, r)
+		p.resolve(f, r, i)
+		if b, ok := p.blobs[i]; ok && r.Duplicate {
+			p.in.claim.dropDuplicate(ctx, p.streams[i], r.Seq, b)
+		}
 		if j, ok := p.next[i]; ok && r.Accepted() {
 			m := p.held[j]
 			delete(p.held, j)
@@ -327,10 +341,10 @@ func (p *pending) wait(ctx context.Context) []EventResult {
 
 // resolve completes r from its acknowledgement, waiting at most until the
 // request's publish timeout.
-func (p *pending) resolve(f jetstream.PubAckFuture, r *EventResult) {
+func (p *pending) resolve(f jetstream.PubAckFuture, r *EventResult, i int) {
 	select {
 	case ack := <-f.Ok():
-		r.Seq, r.Duplicate = ack.Sequence, ack.Duplicate
+		p.acked(i, r, ack)
 		return
 	case err := <-f.Err():
 		r.Status, r.Error = http.StatusServiceUnavailable, "storing: "+err.Error()
@@ -346,13 +360,29 @@ func (p *pending) resolve(f jetstream.PubAckFuture, r *EventResult) {
 	}
 	select {
 	case ack := <-f.Ok():
-		r.Seq, r.Duplicate = ack.Sequence, ack.Duplicate
+		p.acked(i, r, ack)
 	case err := <-f.Err():
 		r.Status, r.Error = http.StatusServiceUnavailable, "storing: "+err.Error()
 	case <-p.timer.C:
 		p.expired = true
 		r.Status, r.Error = http.StatusServiceUnavailable, errAckTimeout.Error()
 	}
+}
+
+// acked completes r, event i's result, from its acknowledgement.
+func (p *pending) acked(i int, r *EventResult, ack *jetstream.PubAck) {
+	r.Seq, r.Duplicate = ack.Sequence, ack.Duplicate
+	if _, ok := p.blobs[i]; ok {
+		p.streams[i] = ack.Stream
+	}
+}
+
+// blob records the object stored for event i.
+func (p *pending) blob(i int, b blob) {
+	if p.blobs == nil {
+		p.blobs, p.streams = map[int]blob{}, map[int]string{}
+	}
+	p.blobs[i] = b
 }
 
 // settle counts the request's outcomes and ends the events' spans.

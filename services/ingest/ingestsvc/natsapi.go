@@ -5,12 +5,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
@@ -63,54 +61,59 @@ func (h *NATSHandler) tenantShare(n int) {
 	h.adm = microapi.NewAdmission(n, h.maxInFlight, time.Second)
 }
 
-// Handle implements micro.Handler. The body is one structured CloudEvent
-// (a JSON object), a batch (a JSON array of them), or a binary-mode event
-// (ce-* headers, JSON body). The reply is a Response, or a micro error whose
-// code is the HTTP status the edge would return (400, 403, 413, 207, 503)
-// with a Problem as data.
-func (h *NATSHandler) Handle(req micro.Request) {
+// endpoint is the NATS ingest endpoint's entry of the endpoint table. The
+// body is one structured CloudEvent (a JSON object), a batch (a JSON array
+// of them), or a binary-mode event (ce-* headers, JSON body). The reply is
+// a Response, or a micro error whose code is the HTTP status the edge
+// would return (400, 403, 413, 207, 429, 503) with a Problem as data.
+//
+// A body that does not decode is refused at once. A slot is taken before
+// anything is published: when every slot awaits acknowledgements
+// (JetStream is slow or down), the request is refused at once with a 503
+// and nothing of it is stored, rather than queued in the subscription's
+// buffer, where it would wait unseen and finally be dropped as a slow
+// consumer's message. The events are published in arrival order, in the
+// handler; their acknowledgements are awaited later.
+func (h *NATSHandler) endpoint() microapi.Endpoint {
+	return microapi.Endpoint{Verb: events.VerbIngest, Subject: IngestEndpointSubject, Mode: microapi.AnswerLater,
+		Admission: h.adm,
+		Check: func(ctx context.Context, r *microapi.Request) *microapi.Error {
+			items, p := h.decode(r.Header, r.Data)
+			if p != nil {
+				h.in.reject(ctx, p.reason(), 1)
+				return problemError(p.Problem)
+			}
+			r.Value = items
+			return nil
+		},
+		Shape: func(r microapi.Request, aerr *microapi.Error) *microapi.Error {
+			return h.refusal(h.later.Context(r.Header), aerr, len(r.Value.([]item)))
+		},
+		Start: h.start,
+	}
+}
+
+// start publishes a request's events and returns the wait for their
+// acknowledgements.
+func (h *NATSHandler) start(ctx context.Context, r microapi.Request) (microapi.Work, *microapi.Error) {
 	start := time.Now()
-	hdr := nats.Header(req.Headers())
-	ctx, span := h.in.tracer.Start(h.later.Context(hdr), "ingest "+events.SubjectAPIRoot+"."+events.VerbIngest, trace.WithSpanKind(trace.SpanKindServer))
-	tenant, session, ok := events.SplitSessionSubject(req.Subject())
-	if !ok {
-		h.in.reject(ctx, "invalid_body", 1)
-		respondProblem(req, newProblem(ProblemInvalidBody, http.StatusBadRequest,
-			fmt.Sprintf("subject %q must be %s.<tenant>.<session> with ids of A-Z a-z 0-9 - _", req.Subject(), events.SubjectAPIRoot+"."+events.VerbIngest)))
-		span.End()
-		return
-	}
-	span.SetAttributes(attribute.String("recall.tenant", tenant), attribute.String("recall.session", session))
-	items, p := h.decode(hdr, req.Data())
-	if p != nil {
-		h.in.reject(ctx, p.reason(), 1)
-		respondProblem(req, p.Problem)
-		span.End()
-		return
-	}
-	// A slot is taken before anything is published: when every slot awaits
-	// acknowledgements (JetStream is slow or down), the request is refused
-	// at once with a 503 and nothing of it is stored, rather than queued in
-	// the subscription's buffer, where it would wait unseen and finally be
-	// dropped as a slow consumer's message.
-	t, ok := h.later.Admit(req, events.VerbIngest, h.adm, tenant, func(aerr *microapi.Error) *microapi.Error {
-		return h.refusal(ctx, aerr, len(items))
-	})
-	if !ok {
-		span.End()
-		return
-	}
-	pend := h.in.submit(ctx, tenant, session, items)
-	t.Go(func(context.Context) (any, *microapi.Error) {
+	ctx, span := h.in.tracer.Start(ctx, "ingest "+events.SubjectAPIRoot+"."+events.VerbIngest, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("recall.tenant", r.Tenant), attribute.String("recall.session", r.Session)))
+	pend := h.in.submit(ctx, r.Tenant, r.Session, r.Value.([]item))
+	return func(context.Context) (any, *microapi.Error) {
 		defer span.End()
 		defer h.in.observe(ctx, "nats", start)
 		status, body := summarize(pend.wait(ctx))
 		if status != http.StatusAccepted {
-			p := body.(*events.Problem)
-			return nil, &microapi.Error{Code: p.Status, Msg: p.Detail, Problem: p}
+			return nil, problemError(body.(*events.Problem))
 		}
 		return body, nil
-	})
+	}, nil
+}
+
+// problemError is the micro error of p.
+func problemError(p *events.Problem) *microapi.Error {
+	return &microapi.Error{Code: p.Status, Msg: p.Detail, Problem: p}
 }
 
 // refusal is the answer to a request admission refused, nothing of it
@@ -155,10 +158,6 @@ func (h *NATSHandler) decode(hdr nats.Header, body []byte) ([]item, *problemReas
 	}
 	return nil, &problemReason{newProblem(ProblemInvalidBody, http.StatusBadRequest,
 		"body must be a structured CloudEvent (JSON object), a batch (JSON array), or a binary-mode event (ce-* headers)"), "invalid_body"}
-}
-
-func respondProblem(req micro.Request, p *events.Problem) {
-	_ = req.Error(strconv.Itoa(p.Status), p.Detail, mustJSON(p), micro.WithHeaders(micro.Headers{"Content-Type": []string{MediaProblem}}))
 }
 
 // isBinary reports whether hdr carries a binary-mode CloudEvent (a

@@ -27,7 +27,8 @@ import (
 // the subscription's buffer.
 func TestNATSEndpointShedsWhenEverySlotWaits(t *testing.T) {
 	s := natstest.Start(t)
-	nc, _ := s.Connect(t)
+	// The requester replies in acme's reply space (internal/replyspace).
+	nc, _ := s.Connect(t, nats.CustomInboxPrefix(events.InboxPrefix("acme")))
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -45,14 +46,11 @@ func TestNATSEndpointShedsWhenEverySlotWaits(t *testing.T) {
 	defer sub.Unsubscribe()
 	later := microapi.NewLater(context.Background(), nc, slog.Default(), 0)
 	h := NewNATSHandler(later, NewIngester(js, testLayout, 1<<20, 5*time.Second), Limits{MaxEventBytes: 1 << 20, MaxBatchEvents: 100, MaxBodyBytes: 8 << 20}, 1)
-	svc, err := micro.AddService(nc, micro.Config{Name: "ingest-shed-test", Version: "1.0.0"})
+	svc, err := microapi.Serve(later, microapi.Service{Name: "ingest-shed-test", Endpoints: []microapi.Endpoint{h.endpoint()}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer svc.Stop()
-	if err := svc.AddEndpoint(events.VerbIngest, h, micro.WithEndpointSubject(IngestEndpointSubject)); err != nil {
-		t.Fatal(err)
-	}
 	subject := events.APISubject(events.VerbIngest, "acme", "s1")
 	first := make(chan *nats.Msg, 1)
 	go func() {

@@ -11,14 +11,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats.go/micro"
 
 	"github.com/recallhq/recall/internal/erase"
 	"github.com/recallhq/recall/internal/lifecycle"
 	"github.com/recallhq/recall/internal/llm/prices"
 	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/internal/ops"
-	"github.com/recallhq/recall/internal/replyspace"
 	"github.com/recallhq/recall/internal/retry"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/ingest/console"
@@ -53,7 +51,8 @@ type Service struct {
 	life    *lifecycle.Service
 	nc      *nats.Conn // JetStream publishing, session API requests (the lifecycle's own)
 	apiNC   *nats.Conn // the micro service: its subscriptions and replies
-	conNC   *nats.Conn // the console's bulk reads (transcripts, listings, live streams)
+	conNC   *nats.Conn // bulk reads: the console's (transcripts, listings, live streams), exports, config history
+	conJS   jetstream.JetStream
 	eraseNC *nats.Conn // the eraser: purges, its guard's watches
 	js      jetstream.JetStream
 	later   *microapi.Later // the NATS ingest endpoint's answers
@@ -116,8 +115,17 @@ func (s *Service) start(ctx context.Context, auth *Auth) error {
 	if err != nil {
 		return fmt.Errorf("opening object store %s: %w", events.BucketBlobs, err)
 	}
+	// The console's reads, exports, config history pages and the records
+	// of duplicates can be large: they get their own connection, so they
+	// cannot get the connection that publishes events disconnected.
+	if s.conNC, err = s.life.Connect("recall-ingest-console"); err != nil {
+		return err
+	}
+	if s.conJS, err = jetstream.New(s.conNC); err != nil {
+		return fmt.Errorf("opening JetStream for bulk reads: %w", err)
+	}
 	// Headroom for the headers ingest adds (dedup id, trace context).
-	s.in.UseClaimCheck(blobs, min(cfg.InlineBytes, int(s.nc.MaxPayload())-64<<10))
+	s.in.UseClaimCheck(blobs, min(cfg.InlineBytes, int(s.nc.MaxPayload())-64<<10), s.conNC, s.log)
 	if err := s.startEraser(); err != nil {
 		return err
 	}
@@ -127,10 +135,13 @@ func (s *Service) start(ctx context.Context, auth *Auth) error {
 	return s.serveHTTP(ctx, auth, limits)
 }
 
-// startEndpoint starts the NATS ingest endpoint on a connection of its
-// own. Its answers are awaited at shutdown (for at most ShutdownGrace)
-// once the endpoint's subscription drained, so the requests it had
-// received are answered.
+// startEndpoint starts the NATS endpoints (ingest, config, erase) on a
+// connection of their own, from one endpoint table (internal/microapi):
+// each admits per tenant — config and erase in the HTTP edge's lanes, so
+// a tenant's NATS and HTTP requests share one bound — and answers later,
+// so one tenant's queue never holds another's request. The answers are
+// awaited at shutdown (for at most ShutdownGrace) once the endpoints'
+// subscriptions drained, so the requests they had received are answered.
 func (s *Service) startEndpoint(ctx context.Context, limits Limits) error {
 	var err error
 	if s.apiNC, err = s.life.Connect("recall-ingest-api"); err != nil {
@@ -141,34 +152,28 @@ func (s *Service) startEndpoint(ctx context.Context, limits Limits) error {
 	s.life.Await(endpointDrained{s.apiNC}, s.later)
 	nh := NewNATSHandler(s.later, s.in, limits, 1024)
 	nh.tenantShare(s.cfg.TenantInFlight)
-	svc, err := micro.AddService(s.apiNC, micro.Config{
-		Name:         ServiceName,
-		Version:      "1.0.0",
-		Description:  "Recall ingest: validates session CloudEvents and stores them on the transcript's shard streams (" + events.StreamTranscriptShardPrefix + "<shard>)",
-		StatsHandler: s.later.Stats,
-	})
+	svc, err := microapi.Serve(s.later, microapi.Service{Name: ServiceName,
+		Description: "Recall ingest: validates session CloudEvents and stores them on the transcript's shard streams (" + events.StreamTranscriptShardPrefix + "<shard>)",
+		Endpoints: []microapi.Endpoint{
+			nh.endpoint(),
+			configEndpoint(s.configOps(), limits.adm),
+			eraseEndpoint(s.eraser, limits.adm.lane(calls), s.in.tracer),
+		}})
 	if err != nil {
 		return fmt.Errorf("starting the NATS ingest endpoint: %w", err)
 	}
 	s.life.Adopt(svc)
-	for _, e := range []struct {
-		verb, subject string
-		h             micro.Handler
-	}{
-		{events.VerbIngest, IngestEndpointSubject, nh},
-		{events.VerbConfig, ConfigEndpointSubject, configHandler(s.js, s.log)},
-		{events.VerbErase, EraseEndpointSubject, eraseHandler(s.eraser)},
-	} {
-		if err := svc.AddEndpoint(e.verb, replyspace.Guard(s.log, e.h), micro.WithEndpointSubject(e.subject)); err != nil {
-			return fmt.Errorf("starting the NATS ingest endpoint: %w", err)
-		}
-	}
 	// The endpoint serves once the server registered its subscription; a
 	// flush that fails (still connecting) only delays that.
 	if ferr := s.apiNC.FlushTimeout(startFlush); ferr != nil {
 		s.log.WarnContext(ctx, "NATS ingest endpoint not confirmed yet", "err", ferr)
 	}
 	return nil
+}
+
+// configOps are the configuration operations of the HTTP and NATS APIs.
+func (s *Service) configOps() configOps {
+	return configOps{js: s.js, bulk: s.conJS, lim: s.cfg.TenantMax}
 }
 
 // endpointDrained waits, at shutdown, until the micro service's
@@ -187,13 +192,7 @@ func (s *Service) serveHTTP(ctx context.Context, auth *Auth, limits Limits) erro
 	mux := ops.Handler(s.life.Ready)
 	mux.Handle("POST /v1/events", NewEventsHandler(s.in, auth, limits))
 	NewSessionAPI(s.nc, auth, cfg.APITimeout, limits).Register(mux)
-	NewConfigAPI(s.js, auth, limits).Register(mux)
-	var err error
-	// The console's reads can be large: they get their own connection, so
-	// they cannot get the connection that publishes events disconnected.
-	if s.conNC, err = s.life.Connect("recall-ingest-console"); err != nil {
-		return err
-	}
+	NewConfigAPI(s.js, s.conJS, s.cfg.TenantMax, auth, limits).Register(mux)
 	con, err := console.New(s.conNC, cfg.Layout(), auth.Identify, console.Config{Tenants: auth.ConsoleTenants(), Timeout: cfg.APITimeout, Log: s.log,
 		Prices: s.prices,
 		Admit: func(w http.ResponseWriter, r *http.Request, tenant, endpoint string) (func(), bool) {

@@ -11,9 +11,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/recallhq/recall/internal/microapi"
-	"github.com/recallhq/recall/internal/replyspace"
 	"github.com/recallhq/recall/pkg/events"
-	"github.com/recallhq/recall/pkg/events/natsce"
 	"github.com/recallhq/recall/pkg/memory"
 )
 
@@ -23,50 +21,33 @@ const ServiceName = "recall-longterm"
 // readTimeout bounds a read of a user's memory.
 const readTimeout = 10 * time.Second
 
-// serve adds the micro service: commit (answered later through the
-// returned Later: it runs model calls) and ltm (a read, answered at once).
-// Both work under ctx, the service's run context, with the caller's trace:
-// a commit in flight when ctx ends is cancelled and answered before the
-// connection drains (the caller stops the service, then the Later).
+// serve adds the micro service from its endpoint table (internal/
+// microapi): commit (answered later through the returned Later: it runs
+// model calls) and ltm (one KV read, answered at once within
+// readTimeout). Both work under ctx, the service's run context, with the
+// caller's trace: a commit in flight when ctx ends is cancelled and
+// answered before the connection drains (the caller stops the service,
+// then the Later).
 func (c *committer) serve(ctx context.Context, nc *nats.Conn, log *slog.Logger) (micro.Service, *microapi.Later, error) {
 	later := microapi.NewLater(ctx, nc, log, 0)
-	svc, err := micro.AddService(nc, micro.Config{Name: ServiceName, Version: "1.0.0",
-		Description:  "Recall long-term memory: commits of session batches, per-user and per-peer memory",
-		StatsHandler: later.Stats})
+	svc, err := microapi.Serve(later, microapi.Service{Name: ServiceName,
+		Description: "Recall long-term memory: commits of session batches, per-user and per-peer memory",
+		Endpoints: []microapi.Endpoint{
+			{Verb: events.VerbLTM, Usage: "<user>", Mode: microapi.Quick, Timeout: readTimeout,
+				Handle: func(ctx context.Context, r microapi.Request) (any, *microapi.Error) {
+					return c.read(ctx, r.Tenant, r.Session, r.Data)
+				}},
+			{Verb: events.VerbCommit, Mode: microapi.AnswerLater,
+				Check: func(_ context.Context, r *microapi.Request) *microapi.Error {
+					var none events.CommitRequest
+					return microapi.DecodeBody(r.Data, &none)
+				},
+				Handle: func(ctx context.Context, r microapi.Request) (any, *microapi.Error) {
+					return c.explicit(ctx, r.Tenant, r.Session)
+				}},
+		}})
 	if err != nil {
 		return nil, nil, err
-	}
-	read := micro.HandlerFunc(func(req micro.Request) {
-		tenant, user, ok := events.SplitSessionSubject(req.Subject())
-		if !ok {
-			_ = req.Error("400", "subject must be "+events.APISubject(events.VerbLTM, "<tenant>", "<user>"), nil)
-			return
-		}
-		rctx, cancel := context.WithTimeout(natsce.Extract(ctx, nats.Header(req.Headers())), readTimeout)
-		defer cancel()
-		res, aerr := c.read(rctx, tenant, user, req.Data())
-		microapi.Answer(nc, log, req.Reply(), res, aerr, req)
-	})
-	commit := micro.HandlerFunc(func(req micro.Request) {
-		tenant, session, ok := events.SplitSessionSubject(req.Subject())
-		if !ok {
-			_ = req.Error("400", "subject must be "+events.APISubject(events.VerbCommit, "<tenant>", "<session>"), nil)
-			return
-		}
-		var none events.CommitRequest
-		if aerr := microapi.DecodeBody(req.Data(), &none); aerr != nil {
-			microapi.Answer(nc, log, req.Reply(), nil, aerr, req)
-			return
-		}
-		later.Go(req, events.VerbCommit, nil, tenant, func(ctx context.Context) (any, *microapi.Error) {
-			return c.explicit(ctx, tenant, session)
-		})
-	})
-	for verb, h := range map[string]micro.Handler{events.VerbLTM: read, events.VerbCommit: commit} {
-		if err := svc.AddEndpoint(verb, replyspace.Guard(log, h), micro.WithEndpointSubject(events.APISubject(verb, "*", "*"))); err != nil {
-			_ = svc.Stop()
-			return nil, nil, err
-		}
 	}
 	return svc, later, nil
 }

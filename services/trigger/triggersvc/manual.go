@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/recallhq/recall/internal/microapi"
-	"github.com/recallhq/recall/internal/replyspace"
 	"github.com/recallhq/recall/internal/store"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
@@ -37,30 +36,24 @@ const maxManualTimeout = 10 * time.Minute
 // service, then the Later (before the connection drains).
 func (t *Trigger) ServeManual(ctx context.Context) (micro.Service, *microapi.Later, error) {
 	later := microapi.NewLater(ctx, t.nc, t.log, 0)
-	svc, err := micro.AddService(t.nc, micro.Config{
-		Name:        ServiceName,
-		Version:     "1.0.0",
-		Description: "Recall trigger: manual extraction",
-		// Waiting extractions are answered from goroutines: their outcomes
-		// are counted by later and shown as the endpoint's stats data.
-		StatsHandler: later.Stats,
-	})
+	svc, err := microapi.Serve(later, microapi.Service{Name: ServiceName, Description: "Recall trigger: manual extraction",
+		Endpoints: []microapi.Endpoint{{Verb: events.VerbExtract, Mode: microapi.AnswerLater,
+			// A request that can be refused at once is answered in the
+			// handler, through micro (which counts the error); one that
+			// waits is answered later.
+			Check: func(ctx context.Context, r *microapi.Request) *microapi.Error {
+				in, aerr := t.parseManual(*r)
+				if aerr != nil {
+					t.m.manual.Add(ctx, 1, reasonAttr("error_"+strconv.Itoa(aerr.Code)))
+					return aerr
+				}
+				r.Value = in
+				return nil
+			},
+			Handle: func(ctx context.Context, r microapi.Request) (any, *microapi.Error) {
+				return t.manual(ctx, r.Value.(manualRequest))
+			}}}})
 	if err != nil {
-		return nil, nil, err
-	}
-	err = svc.AddEndpoint(events.VerbExtract, replyspace.Guard(t.log, micro.HandlerFunc(func(req micro.Request) {
-		// A request that can be refused at once is answered here, through
-		// micro (which counts the error); one that waits is answered later.
-		in, code, msg := t.parseManual(req)
-		if code != "" {
-			t.m.manual.Add(ctx, 1, reasonAttr("error_"+code))
-			_ = req.Error(code, msg, nil)
-			return
-		}
-		later.Go(req, events.VerbExtract, nil, in.tenant, func(ctx context.Context) (any, *microapi.Error) { return t.manual(ctx, in) })
-	})), micro.WithEndpointSubject(events.SubjectAPIRoot+"."+events.VerbExtract+".*.*"))
-	if err != nil {
-		_ = svc.Stop()
 		return nil, nil, err
 	}
 	return svc, later, nil
@@ -72,24 +65,19 @@ type manualRequest struct {
 	timeout         time.Duration
 }
 
-// parseManual validates a manual extraction request; code is a micro error
-// code when it is refused.
-func (t *Trigger) parseManual(req micro.Request) (in manualRequest, code, msg string) {
-	tenant, session, ok := events.SplitSessionSubject(req.Subject())
-	if !ok {
-		return in, "400", "subject must be recall.api.extract.<tenant>.<session> with valid ids"
-	}
+// parseManual validates a manual extraction request.
+func (t *Trigger) parseManual(r microapi.Request) (manualRequest, *microapi.Error) {
 	var body events.ExtractRequest
-	if data := req.Data(); len(data) > 0 {
-		if err := json.Unmarshal(data, &body); err != nil {
-			return in, "400", "decoding extract request: " + err.Error()
+	if len(r.Data) > 0 {
+		if err := json.Unmarshal(r.Data, &body); err != nil {
+			return manualRequest{}, microapi.Fail(400, "decoding extract request: %v", err)
 		}
 	}
-	in = manualRequest{tenant: tenant, session: session, timeout: t.cfg.ExtractTimeout}
+	in := manualRequest{tenant: r.Tenant, session: r.Session, timeout: t.cfg.ExtractTimeout}
 	if body.TimeoutMS > 0 {
 		in.timeout = min(time.Duration(body.TimeoutMS)*time.Millisecond, maxManualTimeout)
 	}
-	return in, "", ""
+	return in, nil
 }
 
 // manual runs one manual extraction and counts its outcome (a failed
