@@ -14,9 +14,12 @@ const (
 	TrailErrorsHeading   = "# Errors and fixes"
 )
 
-// RenderTrail renders a trail for a summary: the files changed, newest
-// first, at most TrailShowFiles with the rest counted and a pointer to
-// Recall's session query; the newest commands with their outcomes; the
+// RenderTrail renders a trail for a summary: the files changed, the
+// TrailShowFiles changed most recently with the rest counted and a pointer
+// to Recall's session query, listed in the order of their last change so
+// that the last line is the newest (a summary is read top to bottom, and a
+// later mention is a newer one: a file changed before a correction must
+// not state its old value after the corrected one); the newest commands with their outcomes; the
 // newest errors with what fixed them. Each file says what happened to it
 // (created, edited N times, deleted, moved from), its last change in a
 // phrase and the record it happened in. "" for an empty or nil trail. The
@@ -28,14 +31,12 @@ func RenderTrail(t *events.Trail) string {
 	var b strings.Builder
 	if len(t.Files) > 0 {
 		b.WriteString(TrailFilesHeading + "\n")
-		shown := 0
-		for i := len(t.Files) - 1; i >= 0 && shown < TrailShowFiles; i-- {
-			f := t.Files[i]
-			fmt.Fprintf(&b, "- `%s` — %s; last: %s (%s)\n", clipUnits(f.Path, 160), describe(f), clipUnits(f.Last, trailLine), recordRef(f.Record, f.Seq))
-			shown++
+		first := max(0, len(t.Files)-TrailShowFiles)
+		if rest := first + t.DroppedFiles; rest > 0 {
+			fmt.Fprintf(&b, "- … %d %s changed earlier %s not listed here: Recall's session query lists them (ask which files changed).\n", rest, plural(rest, "file", "files"), plural(rest, "is", "are"))
 		}
-		if rest := len(t.Files) - shown + t.DroppedFiles; rest > 0 {
-			fmt.Fprintf(&b, "- … and %d more %s changed earlier, not listed here: Recall's session query lists them (ask which files changed).\n", rest, plural(rest, "file", "files"))
+		for _, f := range t.Files[first:] {
+			fmt.Fprintf(&b, "- `%s` — %s; last: %s (%s)\n", clipUnits(f.Path, 160), describe(f), clipUnits(f.Last, trailLine), recordRef(f.Record, f.Seq))
 		}
 	}
 	if len(t.Commands) > 0 {
@@ -67,9 +68,12 @@ func recordRef(record string, seq uint64) string {
 	return fmt.Sprintf("seq %d", seq)
 }
 
-// WithTrail is notes followed by the trail's rendering: the notes as
-// written (by a model or the offline provider) and, after them, the exact
-// files, commands and errors under their own headings. Sections of the
+// WithTrail is the trail's rendering followed by notes: the exact files,
+// commands and errors under their own headings, then the notes as written
+// (by a model or the offline provider). The trail comes first because it
+// is history — a file's last change may hold a value a later correction
+// replaced — and the notes state what is current, so a reader who takes
+// the later mention as the newer one reads the notes' value. Sections of the
 // notes under those headings (a copy a model made from an earlier summary)
 // are replaced, so the trail appears once; nothing else in the notes is
 // changed, and a file the notes never name is listed all the same.
@@ -78,7 +82,7 @@ func WithTrail(notes string, t *events.Trail) string {
 	if r == "" {
 		return notes
 	}
-	return strings.TrimRight(withoutTrailSections(notes), "\n") + "\n\n" + r
+	return r + "\n" + strings.TrimLeft(withoutTrailSections(notes), "\n")
 }
 
 // withoutTrailSections drops the sections of notes whose heading starts

@@ -97,8 +97,8 @@ func TestTrailMovesDeletesEditsThroughTheShell(t *testing.T) {
 			t.Errorf("rendered trail lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Index(out, "nb/explore.ipynb") > strings.Index(out, "src/lru.py") {
-		t.Errorf("files are not newest first:\n%s", out)
+	if strings.Index(out, "nb/explore.ipynb") < strings.Index(out, "src/lru.py") {
+		t.Errorf("files are not in the order of their last change:\n%s", out)
 	}
 }
 
@@ -151,7 +151,7 @@ func TestTrailLongSessionInParts(t *testing.T) {
 	if n := strings.Count(out, "\n- `pkg/"); n != TrailShowFiles {
 		t.Errorf("%d files listed, want %d", n, TrailShowFiles)
 	}
-	if !strings.Contains(out, fmt.Sprintf("and %d more files", len(edits)-TrailShowFiles)) {
+	if !strings.Contains(out, fmt.Sprintf("… %d files changed earlier are not listed", len(edits)-TrailShowFiles)) {
 		t.Errorf("the rest is not counted:\n%s", out)
 	}
 	if tok := EstimateText(out); tok > 4000 {
