@@ -22,7 +22,10 @@
 // reading the offline provider's rules, to measure them on data they were
 // not developed against. The unseen family (FamilyUnseen, unseen*.go) works
 // on other kinds of project altogether and was written blind to both the
-// rules and the other families' turns.
+// rules and the other families' turns. The blind2 family (FamilyBlind2,
+// blind2*.go), written blind the same way from the Fact and probe
+// contracts, adds probes by kind and sessions that change files through
+// every tool and the shell.
 package sessiongen
 
 import (
@@ -76,7 +79,7 @@ const (
 )
 
 // Families lists the families in report order, the headline first.
-var Families = []string{FamilyUnseen, FamilyHoldout, FamilyPlanted}
+var Families = []string{FamilyUnseen, FamilyBlind2, FamilyHoldout, FamilyPlanted}
 
 // CompactAt is the context size at which a generated session is compacted
 // by its platform, a little below the 167,000-token threshold of a 200K
@@ -137,7 +140,8 @@ type Spec struct {
 	Seed   uint64 `json:"seed"`
 	Index  int    `json:"index"`
 	Tokens int64  `json:"tokens"` // target size of the conversation
-	// Family is FamilyPlanted (also ""), FamilyHoldout or FamilyUnseen.
+	// Family is FamilyPlanted (also ""), FamilyHoldout, FamilyUnseen or
+	// FamilyBlind2.
 	Family string `json:"family,omitempty"`
 }
 
@@ -187,6 +191,8 @@ func Generate(spec Spec) *Session {
 		return generateUnseen(spec)
 	case FamilyHoldout:
 		return generateHoldout(spec)
+	case FamilyBlind2:
+		return generateBlind2(spec)
 	}
 	r := rand.New(rand.NewPCG(spec.Seed, uint64(spec.Index)+0x9e3779b97f4a7c15))
 	p := projects[r.IntN(len(projects))]
