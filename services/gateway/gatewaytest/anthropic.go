@@ -18,11 +18,7 @@ func (u *Upstream) anthropic(w http.ResponseWriter, req *Request) func() {
 		return func() { writeRaw(w, 400, wire.ErrorBody("invalid_request_error", err.Error())) }
 	}
 	req.Stream = r.Stream
-	msgs := make([]*events.Message, len(r.Messages))
-	for i := range r.Messages {
-		msgs[i] = &r.Messages[i].Message
-	}
-	if err := memory.ValidateContext(msgs); err != nil {
+	if err := memory.ValidateContext(wire.Conversation(r.Messages)); err != nil {
 		req.Invalid = err.Error()
 	}
 	resp := wire.Response{ID: fmt.Sprintf("msg_scripted_%d", len(u.Requests())+1), Type: "message", Role: "assistant", Model: r.Model,

@@ -10,8 +10,9 @@
 // plus x-claude-code-agent-id, else the x-recall-session header, else one
 // default conversation):
 //
-//   - a summarization turn — the last user message's text contains one of
-//     Script.SummaryMarkers, case-insensitive — is answered with
+//   - a summarization turn — the last user message's text (trailing system
+//     turns skipped) contains one of Script.SummaryMarkers,
+//     case-insensitive — is answered with
 //     Script.Summary as text (stop_reason end_turn);
 //   - otherwise, while the conversation got fewer than Script.ToolCalls tool
 //     calls (Script.AgentToolCalls for a subagent, one with an
@@ -29,7 +30,9 @@
 // as JSON, DELETE resets them and the conversations) with its headers and
 // body as received — provider keys included, as a real upstream would see
 // them — and, for Anthropic Messages requests, Invalid: the structural rule
-// of pkg/memory.ValidateContext the request's messages break ("" = valid).
+// of pkg/memory.ValidateContext the request's messages break ("" = valid;
+// role "system" turns, which Claude Code sends inside messages, are left out
+// of the check).
 //
 // The command in ./cmd/upstream runs it from a shell:
 //

@@ -69,3 +69,19 @@ func TestStreamsOfEveryAPI(t *testing.T) {
 		}
 	}
 }
+
+func TestClaudeCodeSystemTurnsAreAccepted(t *testing.T) {
+	up := gatewaytest.New(gatewaytest.Script{})
+	srv := httptest.NewServer(up)
+	defer srv.Close()
+	body := `{"model":"m","max_tokens":9,"messages":[{"role":"user","content":"go"},{"role":"assistant","content":"ok"},` +
+		`{"role":"user","content":[{"type":"text","text":"Write a detailed summary of the conversation."}]},{"role":"system","content":"Today's date is x"}]}`
+	resp, err := http.Post(srv.URL+"/v1/messages", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if r := up.Requests()[0]; resp.StatusCode != 200 || r.Invalid != "" || !r.Summarization {
+		t.Fatalf("status %d, recorded %+v", resp.StatusCode, r)
+	}
+}

@@ -15,6 +15,11 @@ import (
 	"github.com/recallhq/recall/pkg/events"
 )
 
+// RoleSystem is the role of the system turns Claude Code (2.1.3xx, the
+// per-turn-control beta) sends inside messages: not part of the
+// conversation's user/assistant structure.
+const RoleSystem = "system"
+
 // ErrBadBody wraps every error of a body that is not the API's shape.
 var ErrBadBody = errors.New("invalid request body")
 
@@ -48,8 +53,8 @@ func DecodeMessages(body []byte) (*MessagesRequest, error) {
 		return nil, fmt.Errorf("%w: %v", ErrBadBody, err)
 	}
 	for i := range r.Messages {
-		if m := &r.Messages[i].Message; m.Role != events.RoleUser && m.Role != events.RoleAssistant {
-			return nil, fmt.Errorf("%w: messages[%d].role must be user or assistant, not %q", ErrBadBody, i, m.Role)
+		if m := &r.Messages[i].Message; m.Role != events.RoleUser && m.Role != events.RoleAssistant && m.Role != RoleSystem {
+			return nil, fmt.Errorf("%w: messages[%d].role must be user, assistant or system, not %q", ErrBadBody, i, m.Role)
 		}
 	}
 	return r, nil
@@ -133,13 +138,28 @@ type Response struct {
 	Usage      events.Usage   `json:"usage"`
 }
 
-// LastUserText is the text of the last message when it is a user message
-// (its text blocks joined by newlines), or "".
+// LastUserText is the text of the last message but trailing system turns
+// when it is a user message (its text blocks joined by newlines), or "".
 func LastUserText(msgs []Msg) string {
+	for len(msgs) > 0 && msgs[len(msgs)-1].Role == RoleSystem {
+		msgs = msgs[:len(msgs)-1] // a system turn may follow the user's
+	}
 	if len(msgs) == 0 || msgs[len(msgs)-1].Role != events.RoleUser {
 		return ""
 	}
 	return Text(msgs[len(msgs)-1].Content)
+}
+
+// Conversation returns the user and assistant messages of msgs, without
+// the system turns, as the transcript and the validator take them.
+func Conversation(msgs []Msg) []*events.Message {
+	out := make([]*events.Message, 0, len(msgs))
+	for i := range msgs {
+		if msgs[i].Role != RoleSystem {
+			out = append(out, &msgs[i].Message)
+		}
+	}
+	return out
 }
 
 // Text joins the text blocks of c with newlines.
