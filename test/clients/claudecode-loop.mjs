@@ -9,6 +9,9 @@
 //                      gateway sends the upstream summary + kept window, the
 //                      CLI's context never fills and it never compacts.
 //
+//   passthrough        only that the loop goes through the gateway (the
+//                      CLI finishes, every upstream request valid, every call
+//                      seen), whoever answers its summarization turns;
 //   refused-without-token  (with tenants) the CLI without its x-recall-token
 //                      header is refused in the API's shape, nothing forwarded.
 //
@@ -209,6 +212,7 @@ async function variant(name) {
     });
   }
   const up = checkUpstream(await upstreamRequests(upstream), session);
+  if (name === "passthrough") return passedThrough(name, up, run, session, secs);
   ok(up.summarizations === 0, `${name}: ${up.summarizations} summarization turns of Claude Code reached the upstream; the gateway must answer them from Recall's memory`, { first: up.firstSummarization });
   // A tool call the upstream gave to a request the CLI then dropped (a missed
   // summarization turn gets one) never shows up again: the loop has fewer.
@@ -225,6 +229,17 @@ async function variant(name) {
   const stored = await checkStored(session, up.ids, `Read the files f1.txt to f${calls}.txt`);
   fs.rmSync(run.home, { recursive: true, force: true });
   console.log(`claude code ${name}: ${calls} tool calls finished in ${secs}s; ${up.requests.length} upstream requests, all valid, none a summarization; CLI compactions ${local}; Recall stored ${stored.uses.size} calls and ${stored.results.size} results, each once`);
+}
+
+// passedThrough is what the passthrough variant checks: the loop went
+// through the gateway (the CLI finished, every upstream request valid with
+// the client's key, every tool call seen), whoever answered the CLI's
+// summarization turns.
+function passedThrough(name, up, run, session, secs) {
+  ok(up.ids.size >= calls, `${name}: the upstream saw ${up.ids.size} distinct tool calls of session ${session}, want ${calls}`, { first_summarization: up.firstSummarization });
+  const local = localCompactions(run.home, session);
+  fs.rmSync(run.home, { recursive: true, force: true });
+  console.log(`claude code ${name}: ${calls} tool calls finished in ${secs}s; ${up.requests.length} upstream requests, all valid; CLI compactions ${local}, summarization turns answered by the upstream ${up.summarizations}`);
 }
 
 // refused runs the CLI without its Recall token on a run with tenants: the
@@ -248,7 +263,7 @@ async function refused() {
 }
 
 writeFiles();
-const variants = process.argv.slice(2).length ? process.argv.slice(2) : ["refused-without-token", "client-compaction", "compact-above"];
+const variants = process.argv.slice(2).length ? process.argv.slice(2) : ["refused-without-token", "passthrough", "client-compaction", "compact-above"];
 let failed = 0;
 for (const v of variants) {
   if (isOff("claudecode", v)) {
