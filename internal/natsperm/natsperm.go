@@ -166,79 +166,12 @@ func kv(buckets ...string) []string {
 // Service returns the reference user of one service ("ingest", "trigger",
 // "extractor" or "compactor"), named "recall-<service>".
 func Service(name string) (User, error) {
-	common := serviceCommon()
-	apiAll := func(verb string) string { return events.APISubject(verb, "*", "*") }
-	transcript := events.AllTranscripts
-	extract := events.ExtractSubject("*", "*")
-	notify := events.EventsSubject("*", "*", "*")
-	var pub, sub []string
-	switch name {
-	case "ingest":
-		// Serves the NATS ingest endpoint, stores events, and forwards the
-		// HTTP session API to the services that serve it, receiving their
-		// answers in the tenant's reply space.
-		// Serves the operator console: reads the buckets and streams,
-		// follows the notifications, and replays parked extractions.
-		// Stores the bodies of events too large for one message in the
-		// claim-check object store.
-		// Replays parked long-term commits from the console: re-queues the
-		// commit and clears its parked record.
-		// Erases sessions and users (ErasePurges): writes tombstones,
-		// purges the erased subjects and announces the erase.
-		// Serves tenant configuration (VerbConfig): writes RECALL_CONFIG.
-		pub = append([]string{transcript, events.SubjectAPIRoot + ".>", extract, "$O." + events.BucketBlobs + ".>", events.CommitSubject("*", "*"), notify},
-			kv(events.BucketParked, events.BucketLTMState, events.BucketTombstones, events.BucketMemory, events.BucketStatus,
-				events.BucketTriggerState, events.BucketIndex, events.BucketLTM, events.BucketConfig)...)
-		sub = []string{apiAll(events.VerbIngest), apiAll(events.VerbErase), apiAll(events.VerbConfig), TenantReplies, notify}
-	case "trigger":
-		// Consumes the transcript, queues extraction requests, announces
-		// them, serves manual extraction (waiting for the outcome on the
-		// notification subjects), reads memory records, keeps its
-		// membership of the partitioned trigger and snapshots of long
-		// sessions' state.
-		pub = append([]string{extract, notify}, kv(events.BucketMemory, events.BucketTriggers, events.BucketTriggerState)...)
-		sub = []string{apiAll(events.VerbExtract), notify}
-	case "extractor":
-		// Works the extraction partitions, writes memory, status, membership
-		// and parked records, announces outcomes, replays parked requests
-		// and serves memory reads; offers waiting requests to the other
-		// workers and runs theirs (work sharing).
-		share := []string{events.SubjectExtractShare, events.SubjectExtractShare + ".run.*", events.SubjectExtractShare + ".result.*", events.SubjectExtractShare + ".status.*"}
-		pub = append(append([]string{extract, notify}, share...),
-			kv(events.BucketMemory, events.BucketStatus, events.BucketWorkers, events.BucketParked)...)
-		sub = append([]string{apiAll(events.VerbMemory)}, share...)
-	case "compactor":
-		// Serves compaction and context edits from memory and transcript,
-		// announces compactions.
-		pub = []string{notify}
-		sub = []string{apiAll(events.VerbCompact), apiAll(events.VerbEdit)}
-	case "indexer":
-		// Follows the transcript's shards (membership heartbeats in
-		// RECALL_INDEX_MEMBERS), writes the session index (entries and
-		// name claims), reads memory notes, announces indexings, and
-		// serves the index, reference and question endpoints.
-		pub = append([]string{notify}, kv(events.BucketIndex, events.BucketIndexMembers)...)
-		sub = []string{apiAll(events.VerbIndex), apiAll(events.VerbReindex), apiAll(events.VerbSessions),
-			apiAll(events.VerbResolve), apiAll(events.VerbQuery)}
-	case "longterm":
-		// Follows the transcript's shards for commit points (membership
-		// heartbeats in RECALL_LTM_FOLLOWERS) and queues them by
-		// user, works the commit partitions (membership heartbeats), writes
-		// memory documents, commit records and leases, announces commits,
-		// and serves commits and memory reads.
-		pub = append([]string{notify, events.CommitSubject("*", "*")}, kv(events.BucketLTM, events.BucketLTMState, events.BucketLTMMembers, events.BucketLTMFollowers)...)
-		sub = []string{apiAll(events.VerbCommit), apiAll(events.VerbLTM)}
-	case "gateway":
-		// Stores the transcript records it captures from model traffic
-		// (a trusted producer, as ingest), keeps what it stored of each
-		// session in RECALL_GATEWAY, and asks the compactor and the
-		// memory endpoint, receiving the answers in the tenants' reply
-		// spaces.
-		pub = append([]string{transcript, apiAll(events.VerbCompact), apiAll(events.VerbMemory)}, kv(events.BucketGateway)...)
-		sub = []string{TenantReplies}
-	default:
+	perms, ok := servicePermissions[name]
+	if !ok {
 		return User{}, fmt.Errorf("%w %q (known: %s)", ErrUnknownService, name, strings.Join(Services, ", "))
 	}
+	pub, sub := perms()
+	common := serviceCommon()
 	p := common
 	if name == "ingest" {
 		p.Publish.Deny = ingestDeny()
@@ -246,6 +179,112 @@ func Service(name string) (User, error) {
 	p.Publish.Allow = append(append([]string(nil), common.Publish.Allow...), pub...)
 	p.Subscribe.Allow = append(append([]string(nil), common.Subscribe.Allow...), sub...)
 	return User{Name: "recall-" + name, Service: name, InboxPrefix: "_INBOX", Permissions: p}, nil
+}
+
+// Subjects several services' permissions name.
+var (
+	transcript = events.AllTranscripts
+	extract    = events.ExtractSubject("*", "*")
+	notify     = events.EventsSubject("*", "*", "*")
+)
+
+// apiAll is the subject of verb's endpoint for every tenant and session.
+func apiAll(verb string) string { return events.APISubject(verb, "*", "*") }
+
+// servicePermissions holds, per service, what it publishes and subscribes
+// to beside what every service may (serviceCommon).
+var servicePermissions = map[string]func() (pub, sub []string){
+	"ingest":    ingestPermissions,
+	"trigger":   triggerPermissions,
+	"extractor": extractorPermissions,
+	"compactor": compactorPermissions,
+	"indexer":   indexerPermissions,
+	"longterm":  longtermPermissions,
+	"gateway":   gatewayPermissions,
+}
+
+func ingestPermissions() (pub, sub []string) {
+	// Serves the NATS ingest endpoint, stores events, and forwards the
+	// HTTP session API to the services that serve it, receiving their
+	// answers in the tenant's reply space.
+	// Serves the operator console: reads the buckets and streams,
+	// follows the notifications, and replays parked extractions.
+	// Stores the bodies of events too large for one message in the
+	// claim-check object store.
+	// Replays parked long-term commits from the console: re-queues the
+	// commit and clears its parked record.
+	// Erases sessions and users (ErasePurges): writes tombstones,
+	// purges the erased subjects and announces the erase.
+	// Serves tenant configuration (VerbConfig): writes RECALL_CONFIG.
+	pub = append([]string{transcript, events.SubjectAPIRoot + ".>", extract, "$O." + events.BucketBlobs + ".>", events.CommitSubject("*", "*"), notify},
+		kv(events.BucketParked, events.BucketLTMState, events.BucketTombstones, events.BucketMemory, events.BucketStatus,
+			events.BucketTriggerState, events.BucketIndex, events.BucketLTM, events.BucketConfig)...)
+	sub = []string{apiAll(events.VerbIngest), apiAll(events.VerbErase), apiAll(events.VerbConfig), TenantReplies, notify}
+	return pub, sub
+}
+
+func triggerPermissions() (pub, sub []string) {
+	// Consumes the transcript, queues extraction requests, announces
+	// them, serves manual extraction (waiting for the outcome on the
+	// notification subjects), reads memory records, keeps its
+	// membership of the partitioned trigger and snapshots of long
+	// sessions' state.
+	pub = append([]string{extract, notify}, kv(events.BucketMemory, events.BucketTriggers, events.BucketTriggerState)...)
+	sub = []string{apiAll(events.VerbExtract), notify}
+	return pub, sub
+}
+
+func extractorPermissions() (pub, sub []string) {
+	// Works the extraction partitions, writes memory, status, membership
+	// and parked records, announces outcomes, replays parked requests
+	// and serves memory reads; offers waiting requests to the other
+	// workers and runs theirs (work sharing).
+	share := []string{events.SubjectExtractShare, events.SubjectExtractShare + ".run.*", events.SubjectExtractShare + ".result.*", events.SubjectExtractShare + ".status.*"}
+	pub = append(append([]string{extract, notify}, share...),
+		kv(events.BucketMemory, events.BucketStatus, events.BucketWorkers, events.BucketParked)...)
+	sub = append([]string{apiAll(events.VerbMemory)}, share...)
+	return pub, sub
+}
+
+func compactorPermissions() (pub, sub []string) {
+	// Serves compaction and context edits from memory and transcript,
+	// announces compactions.
+	pub = []string{notify}
+	sub = []string{apiAll(events.VerbCompact), apiAll(events.VerbEdit)}
+	return pub, sub
+}
+
+func indexerPermissions() (pub, sub []string) {
+	// Follows the transcript's shards (membership heartbeats in
+	// RECALL_INDEX_MEMBERS), writes the session index (entries and
+	// name claims), reads memory notes, announces indexings, and
+	// serves the index, reference and question endpoints.
+	pub = append([]string{notify}, kv(events.BucketIndex, events.BucketIndexMembers)...)
+	sub = []string{apiAll(events.VerbIndex), apiAll(events.VerbReindex), apiAll(events.VerbSessions),
+		apiAll(events.VerbResolve), apiAll(events.VerbQuery)}
+	return pub, sub
+}
+
+func longtermPermissions() (pub, sub []string) {
+	// Follows the transcript's shards for commit points (membership
+	// heartbeats in RECALL_LTM_FOLLOWERS) and queues them by
+	// user, works the commit partitions (membership heartbeats), writes
+	// memory documents, commit records and leases, announces commits,
+	// and serves commits and memory reads.
+	pub = append([]string{notify, events.CommitSubject("*", "*")}, kv(events.BucketLTM, events.BucketLTMState, events.BucketLTMMembers, events.BucketLTMFollowers)...)
+	sub = []string{apiAll(events.VerbCommit), apiAll(events.VerbLTM)}
+	return pub, sub
+}
+
+func gatewayPermissions() (pub, sub []string) {
+	// Stores the transcript records it captures from model traffic
+	// (a trusted producer, as ingest), keeps what it stored of each
+	// session in RECALL_GATEWAY, and asks the compactor and the
+	// memory endpoint, receiving the answers in the tenants' reply
+	// spaces.
+	pub = append([]string{transcript, apiAll(events.VerbCompact), apiAll(events.VerbMemory)}, kv(events.BucketGateway)...)
+	sub = []string{TenantReplies}
+	return pub, sub
 }
 
 // ErasePurges are the streams whose subjects the eraser (in the ingest
