@@ -49,6 +49,7 @@ const ServiceName = "recall-gateway"
 // Run serves the gateway at cfg.Addr until ctx is done.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	cfg = cfg.withDefaults()
+	log.InfoContext(ctx, "starting the model gateway", "config", cfg) // secrets masked (LogValue)
 	g, err := New(cfg, log)
 	if err != nil {
 		return err
