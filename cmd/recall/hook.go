@@ -6,9 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/recallhq/recall/internal/hook"
+	"github.com/recallhq/recall/internal/telemetry"
 )
 
 func init() {
@@ -23,6 +25,7 @@ func runHook(ctx context.Context, args []string, stdout io.Writer) error {
 	edge := addEdgeFlags(fs)
 	timeout := fs.Duration("timeout", 10*time.Second, "the longest the hook may take")
 	verbose := fs.Bool("v", false, "log what the hook did on stderr")
+	transcripts := fs.String("transcripts", envOr("RECALL_TRANSCRIPTS", defaultTranscripts()), "the only directory whose transcripts the hook reads (default $RECALL_TRANSCRIPTS or ~/.claude/projects)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "Usage: recall hook [--user U] [--recall-url URL] [--token TOKEN] < hook-input.json")
 		fs.PrintDefaults()
@@ -37,12 +40,25 @@ func runHook(ctx context.Context, args []string, stdout io.Writer) error {
 	if *verbose {
 		level = slog.LevelInfo
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	client := edge.client(nil)
-	client.Attempts = 3 // Recall down: give up in about a second, not at --timeout
-	cfg := hook.Config{Client: client, User: *edge.user, StatePath: *edge.state, Tenant: *edge.tenant, Timeout: *timeout, Log: log}
+	log := slog.New(telemetry.NewRedactHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	c, err := edge.client(3, nil) // Recall down: give up in about a second, not at --timeout
+	if err != nil {
+		return err
+	}
+	cfg := hook.Config{Client: c, User: *edge.user, StatePath: *edge.state, Tenant: *edge.tenant, Timeout: *timeout, Log: log,
+		Transcripts: *transcripts}
 	if err := hook.Run(ctx, cfg, os.Stdin, stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "recall hook:", err)
+		fmt.Fprintln(os.Stderr, "recall hook:", telemetry.Redact(err.Error()))
 	}
 	return nil
+}
+
+// defaultTranscripts is ~/.claude/projects, where Claude Code writes its
+// transcripts.
+func defaultTranscripts() string {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".claude", "projects")
 }

@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/recallhq/recall/internal/telemetry"
 	"github.com/recallhq/recall/internal/watch"
+	"github.com/recallhq/recall/pkg/client"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -26,7 +28,7 @@ type edgeFlags struct {
 
 func addEdgeFlags(fs *flag.FlagSet) edgeFlags {
 	return edgeFlags{
-		url:    fs.String("recall-url", envOr("RECALL_URL", watch.DefaultURL), "Recall's HTTP edge (default $RECALL_URL or "+watch.DefaultURL+")"),
+		url:    fs.String("recall-url", envOr("RECALL_URL", client.DefaultURL), "Recall's HTTP edge (default $RECALL_URL or "+client.DefaultURL+")"),
 		token:  fs.String("token", os.Getenv("RECALL_TOKEN"), "bearer token for the HTTP edge (default $RECALL_TOKEN)"),
 		state:  fs.String("state", defaultWatchState(), "the watcher's offsets, shared by recall watch and recall hook"),
 		user:   fs.String("user", os.Getenv("RECALL_USER"), "the user the sessions belong to: user_id of their session.started, and whose long-term memory SessionStart adds (default $RECALL_USER)"),
@@ -49,8 +51,14 @@ func (f edgeFlags) validate() error {
 	return nil
 }
 
-func (f edgeFlags) client(onError func(error)) *watch.Client {
-	return &watch.Client{URL: *f.url, Token: *f.token, OnError: onError}
+// client is the edge's HTTP client: retrying until ctx ends (attempts 0)
+// or at most attempts times.
+func (f edgeFlags) client(attempts int, onRetry func(error)) (*client.HTTP, error) {
+	c, err := client.NewHTTP(client.HTTPConfig{URL: *f.url, Token: *f.token, Attempts: attempts, Window: -1, OnRetry: onRetry})
+	if err != nil {
+		return nil, fmt.Errorf("%w: --recall-url: %v", errUsage, err)
+	}
+	return c, nil
 }
 
 // defaultWatchState is $XDG_STATE_HOME/recall/watch.json, else
@@ -90,11 +98,14 @@ func runWatch(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		dir = filepath.Join(home, ".claude", "projects")
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(telemetry.NewRedactHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	var w *watch.Watcher
-	client := edge.client(func(err error) { w.SetError(err) })
-	w, err := watch.New(watch.Config{Dir: dir, StatePath: *edge.state, Interval: *interval, PollOnly: *pollOnly, Log: log,
-		Tail: watch.Tail{Sender: client, Tenant: *edge.tenant, User: *edge.user, Log: log}})
+	c, err := edge.client(0, func(err error) { w.SetError(err) })
+	if err != nil {
+		return err
+	}
+	w, err = watch.New(watch.Config{Dir: dir, StatePath: *edge.state, Interval: *interval, PollOnly: *pollOnly, Log: log,
+		Tail: watch.Tail{Sender: c, Tenant: *edge.tenant, User: *edge.user, Log: log}})
 	if err != nil {
 		return err
 	}

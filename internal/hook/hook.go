@@ -19,13 +19,16 @@ package hook
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/recallhq/recall/internal/watch"
+	"github.com/recallhq/recall/pkg/client"
 )
 
 // Input is the part of a hook's stdin JSON that Recall reads.
@@ -54,13 +57,19 @@ type Specific struct {
 // Config configures Run.
 type Config struct {
 	// Client is Recall's HTTP edge (URL and token).
-	Client *watch.Client
+	Client *client.HTTP
 	// User is the long-term memory's user id: SessionStart reads its
 	// memory (none when empty), and a flushed transcript's session.started
 	// names it (as recall watch --user does).
 	User string
 	// StatePath is recall watch's state file (offsets), shared.
 	StatePath string
+	// Transcripts is the directory Claude Code writes its transcripts
+	// under (~/.claude/projects); a transcript_path elsewhere — after
+	// resolving symlinks and "..", so a link pointing out counts as
+	// elsewhere — is refused with ErrOutsideTranscripts. Empty: every
+	// path is refused.
+	Transcripts string
 	// Tenant, when set, is asserted on the events sent.
 	Tenant string
 	// Timeout bounds the whole hook (10 s when 0).
@@ -107,8 +116,9 @@ func flush(ctx context.Context, cfg Config, path string) error {
 	if path == "" {
 		return fmt.Errorf("flushing: the hook input has no transcript_path")
 	}
-	if abs, err := filepath.Abs(path); err == nil {
-		path = abs
+	path, err := underDir(cfg.Transcripts, path)
+	if err != nil {
+		return err
 	}
 	st, err := watch.LoadState(cfg.StatePath)
 	if err != nil {
@@ -132,4 +142,37 @@ func flush(ctx context.Context, cfg Config, path string) error {
 		return fmt.Errorf("sending %s: %w", path, err)
 	}
 	return nil
+}
+
+// ErrOutsideTranscripts is a transcript_path outside Config.Transcripts.
+var ErrOutsideTranscripts = errors.New("transcript is outside the transcripts directory")
+
+// underDir returns path made absolute (the key of recall watch's offsets)
+// when, with its symlinks and ".." resolved, it lies under dir resolved
+// alike; else an error naming both.
+func underDir(dir, path string) (string, error) {
+	if dir == "" {
+		return "", fmt.Errorf("%w: no transcripts directory configured (--transcripts, RECALL_TRANSCRIPTS)", ErrOutsideTranscripts)
+	}
+	root, err := resolve(dir)
+	if err != nil {
+		return "", fmt.Errorf("transcripts directory: %w", err)
+	}
+	p, err := resolve(path)
+	if err != nil {
+		return "", fmt.Errorf("transcript_path: %w", err)
+	}
+	if rel, err := filepath.Rel(root, p); err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || rel == "." {
+		return "", fmt.Errorf("%w: %s is not under %s (set --transcripts or RECALL_TRANSCRIPTS to read from elsewhere)", ErrOutsideTranscripts, path, root)
+	}
+	return filepath.Abs(path)
+}
+
+// resolve is path absolute, with its symlinks and ".." resolved.
+func resolve(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(abs)
 }

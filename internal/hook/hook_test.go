@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/watch"
+	"github.com/recallhq/recall/pkg/client"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 )
@@ -63,7 +66,7 @@ func runHook(t *testing.T, cfg hook.Config, input string) (string, error) {
 // printed when there is nothing to add, or when Recall is down.
 func TestContextHooks(t *testing.T) {
 	srv := fakeRecall(t)
-	cfg := hook.Config{Client: &watch.Client{URL: srv.URL, Token: "tok"}, User: "ada", StatePath: filepath.Join(t.TempDir(), "w.json")}
+	cfg := hook.Config{Client: newHTTP(t, client.HTTPConfig{URL: srv.URL, Token: "tok"}), User: "ada", StatePath: filepath.Join(t.TempDir(), "w.json")}
 	cases := []struct {
 		name, user, input, want string
 	}{
@@ -87,7 +90,7 @@ func TestContextHooks(t *testing.T) {
 	}
 
 	// Recall down: an error to log, nothing printed, soon.
-	cfg.Client = &watch.Client{URL: "http://127.0.0.1:1", Attempts: 2}
+	cfg.Client = newHTTP(t, client.HTTPConfig{URL: "http://127.0.0.1:1", Attempts: 2})
 	start := time.Now()
 	for _, in := range []string{`{"hook_event_name":"SessionStart"}`, `{"hook_event_name":"UserPromptSubmit","prompt":"@@x"}`} {
 		out, err := runHook(t, cfg, in)
@@ -119,10 +122,12 @@ func TestPreCompactIngestsTheTranscript(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := bytes.SplitAfter(data, []byte("\n"))
-	path := filepath.Join(t.TempDir(), "proj", "sess-hook.jsonl")
+	projects := t.TempDir()
+	path := filepath.Join(projects, "proj", "sess-hook.jsonl")
 	os.MkdirAll(filepath.Dir(path), 0o755)
 	os.WriteFile(path, bytes.Join(lines[:60], nil), 0o600)
-	cfg := hook.Config{Client: &watch.Client{URL: "http://" + svc.Addr()}, StatePath: filepath.Join(t.TempDir(), "w.json")}
+	cfg := hook.Config{Client: newHTTP(t, client.HTTPConfig{URL: "http://" + svc.Addr()}), StatePath: filepath.Join(t.TempDir(), "w.json"),
+		Transcripts: projects}
 	input := func(event string) string {
 		b, _ := json.Marshal(hook.Input{SessionID: "sess-hook", TranscriptPath: path, HookEventName: event})
 		return string(b)
@@ -153,5 +158,59 @@ func TestPreCompactIngestsTheTranscript(t *testing.T) {
 	st, _ := watch.LoadState(cfg.StatePath)
 	if off := st.Files[path].Offset; off != int64(len(data)) {
 		t.Fatalf("saved offset %d, want %d", off, len(data))
+	}
+}
+
+func newHTTP(t *testing.T, cfg client.HTTPConfig) *client.HTTP {
+	t.Helper()
+	c, err := client.NewHTTP(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestFlushReadsOnlyTranscripts: a transcript_path outside the transcripts
+// directory — directly, through "..", or through a symlink inside it that
+// points out — is refused with ErrOutsideTranscripts before anything is
+// read or sent; one inside is read (here: Recall is down, so sending fails).
+func TestFlushReadsOnlyTranscripts(t *testing.T) {
+	projects, elsewhere := t.TempDir(), t.TempDir()
+	secret := filepath.Join(elsewhere, "secret.jsonl")
+	os.WriteFile(secret, []byte(`{"type":"user"}`+"\n"), 0o600)
+	os.MkdirAll(filepath.Join(projects, "p"), 0o755)
+	inside := filepath.Join(projects, "p", "s.jsonl")
+	os.WriteFile(inside, []byte(`{"type":"user","uuid":"u1","sessionId":"s","message":{"role":"user","content":"hi"}}`+"\n"), 0o600)
+	if err := os.Symlink(secret, filepath.Join(projects, "p", "link.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	var sent atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	cfg := hook.Config{Client: newHTTP(t, client.HTTPConfig{URL: srv.URL, Attempts: 1}), Transcripts: projects,
+		StatePath: filepath.Join(t.TempDir(), "w.json")}
+	flush := func(path string) error {
+		b, _ := json.Marshal(hook.Input{SessionID: "s", TranscriptPath: path, HookEventName: "Stop"})
+		_, err := runHook(t, cfg, string(b))
+		return err
+	}
+	for _, p := range []string{secret, filepath.Join(projects, "p", "..", "..", filepath.Base(elsewhere), "secret.jsonl"),
+		filepath.Join(projects, "p", "link.jsonl"), projects} {
+		if err := flush(p); !errors.Is(err, hook.ErrOutsideTranscripts) || !strings.Contains(err.Error(), "RECALL_TRANSCRIPTS") {
+			t.Errorf("%s: %v, want ErrOutsideTranscripts", p, err)
+		}
+	}
+	if n := sent.Load(); n != 0 {
+		t.Fatalf("%d requests sent for refused transcripts", n)
+	}
+	if err := flush(inside); err == nil || errors.Is(err, hook.ErrOutsideTranscripts) || sent.Load() == 0 {
+		t.Fatalf("a transcript inside: %v after %d requests, want it read and sent (and refused by the fake)", err, sent.Load())
+	}
+	cfg.Transcripts = ""
+	if err := flush(inside); !errors.Is(err, hook.ErrOutsideTranscripts) {
+		t.Fatalf("no transcripts directory: %v", err)
 	}
 }

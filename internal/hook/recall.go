@@ -1,22 +1,14 @@
 package hook
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"strings"
 
-	"github.com/recallhq/recall/internal/watch"
+	"github.com/recallhq/recall/pkg/client"
 	"github.com/recallhq/recall/pkg/events"
 )
-
-// errNotFound is a 404 from Recall: nothing to add.
-var errNotFound = errors.New("not found")
 
 // userMemory returns the user's long-term memory context block; none for
 // no user or no memory yet.
@@ -25,9 +17,8 @@ func userMemory(ctx context.Context, cfg Config) (string, error) {
 		cfg.Log.Info("hook: no user (--user, RECALL_USER): no long-term memory to add")
 		return "", nil
 	}
-	var reply events.LTMReply
-	err := call(ctx, cfg, http.MethodGet, "/v1/users/"+url.PathEscape(cfg.User)+"/memory", nil, &reply)
-	if errors.Is(err, errNotFound) {
+	reply, err := cfg.Client.UserMemory(ctx, cfg.User)
+	if client.Status(err) == http.StatusNotFound {
 		return "", nil
 	}
 	if err != nil {
@@ -42,8 +33,7 @@ func references(ctx context.Context, cfg Config, prompt string) (string, error) 
 	if !strings.Contains(prompt, "@@") {
 		return "", nil
 	}
-	var reply events.ResolveReply
-	err := call(ctx, cfg, http.MethodPost, "/v1/resolve", events.ResolveRequest{Text: prompt, Answer: true}, &reply)
+	reply, err := cfg.Client.References(ctx, prompt, true)
 	if err != nil {
 		return "", fmt.Errorf("resolving the prompt's @@references: %w", err)
 	}
@@ -57,49 +47,4 @@ func references(ctx context.Context, cfg Config, prompt string) (string, error) 
 		}
 	}
 	return strings.Join(parts, "\n\n"), nil
-}
-
-// call sends one JSON request to Recall's edge (body nil: none) and
-// decodes a 200 answer into out.
-func call(ctx context.Context, cfg Config, method, path string, body, out any) error {
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		r = bytes.NewReader(b)
-	}
-	base := cfg.Client.URL
-	if base == "" {
-		base = watch.DefaultURL
-	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(base, "/")+path, r)
-	if err != nil {
-		return err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if cfg.Client.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+cfg.Client.Token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode == http.StatusNotFound {
-		return errNotFound
-	}
-	if resp.StatusCode != http.StatusOK {
-		var p struct{ Detail string }
-		json.Unmarshal(b, &p)
-		return fmt.Errorf("%s: %s", resp.Status, p.Detail)
-	}
-	return json.Unmarshal(b, out)
 }

@@ -15,11 +15,12 @@ import (
 
 	"github.com/recallhq/recall/internal/mcpserver"
 	"github.com/recallhq/recall/internal/testpoll"
+	"github.com/recallhq/recall/pkg/client"
 )
 
 // connect runs the MCP server for client c in process and returns a
 // connected MCP client session (the SDK's in-memory transport).
-func connect(t *testing.T, c *mcpserver.Client) *mcp.ClientSession {
+func connect(t *testing.T, c *client.HTTP) *mcp.ClientSession {
 	t.Helper()
 	ctx := context.Background()
 	ct, st := mcp.NewInMemoryTransports()
@@ -85,7 +86,7 @@ func TestToolsAgainstRecall(t *testing.T) {
 	}
 	st := startRecall(t)
 	st.replay(t, "demo1")
-	cs := connect(t, mcpserver.NewClient(st.URL, "", nil))
+	cs := connect(t, newClient(t, st.URL, nil))
 
 	lt, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
@@ -253,7 +254,7 @@ func testToolErrors(t *testing.T, cs *mcp.ClientSession) {
 // TestUnreachableRecall: a Recall that does not answer is a tool error that
 // says where the server looked.
 func TestUnreachableRecall(t *testing.T) {
-	cs := connect(t, mcpserver.NewClient("http://"+freeAddr(t), "", &http.Client{Timeout: 5 * time.Second}))
+	cs := connect(t, newClient(t, "http://"+freeAddr(t), &http.Client{Timeout: 5 * time.Second}))
 	res := callRaw(t, cs, "list_sessions", nil)
 	if !res.IsError || !strings.Contains(text(res), "is it running?") {
 		t.Fatalf("IsError %v, text %q", res.IsError, text(res))
@@ -300,4 +301,14 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.token)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// newClient is the HTTP client recall mcp makes: no retries.
+func newClient(t *testing.T, url string, hc *http.Client) *client.HTTP {
+	t.Helper()
+	c, err := client.NewHTTP(client.HTTPConfig{URL: url, HTTP: hc, Attempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -2,13 +2,13 @@ package mcpserver
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/recallhq/recall/pkg/client"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -26,7 +26,7 @@ func MemoryURI(session string) string {
 // addResources registers the notes template and lists the newest sessions'
 // notes as resources (a middleware on resources/list: the set changes with
 // the index, so it is read on each list rather than registered).
-func addResources(s *mcp.Server, c *Client) {
+func addResources(s *mcp.Server, c *client.HTTP) {
 	s.AddResourceTemplate(&mcp.ResourceTemplate{Name: "session-memory", Title: "Session memory notes",
 		URITemplate: MemoryURITemplate, MIMEType: "text/markdown",
 		Description: "The markdown memory notes Recall keeps for a session (session: its id)."},
@@ -48,7 +48,7 @@ func addResources(s *mcp.Server, c *Client) {
 
 // sessionResources lists the newest sessions as memory resources; when the
 // index cannot be read it lists none (the template still serves reads).
-func sessionResources(ctx context.Context, c *Client) []*mcp.Resource {
+func sessionResources(ctx context.Context, c *client.HTTP) []*mcp.Resource {
 	rep, err := c.Sessions(ctx, events.SessionsRequest{Limit: listedSessions})
 	if err != nil {
 		return nil
@@ -67,7 +67,7 @@ func sessionResources(ctx context.Context, c *Client) []*mcp.Resource {
 
 // readMemory serves recall://sessions/{session}/memory; a session without
 // notes is "resource not found".
-func readMemory(ctx context.Context, c *Client, uri string) (*mcp.ReadResourceResult, error) {
+func readMemory(ctx context.Context, c *client.HTTP, uri string) (*mcp.ReadResourceResult, error) {
 	u, err := url.Parse(uri)
 	if err != nil || u.Scheme != "recall" || u.Host != "sessions" {
 		return nil, mcp.ResourceNotFoundError(uri)
@@ -77,8 +77,7 @@ func readMemory(ctx context.Context, c *Client, uri string) (*mcp.ReadResourceRe
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
 	rep, err := c.Memory(ctx, session)
-	var ae *APIError
-	if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+	if client.Status(err) == http.StatusNotFound {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
 	if err != nil {

@@ -4,7 +4,8 @@
 // references, read its user's long-term memory — as MCP tools, and each
 // session's notes as a resource (recall://sessions/{session}/memory).
 //
-// It is a client of Recall's HTTP API (docs/api.md) and holds no state of
+// It is a client of Recall's HTTP API (docs/api.md, through pkg/client's
+// HTTP client) and holds no state of
 // its own: the tenant is whatever its token authenticates, every tool call
 // is one or two HTTP calls, and an error of Recall (a problem document)
 // becomes a tool result with IsError set and the problem's detail as its
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/recallhq/recall/pkg/client"
 )
 
 // Config configures Run. Run reads no environment; cmd/recall fills it
@@ -47,7 +49,7 @@ const Path = "/mcp"
 
 // New returns an MCP server whose tools and resources call Recall through
 // c. The server may be run on any number of transports at once.
-func New(c *Client, version string) *mcp.Server {
+func New(c *client.HTTP, version string) *mcp.Server {
 	if version == "" {
 		version = "dev"
 	}
@@ -66,7 +68,7 @@ func New(c *Client, version string) *mcp.Server {
 }
 
 // addTool adds the tool that mk makes for c.
-func addTool[In, Out any](s *mcp.Server, c *Client, mk func(*Client) (*mcp.Tool, mcp.ToolHandlerFor[In, Out])) {
+func addTool[In, Out any](s *mcp.Server, c *client.HTTP, mk func(*client.HTTP) (*mcp.Tool, mcp.ToolHandlerFor[In, Out])) {
 	t, h := mk(c)
 	mcp.AddTool(s, t, h)
 }
@@ -88,9 +90,12 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if timeout <= 0 {
 		timeout = 5 * time.Minute
 	}
-	c := NewClient(cfg.RecallURL, cfg.Token, &http.Client{Timeout: timeout})
+	c, err := client.NewHTTP(client.HTTPConfig{URL: cfg.RecallURL, Token: cfg.Token, HTTP: &http.Client{Timeout: timeout}, Attempts: 1})
+	if err != nil {
+		return fmt.Errorf("mcpserver: %w", err)
+	}
 	srv := New(c, cfg.Version)
-	log.Info("recall mcp", "recall_url", cfg.RecallURL, "token_set", cfg.Token != "", "http", cfg.HTTPAddr)
+	log.Info("recall mcp", "recall_url", c.URL(), "token_set", cfg.Token != "", "http", cfg.HTTPAddr)
 	if cfg.HTTPAddr == "" {
 		err := srv.Run(ctx, &mcp.StdioTransport{})
 		if ctx.Err() != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/recallhq/recall/pkg/client"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -90,7 +91,7 @@ type ExtractOutput struct {
 	Revision  uint64 `json:"revision,omitempty" jsonschema:"the memory record's new revision"`
 }
 
-func compactTool(c *Client) (*mcp.Tool, mcp.ToolHandlerFor[CompactInput, CompactOutput]) {
+func compactTool(c *client.HTTP) (*mcp.Tool, mcp.ToolHandlerFor[CompactInput, CompactOutput]) {
 	t := &mcp.Tool{Name: "compact_session", Description: "Compact a session's context now from its background memory: " +
 		"returns the summary that replaces the older conversation, how many recent messages are kept verbatim, and " +
 		"the token counts before and after. Use preview to look without compacting."}
@@ -115,7 +116,7 @@ func compactTool(c *Client) (*mcp.Tool, mcp.ToolHandlerFor[CompactInput, Compact
 	}
 }
 
-func editTool(c *Client) (*mcp.Tool, mcp.ToolHandlerFor[EditInput, EditOutput]) {
+func editTool(c *client.HTTP) (*mcp.Tool, mcp.ToolHandlerFor[EditInput, EditOutput]) {
 	t := &mcp.Tool{Name: "edit_context", Description: "Context editing: ask Recall which old tool results (and optionally " +
 		"tool inputs and thinking blocks) of a session's current context to clear to free tokens, keeping the most " +
 		"recent tool uses. Returns the blocks to clear with their placeholders and the token counts before and after. " +
@@ -167,7 +168,7 @@ func editRequest(in EditInput) events.EditRequest {
 	return r
 }
 
-func memoryTool(c *Client) (*mcp.Tool, mcp.ToolHandlerFor[SessionInput, MemoryOutput]) {
+func memoryTool(c *client.HTTP) (*mcp.Tool, mcp.ToolHandlerFor[SessionInput, MemoryOutput]) {
 	t := &mcp.Tool{Name: "get_session_memory", Description: "Read a session's memory notes: the markdown document Recall " +
 		"keeps up to date in the background (task, decisions, files, errors and fixes, next steps). " +
 		"Fails with 404 when no extraction has run yet."}
@@ -181,7 +182,7 @@ func memoryTool(c *Client) (*mcp.Tool, mcp.ToolHandlerFor[SessionInput, MemoryOu
 	}
 }
 
-func extractTool(c *Client) (*mcp.Tool, mcp.ToolHandlerFor[ExtractInput, ExtractOutput]) {
+func extractTool(c *client.HTTP) (*mcp.Tool, mcp.ToolHandlerFor[ExtractInput, ExtractOutput]) {
 	t := &mcp.Tool{Name: "extract_session", Description: "Run a memory extraction of a session now (instead of waiting " +
 		"for Recall's trigger) and wait for it: the session's notes then cover its transcript up to now."}
 	return t, func(ctx context.Context, req *mcp.CallToolRequest, in ExtractInput) (*mcp.CallToolResult, ExtractOutput, error) {
@@ -204,7 +205,7 @@ func callContext(ctx context.Context, req interface{ GetExtra() *mcp.RequestExtr
 		return ctx
 	}
 	if tok, ok := strings.CutPrefix(extra.Header.Get("Authorization"), "Bearer "); ok && tok != "" {
-		return WithToken(ctx, strings.TrimSpace(tok))
+		return client.WithToken(ctx, strings.TrimSpace(tok))
 	}
 	return ctx
 }

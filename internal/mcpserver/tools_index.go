@@ -6,6 +6,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/recallhq/recall/pkg/client"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -117,7 +118,7 @@ type UserMemoryOutput struct {
 	Context   string          `json:"context" jsonschema:"the documents as one block ready for the start of a new session's context"`
 }
 
-func listTool(c *Client) (*mcp.Tool, mcp.ToolHandlerFor[ListInput, ListOutput]) {
+func listTool(c *client.HTTP) (*mcp.Tool, mcp.ToolHandlerFor[ListInput, ListOutput]) {
 	t := &mcp.Tool{Name: "list_sessions", Description: "List past sessions of this tenant from Recall's session index " +
 		"(id, name, description, summary, tags, owner), newest first, optionally filtered by words or a tag."}
 	return t, func(ctx context.Context, req *mcp.CallToolRequest, in ListInput) (*mcp.CallToolResult, ListOutput, error) {
@@ -133,7 +134,7 @@ func listTool(c *Client) (*mcp.Tool, mcp.ToolHandlerFor[ListInput, ListOutput]) 
 	}
 }
 
-func askTool(c *Client) (*mcp.Tool, mcp.ToolHandlerFor[AskInput, AskOutput]) {
+func askTool(c *client.HTTP) (*mcp.Tool, mcp.ToolHandlerFor[AskInput, AskOutput]) {
 	t := &mcp.Tool{Name: "ask_session", Description: "Ask a past session a question: Recall answers from that " +
 		"session's transcript and names the records it drew on. The session may be given by id or by name."}
 	return t, func(ctx context.Context, req *mcp.CallToolRequest, in AskInput) (*mcp.CallToolResult, AskOutput, error) {
@@ -145,13 +146,13 @@ func askTool(c *Client) (*mcp.Tool, mcp.ToolHandlerFor[AskInput, AskOutput]) {
 	}
 }
 
-func resolveTool(c *Client) (*mcp.Tool, mcp.ToolHandlerFor[ResolveInput, ResolveOutput]) {
+func resolveTool(c *client.HTTP) (*mcp.Tool, mcp.ToolHandlerFor[ResolveInput, ResolveOutput]) {
 	t := &mcp.Tool{Name: "resolve_references", Description: "Resolve @@session references: give text containing " +
 		"@@name, @@id, @@name~N (N ancestors) or '@@name: question', or one ref. Returns the sessions each reference " +
 		"means and a context text with their summaries (and, with answer, the answers to the questions). A name " +
 		"that matches several sessions fails with the candidates; ask again with an id."}
 	return t, func(ctx context.Context, req *mcp.CallToolRequest, in ResolveInput) (*mcp.CallToolResult, ResolveOutput, error) {
-		rep, err := c.Resolve(callContext(ctx, req), events.ResolveRequest{Ref: in.Ref, Text: in.Text, Answer: in.Answer})
+		rep, err := resolve(callContext(ctx, req), c, in)
 		if err != nil {
 			return nil, ResolveOutput{}, err
 		}
@@ -180,7 +181,7 @@ func resolveTool(c *Client) (*mcp.Tool, mcp.ToolHandlerFor[ResolveInput, Resolve
 	}
 }
 
-func userMemoryTool(c *Client) (*mcp.Tool, mcp.ToolHandlerFor[UserMemoryInput, UserMemoryOutput]) {
+func userMemoryTool(c *client.HTTP) (*mcp.Tool, mcp.ToolHandlerFor[UserMemoryInput, UserMemoryOutput]) {
 	t := &mcp.Tool{Name: "get_user_memory", Description: "Read a user's long-term memory: what Recall learned about " +
 		"the user across their sessions (profile, preferences, patterns, experiences), as documents and as one " +
 		"context block to start a new session with."}
@@ -199,4 +200,16 @@ func userMemoryTool(c *Client) (*mcp.Tool, mcp.ToolHandlerFor[UserMemoryInput, U
 		}
 		return nil, out, nil
 	}
+}
+
+// resolve resolves in.Ref alone, or every @@reference of in.Text.
+func resolve(ctx context.Context, c *client.HTTP, in ResolveInput) (*events.ResolveReply, error) {
+	if in.Text != "" || in.Ref == "" {
+		return c.References(ctx, in.Text, in.Answer)
+	}
+	r, err := c.Resolve(ctx, in.Ref)
+	if err != nil {
+		return nil, err
+	}
+	return &events.ResolveReply{Resolved: []events.Resolution{*r}}, nil
 }

@@ -3,6 +3,7 @@ package watch
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,20 +13,55 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/recallhq/recall/internal/importer"
+	"github.com/recallhq/recall/pkg/client"
 	"github.com/recallhq/recall/pkg/events"
 )
 
-// Sender sends events to Recall and says how they were settled; *Client is
-// one.
-type Sender interface {
-	Send(ctx context.Context, evs []event.Event) (Outcome, error)
+// Publisher stores events in Recall and returns each one's result, in
+// order, once all are settled or its retries ended (pkg/client's HTTP, or
+// its NATS Client).
+type Publisher interface {
+	PublishBatch(ctx context.Context, evs []event.Event) ([]client.Result, error)
+}
+
+// Outcome sums how the events of a chunk were settled.
+type Outcome struct {
+	Stored, Duplicates int
+	// Rejected are the events Recall refused for good (invalid, too
+	// large…): reported, not retried.
+	Rejected []events.EventResult
+}
+
+// send publishes evs and sums their outcome. An event refused for good
+// is Rejected; any other failure (retries ended, no answer) is the error.
+func send(ctx context.Context, p Publisher, evs []event.Event) (Outcome, error) {
+	var o Outcome
+	res, err := p.PublishBatch(ctx, evs)
+	if len(res) != len(evs) {
+		return o, err
+	}
+	for i, r := range res {
+		var ee *client.EventError
+		switch {
+		case r.Err == nil && r.Duplicate:
+			o.Duplicates++
+		case r.Err == nil:
+			o.Stored++
+		case errors.As(r.Err, &ee) && !client.Retryable(r.Err):
+			o.Rejected = append(o.Rejected, ee.Result)
+		default:
+			return o, fmt.Errorf("sending event %s: %w", evs[i].ID(), r.Err)
+		}
+	}
+	return o, nil
 }
 
 // Tail reads the new whole lines of Claude Code transcripts and sends
 // their events. It holds no state of its own: the caller keeps each file's
 // FileState. It is safe for concurrent use on different files.
 type Tail struct {
-	Sender Sender
+	// Sender stores the events.
+	Sender Publisher
 	// Tenant, when set, is stamped on the events (importer.Options).
 	Tenant string
 	// Source is the events' CloudEvents source (importer.DefaultSource
@@ -95,7 +131,7 @@ func (t *Tail) CatchUp(ctx context.Context, path string, st FileState) (FileStat
 		if err != nil {
 			return st, total, err
 		}
-		o, err := t.Sender.Send(ctx, evs)
+		o, err := send(ctx, t.Sender, evs)
 		total.add(o)
 		if err != nil {
 			return st, total, err

@@ -104,7 +104,7 @@ func (w *Watcher) Stats() Stats {
 	return w.stats
 }
 
-// SetError records err as the last error (a Client's OnError).
+// SetError records err as the last error (an HTTP client's OnRetry).
 func (w *Watcher) SetError(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

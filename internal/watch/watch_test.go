@@ -20,6 +20,7 @@ import (
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/internal/watch"
+	"github.com/recallhq/recall/pkg/client"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 )
@@ -190,9 +191,9 @@ func (c *claude) whole() []byte { return bytes.Join(c.lines[:c.n], nil) }
 // fails the test unless Run returned nil.
 func startWatcher(t *testing.T, r *recallEnv, dir, state string, pollOnly bool) (*watch.Watcher, func()) {
 	t.Helper()
-	client := &watch.Client{URL: r.url, Token: token, Batch: 7}
+	c := newHTTP(t, client.HTTPConfig{URL: r.url, Token: token, Batch: 7, Window: -1})
 	w, err := watch.New(watch.Config{Dir: dir, StatePath: state, Interval: 10 * time.Millisecond, PollOnly: pollOnly,
-		Tail: watch.Tail{Sender: client, User: "ada", MaxChunk: 4 << 10}})
+		Tail: watch.Tail{Sender: c, User: "ada", MaxChunk: 4 << 10}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,11 +297,20 @@ func TestCatchUpStopsWithoutAdvancing(t *testing.T) {
 	cc := newClaude(t, filepath.Join(dir, "sess-down.jsonl"), fixture)
 	cc.write(t, 20, false)
 	var failures int
-	tail := watch.Tail{Sender: &watch.Client{URL: "http://127.0.0.1:1", OnError: func(error) { failures++ }}}
+	tail := watch.Tail{Sender: newHTTP(t, client.HTTPConfig{URL: "http://127.0.0.1:1", OnRetry: func(error) { failures++ }})}
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	st, out, err := tail.CatchUp(ctx, cc.path, watch.FileState{})
 	if !errors.Is(err, context.DeadlineExceeded) || st.Offset != 0 || out.Stored != 0 || failures == 0 {
 		t.Fatalf("CatchUp against no Recall: state %+v, outcome %+v, %d failures, err %v", st, out, failures, err)
 	}
+}
+
+func newHTTP(t *testing.T, cfg client.HTTPConfig) *client.HTTP {
+	t.Helper()
+	c, err := client.NewHTTP(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
