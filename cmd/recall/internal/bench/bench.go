@@ -110,8 +110,13 @@ type sizes struct {
 	compactSessions   int
 	compactSizes      []int
 	compactRequests   int
-	extractSessions   int
-	extractWorkers    []int
+	// compactConcurrency are the concurrent-compaction steps (the first
+	// within the compactor's per-tenant share of 64, the second over it);
+	// compactConcRequests the compactions of each.
+	compactConcurrency  []int
+	compactConcRequests int
+	extractSessions     int
+	extractWorkers      []int
 	// extractLatency and extractPerWorker are the fake model's latency and
 	// a worker's concurrency of the long session and of a quick run's
 	// scaling steps; a full run's scaling steps use a real model's latency
@@ -134,6 +139,7 @@ func sizesFor(quick bool) sizes {
 			ingestEvents: 5000, ingestSessions: 100,
 			triggerSessions: 2000, triggerPerSession: 4,
 			compactSessions: 200, compactSizes: []int{100, 1000, 3000}, compactRequests: 30,
+			compactConcurrency: []int{16, 96}, compactConcRequests: 400,
 			extractSessions: 64, extractWorkers: []int{1, 2, 4, 8}, extractLatency: 50 * time.Millisecond, extractPerWorker: 4,
 			longSessionRecords: 4000,
 			pipelineDuration:   3 * time.Second, pipelineSessions: 50,
@@ -145,6 +151,7 @@ func sizesFor(quick bool) sizes {
 		ingestEvents: 100000, ingestSessions: 1000,
 		triggerSessions: 100000, triggerPerSession: 4,
 		compactSessions: 10000, compactSizes: []int{1000, 10000, 100000}, compactRequests: 300,
+		compactConcurrency: []int{64, 256}, compactConcRequests: 10000,
 		extractSessions: 1024, extractWorkers: []int{1, 2, 4, 8}, extractLatency: 200 * time.Millisecond, extractPerWorker: 16,
 		longSessionRecords: 40000,
 		pipelineDuration:   15 * time.Second, pipelineSessions: 500,

@@ -22,7 +22,7 @@ var issueKeys = []string{
 	"ingest.ratio_nats_vs_raw", "ingest.ratio_http_vs_raw", "ingest.cpu_ratio_vs_raw",
 	"trigger.events_per_s", "trigger.sessions", "trigger.ratio_vs_raw_consume", "trigger.bytes_per_session",
 	"trigger.cpu_ratio_vs_raw", "trigger.replicas_scaling",
-	"compaction.by_size", "compaction.ratio_p99_vs_raw", "compaction.flatness",
+	"compaction.by_size", "compaction.ratio_p99_vs_raw", "compaction.flatness", "compaction.concurrent",
 	"extraction.scaling", "extraction.ordering_violations",
 	"pipeline.trigger_lag_p99_ms", "pipeline.trigger_lag_80_p99_ms", "pipeline.raw_lag_80_p99_ms", "pipeline.raw_lag_at_recall_80_p99_ms",
 }
@@ -135,6 +135,41 @@ func TestQuickTriggerShards(t *testing.T) {
 	}
 	if r.CPUUSPerEvent == nil || r.RawCPUUSPerEvent == nil || r.CPURatioVsRaw == nil || *r.RawCPUUSPerEvent <= 0 {
 		t.Errorf("CPU per event: trigger %v, raw %v, ratio %v; want all measured", r.CPUUSPerEvent, r.RawCPUUSPerEvent, r.CPURatioVsRaw)
+	}
+	if t.Failed() {
+		t.Log(progress.String())
+	}
+}
+
+// TestQuickCompactionConcurrent runs the compaction scenario in quick mode:
+// compaction.concurrent is measured on both sides of its ratios, every
+// request is accounted for, and the step beyond the compactor's per-tenant
+// share (96 at once, share 64) is refused in part with 429.
+func TestQuickCompactionConcurrent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the compaction scenario")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	res, err := bench.Run(ctx, bench.Options{Quick: true, Only: []string{bench.ScenarioCompaction}, Progress: &progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Compaction
+	if r.Skipped != "" || r.Concurrent == nil || r.ConcurrentOverShare == nil {
+		t.Fatalf("compaction skipped (%q) or concurrent steps missing\n%s", r.Skipped, progress.String())
+	}
+	for _, c := range []*bench.ConcurrentCompaction{r.Concurrent, r.ConcurrentOverShare} {
+		if c.Served+c.Refused429 != c.Requests || c.CompactionsPerS <= 0 || c.FloorPerS <= 0 || c.RateVsFloor <= 0 || c.P99VsFloor <= 0 {
+			t.Errorf("%d at once: %+v; want every request served or refused and both sides measured", c.Concurrency, *c)
+		}
+	}
+	if r.Concurrent.Refused429 != 0 {
+		t.Errorf("%d at once (within the share): %d refused", r.Concurrent.Concurrency, r.Concurrent.Refused429)
+	}
+	if r.ConcurrentOverShare.Refused429 == 0 {
+		t.Errorf("%d at once (over the share of 64): none refused", r.ConcurrentOverShare.Concurrency)
 	}
 	if t.Failed() {
 		t.Log(progress.String())

@@ -62,7 +62,7 @@ func runCompaction(ctx context.Context, e *env) error {
 		measured[i] = fmt.Sprintf("big%d", n)
 	}
 	g := benchgen.New(7)
-	seqs, err := fillCompactionSessions(ctx, e, g, bg, measured)
+	seqs, spans, err := fillCompactionSessions(ctx, e, g, bg, measured)
 	if err != nil {
 		return err
 	}
@@ -92,13 +92,14 @@ func runCompaction(ctx context.Context, e *env) error {
 		return err
 	}
 	summarizeCompactions(e, m)
-	return nil
+	return measureConcurrentSteps(ctx, e, fl, bg, spans)
 }
 
 // fillCompactionSessions stores compactBackgroundMessages records for every
 // background session and the sizes' records for the measured ones, and
-// returns the measured sessions' stream sequences, in order.
-func fillCompactionSessions(ctx context.Context, e *env, g *benchgen.Gen, bg, measured []string) (map[string][]uint64, error) {
+// returns the measured sessions' stream sequences, in order, and every
+// session's first and last sequence.
+func fillCompactionSessions(ctx context.Context, e *env, g *benchgen.Gen, bg, measured []string) (map[string][]uint64, map[string]seqSpan, error) {
 	plan := fillPlan{}
 	for _, s := range bg {
 		plan.sessions = append(plan.sessions, s)
@@ -110,16 +111,18 @@ func fillCompactionSessions(ctx context.Context, e *env, g *benchgen.Gen, bg, me
 		plan.counts = append(plan.counts, e.sizes.compactSizes[i])
 		seqs[s] = nil
 	}
+	spans := make(map[string]seqSpan, len(plan.sessions))
 	t0 := time.Now()
 	if _, err := e.fill(ctx, g, plan, func(s string, seq uint64) {
+		spans[s] = spans[s].add(seq)
 		if l, ok := seqs[s]; ok {
 			seqs[s] = append(l, seq)
 		}
 	}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	e.progress("   pre-filled %d sessions, %d events in %s", len(plan.sessions), plan.total(), time.Since(t0).Round(time.Millisecond))
-	return seqs, nil
+	return seqs, spans, nil
 }
 
 // writeCompactionMemory writes a memory record for every session: the
@@ -240,7 +243,9 @@ func compactOnceSized(ctx context.Context, nc *nats.Conn, session string) (*even
 	if err != nil {
 		return nil, 0, d, err
 	}
-	if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
+	if code := m.Header.Get("Nats-Service-Error-Code"); code == "429" {
+		return nil, 0, d, fmt.Errorf("compactor %w: %s", errRefused, m.Header.Get("Nats-Service-Error"))
+	} else if code != "" {
 		return nil, 0, d, fmt.Errorf("compactor error %s: %s", code, m.Header.Get("Nats-Service-Error"))
 	}
 	var rep events.CompactReply
@@ -291,8 +296,21 @@ func (f *floor) close() { _ = f.echo.Unsubscribe() }
 // records first..last and was size bytes long.
 func (f *floor) once(ctx context.Context, session string, first, last uint64, size int) (time.Duration, error) {
 	t0 := time.Now()
+	if err := f.reads(ctx, session, first, last); err != nil {
+		return 0, err
+	}
+	if _, err := f.nc.RequestWithContext(ctx, floorSubject, []byte(strconv.Itoa(size))); err != nil {
+		return 0, fmt.Errorf("floor: reply of %d bytes: %w", size, err)
+	}
+	return time.Since(t0), nil
+}
+
+// reads are the reads of a compaction of session that kept records
+// first..last: the KV get of its memory and one batch Direct Get of the
+// records.
+func (f *floor) reads(ctx context.Context, session string, first, last uint64) error {
 	if _, err := f.kv.Get(ctx, events.MemoryKey(benchTenant, session)); err != nil {
-		return 0, fmt.Errorf("floor: reading memory: %w", err)
+		return fmt.Errorf("floor: reading memory: %w", err)
 	}
 	n := 0
 	err := transcript.ScanRaw(ctx, f.nc, f.layout.Stream(benchTenant, session), f.layout.Subject(benchTenant, session), first, last, int(last-first+1), func(transcript.Raw) bool {
@@ -300,10 +318,7 @@ func (f *floor) once(ctx context.Context, session string, first, last uint64, si
 		return true
 	})
 	if err != nil {
-		return 0, fmt.Errorf("floor: reading records: %w", err)
+		return fmt.Errorf("floor: reading records: %w", err)
 	}
-	if _, err := f.nc.RequestWithContext(ctx, floorSubject, []byte(strconv.Itoa(size))); err != nil {
-		return 0, fmt.Errorf("floor: reply of %d bytes: %w", size, err)
-	}
-	return time.Since(t0), nil
+	return nil
 }

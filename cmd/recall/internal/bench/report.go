@@ -50,6 +50,8 @@ func targets(r *Result) []Target {
 		atMost("compaction.ratio_p50_vs_floor", "<= 1.2 (p50 / floor p50, worst size)", r.Compaction.RatioP50VsFloor, 1.2),
 		atMost("compaction.ratio_p99_vs_floor", "<= 3 (p99 / floor p99, worst size)", r.Compaction.RatioP99VsFloor, 3),
 		atMost("compaction.flatness", "<= 1.2 (p99 largest / p99 smallest transcript)", r.Compaction.Flatness, 1.2),
+		atLeast("compaction.concurrent.rate_vs_floor", ">= 0.8 (compactions/s / same reads/s, 64 at once)", concurrentField(r.Compaction.Concurrent, func(c *ConcurrentCompaction) float64 { return c.RateVsFloor }), 0.8),
+		atMost("compaction.concurrent.p99_vs_floor", "<= 2 (p99 / same reads' p99, 64 at once)", concurrentField(r.Compaction.Concurrent, func(c *ConcurrentCompaction) float64 { return c.P99VsFloor }), 2),
 		atLeast("extraction.llm_latency_ms", ">= 2000 (the scaling steps' model latency)", extractionSize(r, r.Extraction.LLMLatencyMS), 2000),
 		atLeast("extraction.sessions", ">= 1024", extractionSize(r, r.Extraction.Sessions), 1024),
 		atLeast("extraction.scaling[workers=8].efficiency", ">= 0.9", eff8, 0.9),
@@ -174,6 +176,12 @@ func (t table) services(r *Result) {
 	t.row("compaction.ratio_p50_vs_floor", r.Compaction.RatioP50VsFloor, "", "p50 / floor p50 (KV get + Direct Get of the kept records + same-size reply)")
 	t.row("compaction.ratio_p99_vs_floor", r.Compaction.RatioP99VsFloor, "", "p99 / floor p99")
 	t.row("compaction.flatness", r.Compaction.Flatness, "", "p99 largest / p99 smallest")
+	for _, c := range []*ConcurrentCompaction{r.Compaction.Concurrent, r.Compaction.ConcurrentOverShare} {
+		if c != nil {
+			fmt.Fprintf(t.tw, "compaction.concurrent[%d]\t%.0f /s, p99 %.0f µs\t%d sessions, %d requests, %d served, %d refused (429); floor (KV get + Direct Get, same concurrency) %.0f /s, p99 %.0f µs (rate %.3f×, p99 %.3f×)\n",
+				c.Concurrency, c.CompactionsPerS, c.P99US, c.Sessions, c.Requests, c.Served, c.Refused429, c.FloorPerS, c.FloorP99US, c.RateVsFloor, c.P99VsFloor)
+		}
+	}
 	t.skip("extraction", r.Extraction.Skipped)
 	for _, s := range r.Extraction.Scaling {
 		fmt.Fprintf(t.tw, "extraction[%d workers]\t%.1f /s\tefficiency %.3f (session balance bound %.3f), %.0f%% of capacity, %d extractions, besides the model p50 %.0f ms / p99 %.0f ms, %s\n",

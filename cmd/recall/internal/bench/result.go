@@ -185,6 +185,35 @@ type CompactionResult struct {
 	RatioP50VsFloor *float64 `json:"ratio_p50_vs_floor"`
 	RatioP99VsFloor *float64 `json:"ratio_p99_vs_floor"`
 	Flatness        *float64 `json:"flatness"`
+	// Concurrent is compactions issued 64 at a time (16 in a quick run)
+	// over every background session, against the same reads issued at
+	// the same concurrency; ConcurrentOverShare the same at 256 (96),
+	// beyond the compactor's per-tenant share, whose excess it refuses
+	// with 429.
+	Concurrent          *ConcurrentCompaction `json:"concurrent"`
+	ConcurrentOverShare *ConcurrentCompaction `json:"concurrent_over_share"`
+}
+
+// ConcurrentCompaction is one concurrency of compaction requests. Its
+// floor is the reads a compaction of each session does — the KV get of its
+// memory and one batch Direct Get of its records — issued at the same
+// concurrency in the same run, without the reply.
+type ConcurrentCompaction struct {
+	Concurrency int `json:"concurrency"`
+	Sessions    int `json:"sessions"`
+	Requests    int `json:"requests"`
+	Served      int `json:"served"`
+	// Refused429 is the requests the compactor refused (the tenant's
+	// share was in flight); they are not in the rate nor the latencies.
+	Refused429      int     `json:"refused_429"`
+	CompactionsPerS float64 `json:"compactions_per_s"`
+	P50US           float64 `json:"p50_us"`
+	P99US           float64 `json:"p99_us"`
+	FloorPerS       float64 `json:"floor_per_s"`
+	FloorP50US      float64 `json:"floor_p50_us"`
+	FloorP99US      float64 `json:"floor_p99_us"`
+	RateVsFloor     float64 `json:"rate_vs_floor"`
+	P99VsFloor      float64 `json:"p99_vs_floor"`
 }
 
 // ExtractionStep is extraction throughput with one worker count.
