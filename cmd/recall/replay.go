@@ -22,6 +22,7 @@ import (
 
 	"github.com/recallhq/recall/internal/importer"
 	"github.com/recallhq/recall/internal/natsperm"
+	"github.com/recallhq/recall/pkg/chunked"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 )
@@ -281,13 +282,10 @@ func sendNATS(ctx context.Context, nc *nats.Conn, subject string, batch []event.
 	if err != nil {
 		return nil, err
 	}
-	m, err := nc.RequestWithContext(ctx, subject, body)
-	if errors.Is(err, nats.ErrMaxPayload) {
-		// Retrying cannot help: large events (stored by claim check up to
-		// RECALL_INGEST_MAX_EVENT_BYTES) go over HTTP.
-		return nil, fmt.Errorf("a request of %d bytes is over the NATS server's max_payload (%d): replay with --http, or --batch 1", len(body), nc.MaxPayload())
-	}
-	if errors.Is(err, nats.ErrNoResponders) {
+	// A request over the server's max_payload (an event stored by claim
+	// check, up to RECALL_INGEST_MAX_EVENT_BYTES) goes as a chunked request.
+	m, err := chunked.SendRequest(ctx, nc, subject, nil, body)
+	if errors.Is(err, chunked.ErrNoResponders) {
 		return nil, &unreachableError{err: fmt.Errorf("no ingest service answers on %s", subject)}
 	}
 	if err != nil {

@@ -26,7 +26,8 @@ type Client struct {
 	retryFor, attempt time.Duration
 
 	mu     sync.Mutex
-	layout events.Layout // zero until known
+	layout events.Layout         // zero until known
+	blobs  jetstream.ObjectStore // nil until the first claim check
 }
 
 // Option configures a Client.
@@ -76,6 +77,10 @@ type Result struct {
 
 // Msg validates e as an event of the client's tenant and encodes it as the
 // NATS message to publish (binary mode, Nats-Msg-Id, trace context of ctx).
+// An event over InlineBytes (up to MaxEventBytes) has its data stored in
+// the events.BucketBlobs Object Store first, and the message is the stub
+// naming it (see InlineBytes); an event over MaxEventBytes is an error
+// wrapping events.ErrInvalidEvent.
 func (c *Client) Msg(ctx context.Context, e event.Event) (*nats.Msg, error) {
 	s, err := events.ValidateIngest(e, c.tenant)
 	if err != nil {
@@ -85,7 +90,10 @@ func (c *Client) Msg(ctx context.Context, e event.Event) (*nats.Msg, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := natsce.NewMsg(layout.Subject(c.tenant, s.Session), &s.Event)
+	m, err := c.claimCheck(ctx, s, natsce.NewMsg(layout.Subject(c.tenant, s.Session), &s.Event))
+	if err != nil {
+		return nil, err
+	}
 	m.Header.Set(jetstream.MsgIDHeader, events.DedupID(c.tenant, e.ID()))
 	natsce.Inject(ctx, m.Header)
 	return m, nil

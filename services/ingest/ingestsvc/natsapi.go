@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/recallhq/recall/internal/microapi"
+	"github.com/recallhq/recall/pkg/chunked"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
 )
@@ -41,6 +42,10 @@ type NATSHandler struct {
 	// tenantShare) per tenant.
 	adm         *microapi.Admission
 	maxInFlight int
+	// uploads holds the chunks of chunked requests (nil: refused); each
+	// store or read is bounded by uploadTimeout.
+	uploads       UploadStore
+	uploadTimeout time.Duration
 }
 
 // NewNATSHandler returns the handler of the NATS ingest endpoint, answering
@@ -78,6 +83,11 @@ func (h *NATSHandler) endpoint() microapi.Endpoint {
 	return microapi.Endpoint{Verb: events.VerbIngest, Subject: IngestEndpointSubject, Mode: microapi.AnswerLater,
 		Admission: h.adm,
 		Check: func(ctx context.Context, r *microapi.Request) *microapi.Error {
+			if r.Header.Get(chunked.HeaderUpload) != "" {
+				if done, aerr := h.upload(ctx, r); done || aerr != nil {
+					return aerr
+				}
+			}
 			items, p := h.decode(r.Header, r.Data)
 			if p != nil {
 				h.in.reject(ctx, p.reason(), 1)
@@ -87,7 +97,8 @@ func (h *NATSHandler) endpoint() microapi.Endpoint {
 			return nil
 		},
 		Shape: func(r microapi.Request, aerr *microapi.Error) *microapi.Error {
-			return h.refusal(h.later.Context(r.Header), aerr, len(r.Value.([]item)))
+			items, _ := r.Value.([]item) // none for a chunk
+			return h.refusal(h.later.Context(r.Header), aerr, len(items))
 		},
 		Start: h.start,
 	}
@@ -96,6 +107,9 @@ func (h *NATSHandler) endpoint() microapi.Endpoint {
 // start publishes a request's events and returns the wait for their
 // acknowledgements.
 func (h *NATSHandler) start(ctx context.Context, r microapi.Request) (microapi.Work, *microapi.Error) {
+	if part, ok := r.Value.(uploadPart); ok {
+		return h.storePart(part), nil
+	}
 	start := time.Now()
 	ctx, span := h.in.tracer.Start(ctx, "ingest "+events.SubjectAPIRoot+"."+events.VerbIngest, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("recall.tenant", r.Tenant), attribute.String("recall.session", r.Session)))

@@ -57,6 +57,7 @@ type Service struct {
 	js      jetstream.JetStream
 	later   *microapi.Later // the NATS ingest endpoint's answers
 	in      *Ingester
+	blobs   jetstream.ObjectStore // RECALL_BLOBS: claim checks, chunked requests
 	ln      net.Listener
 	httpErr <-chan error
 	handler http.Handler
@@ -111,8 +112,8 @@ func (s *Service) start(ctx context.Context, auth *Auth) error {
 	limits := Limits{MaxEventBytes: cfg.MaxEventBytes, MaxBatchEvents: cfg.MaxBatchEvents, MaxBodyBytes: cfg.MaxBodyBytes,
 		BodyTimeout: cfg.BodyTimeout, adm: newAdmission(cfg)}
 	s.in = NewIngester(s.js, cfg.Layout(), cfg.MaxEventBytes, cfg.PublishTimeout)
-	blobs, err := s.js.ObjectStore(ctx, events.BucketBlobs)
-	if err != nil {
+	var err error
+	if s.blobs, err = s.js.ObjectStore(ctx, events.BucketBlobs); err != nil {
 		return fmt.Errorf("opening object store %s: %w", events.BucketBlobs, err)
 	}
 	// The console's reads, exports, config history pages and the records
@@ -125,7 +126,7 @@ func (s *Service) start(ctx context.Context, auth *Auth) error {
 		return fmt.Errorf("opening JetStream for bulk reads: %w", err)
 	}
 	// Headroom for the headers ingest adds (dedup id, trace context).
-	s.in.UseClaimCheck(blobs, min(cfg.InlineBytes, int(s.nc.MaxPayload())-64<<10), s.conNC, s.log)
+	s.in.UseClaimCheck(s.blobs, min(cfg.InlineBytes, int(s.nc.MaxPayload())-64<<10), s.conNC, s.log)
 	if err := s.startEraser(); err != nil {
 		return err
 	}
@@ -152,6 +153,7 @@ func (s *Service) startEndpoint(ctx context.Context, limits Limits) error {
 	s.life.Await(endpointDrained{s.apiNC}, s.later)
 	nh := NewNATSHandler(s.later, s.in, limits, 1024)
 	nh.tenantShare(s.cfg.TenantInFlight)
+	nh.UseUploads(s.blobs, s.cfg.PublishTimeout)
 	svc, err := microapi.Serve(s.later, microapi.Service{Name: ServiceName,
 		Description: "Recall ingest: validates session CloudEvents and stores them on the transcript's shard streams (" + events.StreamTranscriptShardPrefix + "<shard>)",
 		Endpoints: []microapi.Endpoint{
