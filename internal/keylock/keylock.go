@@ -5,7 +5,6 @@ package keylock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/retry"
+	"github.com/recallhq/recall/internal/store"
 )
 
 // Locks is one lock per key, taken with a context. The zero value is ready.
@@ -57,7 +57,7 @@ func Lease(ctx context.Context, kv jetstream.KeyValue, key, holder string, ttl t
 	err = leasePoll.Do(ctx, nil, "", func(ctx context.Context) error {
 		var err error
 		rev, err = kv.Create(ctx, key, []byte(holder), jetstream.KeyTTL(ttl))
-		if err != nil && !IsConflict(err) {
+		if err != nil && !store.IsConflict(err) {
 			return retry.Permanent(fmt.Errorf("taking the lease %s: %w", key, err))
 		}
 		return err
@@ -74,13 +74,3 @@ func Lease(ctx context.Context, kv jetstream.KeyValue, key, holder string, ttl t
 
 // leasePoll asks for a held lease again every 100 ms.
 var leasePoll = retry.Policy{First: 100 * time.Millisecond, Max: 100 * time.Millisecond}
-
-// IsConflict reports a failed KV create or compare-and-set, on a single
-// server (code 10071) or a replicated bucket (10164, which
-// jetstream.ErrKeyExists does not match).
-func IsConflict(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) ||
-		(errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant))
-}

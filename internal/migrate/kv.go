@@ -208,7 +208,7 @@ func (m *Migrator) applyKVItem(ctx context.Context, it *kvItem, p *positions) er
 		return err
 	}
 	if raw == nil || raw.Sequence != it.rev {
-		return fmt.Errorf("%s.%s: %w", bucket, it.key, ErrChanged)
+		return fmt.Errorf("%s.%s: %w", bucket, it.key, errChanged)
 	}
 	doc, err := decodeDoc(raw.Data)
 	if err != nil {

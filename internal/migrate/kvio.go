@@ -58,9 +58,8 @@ func (m *Migrator) putKV(ctx context.Context, bucket, key string, doc map[string
 	msg.Header.Set(HeaderTranslated, marker)
 	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(expect, 10))
 	_, err = m.js.PublishMsg(ctx, msg)
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
-		return fmt.Errorf("%s.%s: %w", bucket, key, ErrChanged)
+	if store.IsConflict(err) {
+		return fmt.Errorf("%s.%s: %w (%w)", bucket, key, errChanged, err)
 	}
 	if err != nil {
 		return fmt.Errorf("writing %s.%s: %w", bucket, key, err)
@@ -104,7 +103,7 @@ func (m *Migrator) moveKV(ctx context.Context, it *kvItem, doc map[string]json.R
 		m.rep.Dropped[bucket]++
 		return m.deleteKV(ctx, bucket, it.key, it.rev)
 	default:
-		return fmt.Errorf("%s.%s translates to %s, which exists and was not translated: %w; move one of them aside and run the migration again", bucket, it.key, key, ErrChanged)
+		return fmt.Errorf("%s.%s translates to %s, which exists and was not translated: %w; move one of them aside and run the migration again", bucket, it.key, key, errChanged)
 	}
 	if err := m.putKV(ctx, bucket, key, doc, it.key, expect); err != nil {
 		return err

@@ -57,6 +57,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/store"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -85,9 +86,10 @@ var (
 	// ErrShardCount is returned when the target shard count differs from
 	// the shards that exist or from a migration under way.
 	ErrShardCount = errors.New("shard count differs")
-	// ErrChanged is returned when a record changed while it was being
-	// translated (something else writes during the migration).
-	ErrChanged = errors.New("changed during the migration")
+	// errChanged is returned when a record changed while it was being
+	// translated (something else writes during the migration); it wraps
+	// store.ErrConflict, the one sentinel of a lost compare-and-set.
+	errChanged = fmt.Errorf("changed during the migration: %w", store.ErrConflict)
 )
 
 // Config is one migration.

@@ -6,6 +6,12 @@
 // Errors: a missing record is not an error (zero record, revision 0); a
 // record that does not decode is ErrCorrupt, wrapped with the key and
 // revision; a lost compare-and-set is ErrConflict.
+//
+// The conflict rule is this package's for every compare-and-set in the
+// tree (KV create, update, and publishes with an expected last subject
+// sequence): IsConflict recognizes a lost race however the server words
+// it, and CAS turns one into ErrConflict, the one sentinel callers test
+// with errors.Is.
 package store
 
 import (
@@ -78,8 +84,8 @@ func (m *Memory) Commit(ctx context.Context, tenant, session string, rec events.
 	} else {
 		n, err = m.kv.Update(ctx, key, b, rev)
 	}
-	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return 0, fmt.Errorf("committing session memory at revision %d: %w", rev, ErrConflict)
+	if err = CAS(err); errors.Is(err, ErrConflict) {
+		return 0, fmt.Errorf("committing session memory at revision %d: %w", rev, err)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("committing session memory: %w", err)
@@ -117,12 +123,37 @@ func PutTTL(ctx context.Context, js jetstream.JetStream, bucket, key string, val
 		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(expect))
 	}
 	pa, err := js.Publish(ctx, PutSubject(js, bucket, key), value, opts...)
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
-		return 0, fmt.Errorf("writing %s.%s after revision %d: %w", bucket, key, expect, ErrConflict)
+	if err = CAS(err); errors.Is(err, ErrConflict) {
+		return 0, fmt.Errorf("writing %s.%s after revision %d: %w", bucket, key, expect, err)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("writing %s.%s: %w", bucket, key, err)
 	}
 	return pa.Sequence, nil
+}
+
+// IsConflict reports whether err is a lost compare-and-set: ErrConflict,
+// jetstream.ErrKeyExists (a create on a key that exists),
+// jetstream.ErrKeyRevisionMismatch, or the API error of a wrong last
+// subject sequence — code 10071 from a single server, 10164 from a
+// replicated (R3) bucket, which neither jetstream sentinel matches.
+func IsConflict(err error) bool {
+	if err == nil {
+		return false
+	}
+	var apiErr *jetstream.APIError
+	return errors.Is(err, ErrConflict) || errors.Is(err, jetstream.ErrKeyExists) ||
+		errors.Is(err, jetstream.ErrKeyRevisionMismatch) ||
+		(errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant))
+}
+
+// CAS maps the error of a compare-and-set: nil stays nil, a conflict
+// (IsConflict) becomes an error that wraps ErrConflict and the server's
+// error, anything else is returned as it is.
+func CAS(err error) error {
+	if !IsConflict(err) || errors.Is(err, ErrConflict) {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", ErrConflict, err)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/internal/store"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -86,10 +87,10 @@ func TestWritePatchHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Write(ctx, kv, "a", events.TenantConfig{}, tenant, Precondition{None: true}); !errors.Is(err, ErrRevisionMismatch) {
+	if _, err := Write(ctx, kv, "a", events.TenantConfig{}, tenant, Precondition{None: true}); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("create over a stored value: %v", err)
 	}
-	if _, err := Write(ctx, kv, "a", events.TenantConfig{}, tenant, Precondition{Revision: r1 + 100}); !errors.Is(err, ErrRevisionMismatch) {
+	if _, err := Write(ctx, kv, "a", events.TenantConfig{}, tenant, Precondition{Revision: r1 + 100}); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("stale revision: %v", err)
 	}
 	if _, err := Write(ctx, kv, "a", events.TenantConfig{ToolCallsBetweenUpdates: -1}, tenant, Precondition{}); !errors.Is(err, ErrInvalid) {

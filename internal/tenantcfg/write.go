@@ -10,12 +10,14 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/internal/store"
 	"github.com/recallhq/recall/pkg/events"
 )
 
-// ErrRevisionMismatch is returned by Write and Patch when the stored
-// revision is not the one the precondition names.
-var ErrRevisionMismatch = errors.New("the configuration changed: the stored revision is not the expected one")
+// errChanged is what Write and Patch return when the stored revision is
+// not the one the precondition names: it wraps store.ErrConflict, the one
+// sentinel of a lost compare-and-set.
+var errChanged = fmt.Errorf("the configuration changed: the stored revision is not the expected one: %w", store.ErrConflict)
 
 // metaMember is the member of a stored value that holds its ConfigMeta.
 const metaMember = "_meta"
@@ -91,7 +93,7 @@ func Read(ctx context.Context, kv jetstream.KeyValue, tenant string) (Entry, err
 
 // Write validates c (an *InvalidError when it is not valid) and stores it
 // as tenant's configuration in kv with meta (At set to now when zero),
-// under pre (ErrRevisionMismatch when it does not hold). It returns the
+// under pre (store.ErrConflict when it does not hold). It returns the
 // new revision; services watching the bucket apply it within a round trip.
 // The ceilings are DefaultCeilings (Ceilings.Write applies others).
 func Write(ctx context.Context, kv jetstream.KeyValue, tenant string, c events.TenantConfig, meta events.ConfigMeta, pre Precondition) (uint64, error) {
@@ -113,7 +115,7 @@ func write(ctx context.Context, kv jetstream.KeyValue, tenant string, c events.T
 			return 0, err
 		}
 		if cur.Revision == 0 {
-			return 0, ErrRevisionMismatch
+			return 0, errChanged
 		}
 		pre.Revision = cur.Revision
 	}
@@ -127,8 +129,8 @@ func write(ctx context.Context, kv jetstream.KeyValue, tenant string, c events.T
 	default:
 		rev, err = kv.Put(ctx, key, b)
 	}
-	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return 0, ErrRevisionMismatch
+	if store.IsConflict(err) {
+		return 0, fmt.Errorf("%w (%w)", errChanged, err)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("writing %s of %s: %w", events.BucketConfig, tenant, err)
@@ -140,7 +142,7 @@ func write(ctx context.Context, kv jetstream.KeyValue, tenant string, c events.T
 // configuration and writes the result like Write. With pre.Revision set
 // the stored revision must be that one; otherwise the revision read is
 // the precondition, and a concurrent change makes Patch read and apply
-// the patch again (a few times, then ErrRevisionMismatch). It returns
+// the patch again (a few times, then store.ErrConflict). It returns
 // the entry written. The ceilings are DefaultCeilings (Ceilings.Patch
 // applies others).
 func Patch(ctx context.Context, kv jetstream.KeyValue, tenant string, patch []byte, meta events.ConfigMeta, pre Precondition) (Entry, error) {
@@ -158,7 +160,7 @@ func (l Ceilings) Patch(ctx context.Context, kv jetstream.KeyValue, tenant strin
 			return Entry{}, err
 		}
 		if (pre.Revision > 0 && cur.Revision != pre.Revision) || (pre.None && cur.Revision != 0) || (pre.Exists && cur.Revision == 0) {
-			return Entry{}, ErrRevisionMismatch
+			return Entry{}, errChanged
 		}
 		doc, _ := json.Marshal(cur.Config)
 		merged, err := MergePatch(doc, patch)
@@ -171,11 +173,11 @@ func (l Ceilings) Patch(ctx context.Context, kv jetstream.KeyValue, tenant strin
 		}
 		at := Precondition{Revision: cur.Revision, None: cur.Revision == 0}
 		rev, err := l.Write(ctx, kv, tenant, c, meta, at)
-		if !errors.Is(err, ErrRevisionMismatch) || pre.Revision > 0 || pre.None || pre.Exists {
+		if !errors.Is(err, store.ErrConflict) || pre.Revision > 0 || pre.None || pre.Exists {
 			return Entry{Revision: rev, Config: c, Meta: &meta}, err
 		}
 	}
-	return Entry{}, ErrRevisionMismatch
+	return Entry{}, errChanged
 }
 
 // MergePatch applies a JSON merge patch (RFC 7396) to doc: members of an

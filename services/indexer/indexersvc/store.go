@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/keylock"
+	"github.com/recallhq/recall/internal/store"
 
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
@@ -84,17 +85,21 @@ func (s *entries) load(ctx context.Context, tenant, session string) (stored, uin
 	return v, e.Revision(), nil
 }
 
-// put stores v with compare-and-set on rev (0: must not exist).
+// put stores v with compare-and-set on rev (0: must not exist); a lost
+// race is store.ErrConflict.
 func (s *entries) put(ctx context.Context, v stored, rev uint64) (uint64, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return 0, err
 	}
 	key := events.MemoryKey(v.Tenant, v.Session)
+	var n uint64
 	if rev == 0 {
-		return s.kv.Create(ctx, key, b)
+		n, err = s.kv.Create(ctx, key, b)
+	} else {
+		n, err = s.kv.Update(ctx, key, b, rev)
 	}
-	return s.kv.Update(ctx, key, b, rev)
+	return n, store.CAS(err)
 }
 
 // update applies fn to the session's entry with compare-and-set, retrying
@@ -120,7 +125,7 @@ func (s *entries) modify(ctx context.Context, tenant, session string, fn func(*s
 		if err == nil {
 			return v, nrev, nil
 		}
-		if !isConflict(err) || attempt >= 20 {
+		if !store.IsConflict(err) || attempt >= 20 {
 			return v, 0, fmt.Errorf("writing the index entry of %s: %w", session, err)
 		}
 	}
@@ -139,8 +144,6 @@ func (v *stored) refer(refs []string) bool {
 	return len(v.References) > had
 }
 
-func isConflict(err error) bool { return keylock.IsConflict(err) }
-
 // claimName claims a name for session from memory.NameVariants(slug,
 // session) — the slug, then the slug with a short and a long digest of
 // the session id — and returns the one it got; a variant the session
@@ -155,7 +158,7 @@ func (s *entries) claimName(ctx context.Context, tenant, session, slug string) (
 		if err == nil {
 			return name, nil
 		}
-		if !isConflict(err) {
+		if !store.IsConflict(err) {
 			return "", fmt.Errorf("claiming the name %s: %w", name, err)
 		}
 		holder, err := s.kv.Get(ctx, nameKey(tenant, name))

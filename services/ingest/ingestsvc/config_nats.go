@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/microapi"
+	"github.com/recallhq/recall/internal/store"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/pkg/events"
 )
@@ -39,7 +40,7 @@ func configProblem(err error) *events.Problem {
 		p := newProblem(ProblemInvalidConfig, http.StatusUnprocessableEntity, fmt.Sprintf("%d invalid field(s); see errors", len(ie.Errors)))
 		p.FieldErrors = ie.Errors
 		return p
-	case errors.Is(err, tenantcfg.ErrRevisionMismatch):
+	case errors.Is(err, store.ErrConflict):
 		return newProblem(ProblemRevisionMismatch, http.StatusPreconditionFailed, err.Error()+"; read it again and retry")
 	case errors.Is(err, context.DeadlineExceeded):
 		return newProblem(ProblemTimeout, http.StatusGatewayTimeout, err.Error())

@@ -17,6 +17,7 @@ import (
 	"github.com/recallhq/recall/internal/eventpub"
 	"github.com/recallhq/recall/internal/keylock"
 	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/store"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
@@ -263,7 +264,7 @@ func (c *committer) putRecord(ctx context.Context, rec events.CommitRecord, rev 
 		_, err = c.state.Update(ctx, key, b, rev)
 	}
 	if err != nil {
-		return fmt.Errorf("writing the commit record: %w", err)
+		return fmt.Errorf("writing the commit record: %w", store.CAS(err))
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/internal/store"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
 )
@@ -78,7 +79,7 @@ func (s *space) save(ctx context.Context, session string, out *events.MemoryComm
 			rev, err = s.kv.Update(ctx, key, b, d.rev)
 		}
 		if err != nil {
-			return fmt.Errorf("writing %s: %w", p, err)
+			return fmt.Errorf("writing %s: %w", p, store.CAS(err))
 		}
 		out.Written = append(out.Written, events.MemoryWrite{Target: d.target.String(), Type: d.typ, Lines: d.lines, Revision: rev})
 	}
