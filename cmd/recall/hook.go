@@ -40,7 +40,7 @@ func runHook(ctx context.Context, args []string, stdout io.Writer) error {
 	if *verbose {
 		level = slog.LevelInfo
 	}
-	log := slog.New(telemetry.NewRedactHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	log := cliLog(level)
 	c, err := edge.client(3, nil) // Recall down: give up in about a second, not at --timeout
 	if err != nil {
 		return err

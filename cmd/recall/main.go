@@ -21,6 +21,7 @@ import (
 
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/svcmain"
+	"github.com/recallhq/recall/internal/telemetry"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -47,15 +48,16 @@ func main() {
 	case err == nil:
 	case errors.Is(err, flag.ErrHelp):
 	case errors.Is(err, errUsage):
-		fmt.Fprintln(os.Stderr, "recall:", err)
+		fmt.Fprintln(os.Stderr, "recall:", telemetry.Redact(err.Error()))
 		os.Exit(2)
 	default:
-		fmt.Fprintln(os.Stderr, "recall:", err)
+		fmt.Fprintln(os.Stderr, "recall:", telemetry.Redact(err.Error()))
 		os.Exit(1)
 	}
 }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
+	stdout = redactingWriter{stdout}
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		printUsage(stdout)
 		return nil
@@ -102,7 +104,7 @@ func dialNATS(url, name string, extra ...nats.Option) (*nats.Conn, error) {
 	opts = append(opts, extra...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to NATS at %s: %w", url, err)
+		return nil, fmt.Errorf("connecting to NATS at %s: %s", telemetry.Redact(url), telemetry.Redact(err.Error()))
 	}
 	return nc, nil
 }

@@ -35,6 +35,6 @@ func runMCP(ctx context.Context, args []string, _ io.Writer) error {
 	if *verbose {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	log := cliLog(level)
 	return mcpserver.Run(ctx, mcpserver.Config{RecallURL: *recallURL, Token: *token, HTTPAddr: *httpAddr}, log)
 }

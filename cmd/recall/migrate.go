@@ -67,7 +67,7 @@ func runMigrate(ctx context.Context, args []string, stdout io.Writer) error {
 	bar := &migrateBar{}
 	defer bar.done()
 	m, err := migrate.New(nc, bulk, migrate.Config{Provision: pc, Force: *f.force, IdleWait: *f.idleWait, Progress: bar.set,
-		Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+		Log: cliLog(slog.LevelInfo)})
 	if err != nil {
 		return err
 	}

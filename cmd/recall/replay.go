@@ -22,6 +22,7 @@ import (
 
 	"github.com/recallhq/recall/internal/importer"
 	"github.com/recallhq/recall/internal/natsperm"
+	"github.com/recallhq/recall/internal/telemetry"
 	"github.com/recallhq/recall/pkg/chunked"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
@@ -107,11 +108,11 @@ func runReplay(ctx context.Context, args []string, stdout io.Writer) error {
 
 	bar := newProgress(os.Stderr, len(res.Events), "events")
 	rp := &replayer{send: send, batch: max(*batchSize, 1), retryFor: *retryFor, attempt: *attempt, progress: bar.set,
-		log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		log: cliLog(slog.LevelWarn)}
 	st, err := rp.run(ctx, res.Events)
 	bar.done()
 	if ue := (*unreachableError)(nil); errors.As(err, &ue) && ue.first {
-		return fmt.Errorf("nothing answers at %s (%v): start Recall with 'recall up', or point --http (RECALL_URL) or --nats-url at it", target, ue.err)
+		return fmt.Errorf("nothing answers at %s (%v): start Recall with 'recall up', or point --http (RECALL_URL) or --nats-url at it", telemetry.Redact(target), ue.err)
 	}
 	if err != nil {
 		fmt.Fprintf(stdout, "Replay of %s as session %s to %s stopped: %d published, %d duplicates, %d rejected before it\n",

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/recallhq/recall/internal/telemetry"
 	"github.com/recallhq/recall/internal/watch"
 	"github.com/recallhq/recall/pkg/client"
 	"github.com/recallhq/recall/pkg/events"
@@ -98,7 +97,7 @@ func runWatch(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		dir = filepath.Join(home, ".claude", "projects")
 	}
-	log := slog.New(telemetry.NewRedactHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	log := cliLog(slog.LevelWarn)
 	var w *watch.Watcher
 	c, err := edge.client(0, func(err error) { w.SetError(err) })
 	if err != nil {
@@ -109,7 +108,7 @@ func runWatch(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "recall watch: following %s, sending to %s, offsets in %s\n", dir, *edge.url, *edge.state)
+	fmt.Fprintf(os.Stderr, "recall watch: following %s, sending to %s, offsets in %s\n", dir, c.URL(), *edge.state)
 	stop := printWatchStats(os.Stderr, w, time.Second)
 	err = w.Run(ctx)
 	stop()

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/recallhq/recall/internal/telemetry"
 	"github.com/recallhq/recall/pkg/client"
 )
 
@@ -70,7 +71,14 @@ func New(c *client.HTTP, version string) *mcp.Server {
 // addTool adds the tool that mk makes for c.
 func addTool[In, Out any](s *mcp.Server, c *client.HTTP, mk func(*client.HTTP) (*mcp.Tool, mcp.ToolHandlerFor[In, Out])) {
 	t, h := mk(c)
-	mcp.AddTool(s, t, h)
+	mcp.AddTool(s, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		res, out, err := h(ctx, req, in)
+		if err != nil {
+			// The text goes to the agent: no secret in it (issue 43, F4).
+			err = errors.New(telemetry.Redact(err.Error()))
+		}
+		return res, out, err
+	})
 }
 
 const instructions = "Recall keeps background memory of agent sessions. Use get_session_memory for a session's " +
