@@ -213,6 +213,9 @@ func TestOneTraceFollowsAMessage(t *testing.T) {
 	for _, s := range ctrace {
 		if s.SpanContext().TraceID() == croot.SpanContext().TraceID() {
 			found = true
+			if v, ok := telemetrytest.Attr(s, telemetry.GenAIConversationCompacted); !ok || !v.AsBool() {
+				t.Errorf("compact span %s = %v, want true for a served compaction", telemetry.GenAIConversationCompacted, v)
+			}
 		}
 		if s.SpanContext().TraceID() == traceID {
 			t.Error("the compaction joined the publisher's trace")

@@ -21,6 +21,7 @@ import (
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/store"
+	"github.com/recallhq/recall/internal/telemetry"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
@@ -144,7 +145,8 @@ func (c *Compactor) settings(r events.CompactRequest) settings {
 func (c *Compactor) Compact(ctx context.Context, tenant, session string, r events.CompactRequest) *events.CompactReply {
 	start := time.Now()
 	ctx, span := tracer.Start(ctx, "compact", trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("recall.tenant", tenant), attribute.String("recall.session", session)))
+		trace.WithAttributes(attribute.String("recall.tenant", tenant), attribute.String("recall.session", session)),
+		trace.WithAttributes(telemetry.MemoryOp(telemetry.OpSearchMemory, events.BucketMemory, session)...))
 	defer span.End()
 
 	s := c.settings(r)
@@ -156,7 +158,7 @@ func (c *Compactor) Compact(ctx context.Context, tenant, session string, r event
 	c.checkServed(ctx, tenant, session, reply, kept)
 	reply.DurationUS = time.Since(start).Microseconds()
 
-	span.SetAttributes(attribute.String("recall.outcome", reply.Outcome), attribute.Int("recall.kept", reply.KeptCount),
+	span.SetAttributes(telemetry.GenAIConversationCompacted.Bool(reply.Served), attribute.String("recall.outcome", reply.Outcome), attribute.Int("recall.kept", reply.KeptCount),
 		attribute.Int64("recall.tokens_before", reply.TokensBefore), attribute.Int64("recall.tokens_after", reply.TokensAfter),
 		attribute.Int64("recall.waited_ms", reply.WaitedMS))
 	if reply.Outcome == memory.OutcomeError {

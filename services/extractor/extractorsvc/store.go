@@ -13,6 +13,7 @@ import (
 
 	"github.com/recallhq/recall/internal/pcgroup"
 	"github.com/recallhq/recall/internal/store"
+	"github.com/recallhq/recall/internal/telemetry"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
 )
@@ -40,7 +41,8 @@ func ReadMemory(ctx context.Context, kv jetstream.KeyValue, tenant, session stri
 func (w *Worker) commit(ctx context.Context, tenant, session string, rec events.MemoryRecord, rev uint64) (uint64, error) {
 	key := events.MemoryKey(tenant, session)
 	ctx, span := tracer.Start(ctx, "memory.commit", trace.WithAttributes(attribute.String("recall.key", key),
-		attribute.Int64("recall.revision", int64(rev))))
+		attribute.Int64("recall.revision", int64(rev))),
+		trace.WithAttributes(telemetry.MemoryOp(telemetry.OpUpdateMemory, events.BucketMemory, session)...))
 	defer span.End()
 	n, err := store.NewMemory(w.memory).Commit(ctx, tenant, session, rec, rev)
 	if errors.Is(err, store.ErrConflict) {

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/recallhq/recall/internal/telemetry"
 	"github.com/recallhq/recall/internal/telemetry/telemetrytest"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
@@ -45,6 +46,13 @@ func TestSpanLinkedToRequestTraceAndMetrics(t *testing.T) {
 	}
 	if v, ok := telemetrytest.Attr(spans[0], "recall.session"); !ok || v.AsString() != "s1" {
 		t.Fatalf("recall.session = %v", v)
+	}
+	commit := rec.WaitFor(t, "memory.commit", 1, 10*time.Second)
+	if v, ok := telemetrytest.Attr(commit[0], telemetry.GenAIOperation); !ok || v.AsString() != telemetry.OpUpdateMemory {
+		t.Fatalf("memory.commit %s = %v, want %s (the GenAI conventions' name beside Recall's)", telemetry.GenAIOperation, v, telemetry.OpUpdateMemory)
+	}
+	if v, ok := telemetrytest.Attr(commit[0], telemetry.GenAIConversationID); !ok || v.AsString() != "s1" {
+		t.Fatalf("memory.commit %s = %v, want s1", telemetry.GenAIConversationID, v)
 	}
 	met.WaitForValue(t, "recall_extractions_total", 1, 5*time.Second, attribute.String("outcome", OutcomeCompleted))
 	if v, ok := met.Value(t, "recall_extraction_tokens_total", attribute.String("kind", "input")); !ok || v == 0 {

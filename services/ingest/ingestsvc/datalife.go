@@ -18,6 +18,7 @@ import (
 	"github.com/recallhq/recall/internal/erase"
 	"github.com/recallhq/recall/internal/export"
 	"github.com/recallhq/recall/internal/microapi"
+	"github.com/recallhq/recall/internal/telemetry"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/pkg/events"
 )
@@ -243,7 +244,8 @@ func eraseEndpoint(e *erase.Eraser, adm *microapi.Admission, tracer trace.Tracer
 	return microapi.Endpoint{Verb: events.VerbErase, Subject: EraseEndpointSubject, Mode: microapi.AnswerLater, Admission: adm,
 		Handle: func(ctx context.Context, r microapi.Request) (any, *microapi.Error) {
 			ctx, span := tracer.Start(ctx, "erase "+events.SubjectAPIRoot+"."+events.VerbErase, trace.WithSpanKind(trace.SpanKindServer),
-				trace.WithAttributes(attribute.String("recall.tenant", r.Tenant), attribute.String("recall.session", r.Session)))
+				trace.WithAttributes(attribute.String("recall.tenant", r.Tenant), attribute.String("recall.session", r.Session)),
+				trace.WithAttributes(telemetry.MemoryOp(telemetry.OpDeleteMemory, events.BucketMemory, r.Session)...))
 			defer span.End()
 			ctx, cancel := context.WithTimeout(ctx, eraseTimeout)
 			defer cancel()
