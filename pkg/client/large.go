@@ -6,7 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/recallhq/recall/internal/claimcheck"
+	"github.com/recallhq/recall/pkg/claimcheck"
 	"github.com/recallhq/recall/pkg/events"
 )
 
