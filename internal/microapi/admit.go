@@ -1,6 +1,7 @@
 package microapi
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -66,4 +67,30 @@ func (a *Admission) InFlight(key string) (forKey, total int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.by[key], a.total
+}
+
+// The bounds of the answer-later read endpoints (session memory, long-term
+// memory, index entries): one KV read each, so generous, but bounded per
+// tenant so that one tenant's flood is refused with 429 at once instead of
+// queueing every other tenant's reads behind it in micro's handler.
+const (
+	ReadsPerTenant = 16
+	ReadsInAll     = 256
+)
+
+// NewReadAdmission returns the admission of one service's read endpoints.
+func NewReadAdmission() *Admission { return NewAdmission(ReadsPerTenant, ReadsInAll, time.Second) }
+
+// WithTimeout bounds h's work by d (DefaultTimeout when d is not
+// positive): an answer-later endpoint has no Timeout of its own (that
+// field bounds Quick endpoints).
+func WithTimeout(d time.Duration, h Handler) Handler {
+	if d <= 0 {
+		d = DefaultTimeout
+	}
+	return func(ctx context.Context, r Request) (any, *Error) {
+		ctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		return h(ctx, r)
+	}
 }

@@ -21,12 +21,15 @@ const ServiceName = "recall-extractor"
 const MemoryEndpointSubject = events.SubjectAPIRoot + "." + events.VerbMemory + ".*.*"
 
 // memoryEndpoint answers VerbMemory with the session's
-// events.MemoryReply: one KV read, answered at once (within 10 s);
-// memory documents can be large, so replies are chunked. A session
-// without memory is a 404.
+// events.MemoryReply: one KV read (within 10 s), answered later under the
+// read admission (microapi.NewReadAdmission: a tenant over its share is
+// refused with 429, never queued before another tenant's read); memory
+// documents can be large, so replies are chunked. A session without
+// memory is a 404.
 func memoryEndpoint(kv jetstream.KeyValue) microapi.Endpoint {
-	return microapi.Endpoint{Verb: events.VerbMemory, Subject: MemoryEndpointSubject, Mode: microapi.Quick, Timeout: 10 * time.Second,
-		Handle: func(ctx context.Context, r microapi.Request) (any, *microapi.Error) {
+	return microapi.Endpoint{Verb: events.VerbMemory, Subject: MemoryEndpointSubject, Mode: microapi.AnswerLater,
+		Admission: microapi.NewReadAdmission(),
+		Handle: microapi.WithTimeout(10*time.Second, func(ctx context.Context, r microapi.Request) (any, *microapi.Error) {
 			key := events.MemoryKey(r.Tenant, r.Session)
 			e, err := kv.Get(ctx, key)
 			if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
@@ -40,7 +43,7 @@ func memoryEndpoint(kv jetstream.KeyValue) microapi.Endpoint {
 				return nil, microapi.Fail(500, "%v", err)
 			}
 			return events.MemoryReply{Key: key, Revision: e.Revision(), Record: rec}, nil
-		}}
+		})}
 }
 
 // serveMemoryAPI adds the micro service with the memory endpoint on

@@ -47,7 +47,8 @@ func (x *Indexer) serve(ctx context.Context, log *slog.Logger) (micro.Service, *
 	svc, err := microapi.Serve(later, microapi.Service{Name: ServiceName,
 		Description: "Recall indexer: session index, references and questions to past sessions",
 		Endpoints: []microapi.Endpoint{
-			{Verb: events.VerbIndex, Mode: microapi.Quick, Timeout: x.cfg.Timeout, Handle: handle(x.apiIndex)},
+			{Verb: events.VerbIndex, Mode: microapi.AnswerLater, Admission: microapi.NewReadAdmission(),
+				Handle: microapi.WithTimeout(x.cfg.Timeout, handle(x.apiIndex))},
 			slow(events.VerbSessions, x.apiSessions),
 			slow(events.VerbReindex, x.apiReindex),
 			slow(events.VerbResolve, x.apiResolve),

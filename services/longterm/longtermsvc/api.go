@@ -23,8 +23,9 @@ const readTimeout = 10 * time.Second
 
 // serve adds the micro service from its endpoint table (internal/
 // microapi): commit (answered later through the returned Later: it runs
-// model calls) and ltm (one KV read, answered at once within
-// readTimeout). Both work under ctx, the service's run context, with the
+// model calls) and ltm (one KV read within readTimeout, answered later
+// under the read admission, so one tenant's flood is refused with 429
+// instead of queueing the others' reads). Both work under ctx, the service's run context, with the
 // caller's trace: a commit in flight when ctx ends is cancelled and
 // answered before the connection drains (the caller stops the service,
 // then the Later).
@@ -33,10 +34,10 @@ func (c *committer) serve(ctx context.Context, nc *nats.Conn, log *slog.Logger) 
 	svc, err := microapi.Serve(later, microapi.Service{Name: ServiceName,
 		Description: "Recall long-term memory: commits of session batches, per-user and per-peer memory",
 		Endpoints: []microapi.Endpoint{
-			{Verb: events.VerbLTM, Usage: "<user>", Mode: microapi.Quick, Timeout: readTimeout,
-				Handle: func(ctx context.Context, r microapi.Request) (any, *microapi.Error) {
+			{Verb: events.VerbLTM, Usage: "<user>", Mode: microapi.AnswerLater, Admission: microapi.NewReadAdmission(),
+				Handle: microapi.WithTimeout(readTimeout, func(ctx context.Context, r microapi.Request) (any, *microapi.Error) {
 					return c.read(ctx, r.Tenant, r.Session, r.Data)
-				}},
+				})},
 			{Verb: events.VerbCommit, Mode: microapi.AnswerLater,
 				Check: func(_ context.Context, r *microapi.Request) *microapi.Error {
 					var none events.CommitRequest
