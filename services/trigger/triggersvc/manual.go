@@ -38,6 +38,9 @@ func (t *Trigger) ServeManual(ctx context.Context) (micro.Service, *microapi.Lat
 	later := microapi.NewLater(ctx, t.nc, t.log, 0)
 	svc, err := microapi.Serve(later, microapi.Service{Name: ServiceName, Description: "Recall trigger: manual extraction",
 		Endpoints: []microapi.Endpoint{{Verb: events.VerbExtract, Mode: microapi.AnswerLater,
+			// Each request waits for its extraction: a tenant may have
+			// manualPerTenant waiting, the replica manualInAll.
+			Admission: microapi.NewAdmission(manualPerTenant, manualInAll, time.Second),
 			// A request that can be refused at once is answered in the
 			// handler, through micro (which counts the error); one that
 			// waits is answered later.
@@ -58,6 +61,13 @@ func (t *Trigger) ServeManual(ctx context.Context) (micro.Service, *microapi.Lat
 	}
 	return svc, later, nil
 }
+
+// The bounds of manual extractions waiting at once on one replica (the
+// HTTP edge's calls lane bounds its own twin).
+const (
+	manualPerTenant = 8
+	manualInAll     = 256
+)
 
 // manualRequest is a parsed manual extraction request.
 type manualRequest struct {
