@@ -11,8 +11,14 @@ import (
 // writeError answers in the provider's error shape: Anthropic's
 // {"type":"error","error":{"type","message"}} or OpenAI's
 // {"error":{"message","type","code"}}. typ is Anthropic's error type; the
-// OpenAI shape takes it as its code.
+// OpenAI shape takes it as its code. A refusal that a resend cannot change
+// (a missing token, a body too large) says so with x-should-retry: false,
+// the header both providers' SDKs and Claude Code obey (without it Claude
+// Code resent a 401 eight times in 75 s).
 func writeError(w http.ResponseWriter, provider string, status int, typ, msg string) {
+	if status >= 400 && status < 500 && status != http.StatusTooManyRequests && status != http.StatusRequestTimeout {
+		w.Header().Set("X-Should-Retry", "false")
+	}
 	var body []byte
 	if provider == providerOpenAI {
 		body = wire.OpenAIErrorBody(openAIType(status), typ, msg)

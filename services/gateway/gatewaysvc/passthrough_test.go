@@ -183,6 +183,9 @@ func TestTenantRefusalIsInTheProvidersShapeAndNotForwarded(t *testing.T) {
 		if resp.StatusCode != 401 || !strings.Contains(string(body), tc.wantShape) || !json.Valid(body) {
 			t.Errorf("%s token %q: got %d %s, want 401 with %s", tc.path, tc.token, resp.StatusCode, body, tc.wantShape)
 		}
+		if got := resp.Header.Get("X-Should-Retry"); got != "false" {
+			t.Errorf("%s token %q: x-should-retry %q, want false (clients resend a refusal otherwise)", tc.path, tc.token, got)
+		}
 	}
 	if n := len(up.Requests()); n != 0 {
 		t.Fatalf("refused requests reached the upstream: %d", n)
