@@ -111,3 +111,14 @@ func (c *Checker) put(ctx context.Context, name string, data []byte, sum [sha256
 	}
 	return nil
 }
+
+// InlineLimit is the largest event published inline on a connection whose
+// server takes maxPayload bytes a message, at most configured: a record
+// leaves room for the headers JetStream and the ingest add (64 KiB, or a
+// quarter of a small max_payload), so a server configured with a small
+// max_payload still takes events below it inline instead of claim-checking
+// every event into stubs that cannot fit either.
+func InlineLimit(maxPayload int64, configured int) int {
+	room := min(int(maxPayload)/4, 64<<10)
+	return min(configured, int(maxPayload)-room)
+}

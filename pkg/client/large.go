@@ -29,7 +29,7 @@ func (c *Client) claimCheck(ctx context.Context, s *events.Session, m *nats.Msg)
 	if size > MaxEventBytes {
 		return nil, fmt.Errorf("%w: event %s is %d bytes, over the limit of %d", events.ErrInvalidEvent, s.Event.ID(), size, MaxEventBytes)
 	}
-	inline := min(InlineBytes, int(c.js.Conn().MaxPayload())-64<<10)
+	inline := claimcheck.InlineLimit(c.js.Conn().MaxPayload(), InlineBytes)
 	if size <= inline {
 		return m, nil
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/internal/ops"
 	"github.com/recallhq/recall/internal/retry"
+	"github.com/recallhq/recall/pkg/claimcheck"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/ingest/console"
 )
@@ -126,7 +127,7 @@ func (s *Service) start(ctx context.Context, auth *Auth) error {
 		return fmt.Errorf("opening JetStream for bulk reads: %w", err)
 	}
 	// Headroom for the headers ingest adds (dedup id, trace context).
-	s.in.UseClaimCheck(s.blobs, min(cfg.InlineBytes, int(s.nc.MaxPayload())-64<<10), s.conNC, s.log)
+	s.in.UseClaimCheck(s.blobs, claimcheck.InlineLimit(s.nc.MaxPayload(), cfg.InlineBytes), s.conNC, s.log)
 	if err := s.startEraser(); err != nil {
 		return err
 	}
