@@ -18,6 +18,13 @@ import (
 // ServiceName is the long-term memory service's micro service.
 const ServiceName = "recall-longterm"
 
+// The bounds of explicit commits waiting at once on one replica: each
+// waits for a commit that may call a model.
+const (
+	commitsPerTenant = 16
+	commitsInAll     = 256
+)
+
 // readTimeout bounds a read of a user's memory.
 const readTimeout = 10 * time.Second
 
@@ -39,6 +46,7 @@ func (c *committer) serve(ctx context.Context, nc *nats.Conn, log *slog.Logger) 
 					return c.read(ctx, r.Tenant, r.Session, r.Data)
 				})},
 			{Verb: events.VerbCommit, Mode: microapi.AnswerLater,
+				Admission: microapi.NewAdmission(commitsPerTenant, commitsInAll, time.Second),
 				Check: func(_ context.Context, r *microapi.Request) *microapi.Error {
 					var none events.CommitRequest
 					return microapi.DecodeBody(r.Data, &none)
