@@ -70,9 +70,8 @@ func (s *Service) startEraser() error {
 		return fmt.Errorf("opening JetStream for the eraser: %w", err)
 	}
 	s.eraser = erase.New(js, s.cfg.Layout(), s.cfg.Erase, nil, s.log)
-	// The guard outlives the start: it ends at the lifecycle's stop.
-	gctx, stopGuard := context.WithCancel(context.Background())
-	s.life.OnStop(stopGuard)
+	// The guard outlives the start: it ends with the service (s.live).
+	gctx := s.live
 	if err := s.eraser.Guard(gctx); err != nil {
 		return fmt.Errorf("starting the erase guard: %w", err)
 	}

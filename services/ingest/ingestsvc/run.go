@@ -64,6 +64,10 @@ type Service struct {
 	handler http.Handler
 	eraser  *erase.Eraser
 	prices  prices.Table // the console's (RECALL_INDEX_PRICES)
+	// live is the service's own lifetime, from Start to Shutdown: derived
+	// from the start's context (its values, not its end) and cancelled by
+	// the lifecycle's stop. Work that outlives the start runs under it.
+	live context.Context
 }
 
 // Start connects to NATS, provisions the streams, and starts the HTTP edge
@@ -93,7 +97,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Service, error) 
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: log, life: life, nc: life.NC, js: life.JS, prices: table}
+	live, endLive := context.WithCancel(context.WithoutCancel(ctx))
+	life.OnStop(endLive)
+	s := &Service{cfg: cfg, log: log, life: life, nc: life.NC, js: life.JS, prices: table, live: live}
 	if err := s.start(ctx, auth); err != nil {
 		life.Stop()
 		if ctx.Err() != nil {
@@ -246,7 +252,7 @@ func (s *Service) Handler() http.Handler { return s.handler }
 // streamsReady is the component's part of /readyz: the transcript's
 // streams answer.
 func (s *Service) streamsReady() error {
-	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	ctx, cancel := context.WithTimeout(s.live, readyTimeout)
 	defer cancel()
 	for _, name := range s.cfg.Layout().Streams() {
 		if _, err := s.js.Stream(ctx, name); err != nil {
