@@ -70,8 +70,24 @@ func MsgSize(m *nats.Msg) int {
 // published stub never names a missing object. Errors wrap ErrNotStored
 // (retry) or are ErrStubTooLarge (permanent).
 func (c *Checker) Check(ctx context.Context, tenant string, s *events.Session, m *nats.Msg) (*nats.Msg, error) {
+	out, _, err := c.CheckStored(ctx, tenant, s, m)
+	return out, err
+}
+
+// Blob is the object a Check stored for one event: its name, and whether
+// this Check wrote it (false: the same bytes were there already, so an
+// earlier record may name it). The zero Blob is an event kept inline.
+type Blob struct {
+	Name    string
+	Created bool
+}
+
+// CheckStored is Check that also says which object the stub names and
+// whether this call created it, for a caller that removes the object of an
+// event the stream then answers as a duplicate.
+func (c *Checker) CheckStored(ctx context.Context, tenant string, s *events.Session, m *nats.Msg) (*nats.Msg, Blob, error) {
 	if c == nil || MsgSize(m) <= c.Inline {
-		return m, nil
+		return m, Blob{}, nil
 	}
 	data := m.Data
 	sum := sha256.Sum256(data)
@@ -86,30 +102,31 @@ func (c *Checker) Check(ctx context.Context, tenant string, s *events.Session, m
 	cc.SetOn(&stub)
 	out := natsce.NewMsg(m.Subject, &stub)
 	if MsgSize(out) > c.Inline {
-		return nil, ErrStubTooLarge
+		return nil, Blob{}, ErrStubTooLarge
 	}
-	if err := c.put(ctx, cc.Object, data, sum); err != nil {
-		return nil, err
+	created, err := c.put(ctx, cc.Object, data, sum)
+	if err != nil {
+		return nil, Blob{}, err
 	}
-	return out, nil
+	return out, Blob{Name: cc.Object, Created: created}, nil
 }
 
 // put stores data under name, within the publish timeout, unless an object
-// with the same digest is there already.
-func (c *Checker) put(ctx context.Context, name string, data []byte, sum [sha256.Size]byte) error {
+// with the same digest is there already; created says it stored it.
+func (c *Checker) put(ctx context.Context, name string, data []byte, sum [sha256.Size]byte) (created bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 	info, err := c.Store.GetInfo(ctx, name)
 	switch {
 	case err == nil && info.Digest == "SHA-256="+base64.URLEncoding.EncodeToString(sum[:]):
-		return nil
+		return false, nil
 	case err != nil && !errors.Is(err, jetstream.ErrObjectNotFound):
-		return fmt.Errorf("%w: reading object %s of %s: %v", ErrNotStored, name, events.BucketBlobs, err)
+		return false, fmt.Errorf("%w: reading object %s of %s: %v", ErrNotStored, name, events.BucketBlobs, err)
 	}
 	if _, err := c.Store.PutBytes(ctx, name, data); err != nil {
-		return fmt.Errorf("%w: storing object %s in %s: %v", ErrNotStored, name, events.BucketBlobs, err)
+		return false, fmt.Errorf("%w: storing object %s in %s: %v", ErrNotStored, name, events.BucketBlobs, err)
 	}
-	return nil
+	return true, nil
 }
 
 // InlineLimit is the largest event published inline on a connection whose

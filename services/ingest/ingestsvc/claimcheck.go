@@ -2,37 +2,31 @@ package ingestsvc
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/pkg/claimcheck"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
-	"github.com/recallhq/recall/pkg/memory"
 )
 
 // BlobStore is what the claim check needs from the events.BucketBlobs
-// Object Store (a jetstream.ObjectStore).
+// Object Store (a jetstream.ObjectStore): pkg/claimcheck's Store, and
+// Delete for the objects of duplicates.
 type BlobStore interface {
-	GetInfo(ctx context.Context, name string, opts ...jetstream.GetObjectInfoOpt) (*jetstream.ObjectInfo, error)
-	PutBytes(ctx context.Context, name string, data []byte) (*jetstream.ObjectInfo, error)
+	claimcheck.Store
 	Delete(ctx context.Context, name string) error
 }
 
-// claimChecker stores the bodies of events over inline bytes in an Object
-// Store and turns their records into stubs (see events.ExtBlob).
+// claimChecker is pkg/claimcheck's Checker (one stub format, one inline
+// limit for the ingest and pkg/client) with the ingest's duplicate
+// cleanup.
 type claimChecker struct {
-	store   BlobStore
-	inline  int
-	timeout time.Duration
+	claimcheck.Checker
+	store BlobStore
 	// records reads a stored record when a claim-checked event turns out
 	// a duplicate (a connection apart from publishing: records can be
 	// large); nil keeps the objects of duplicates.
@@ -40,80 +34,13 @@ type claimChecker struct {
 	log     *slog.Logger
 }
 
-// blob is the object a request stored for one of its events.
-type blob struct {
-	name    string
-	created bool // this request wrote it (it was not there before)
-}
-
-// errStubTooLarge is the result error of an event whose attributes alone
-// are over the inline size: the claim check moves only the data.
-var errStubTooLarge = errors.New("event attributes (headers, extensions) are too large for one transcript record even with the data stored apart")
-
-// errBlobNotStored wraps a failed object store write: the event is refused
-// (503), no record is published.
-var errBlobNotStored = errors.New("the event's body could not be stored; nothing of it was stored, retry (the id makes the retry safe)")
-
-// msgSize is the size the server counts for m: data and headers.
-func msgSize(m *nats.Msg) int {
-	n := len(m.Data)
-	for k, vs := range m.Header {
-		for _, v := range vs {
-			n += len(k) + len(v) + 4
-		}
+// check is claimcheck.Checker.CheckStored; a nil checker keeps every
+// event inline.
+func (c *claimChecker) check(ctx context.Context, tenant string, s *events.Session, m *nats.Msg) (*nats.Msg, claimcheck.Blob, error) {
+	if c == nil {
+		return m, claimcheck.Blob{}, nil
 	}
-	return n
-}
-
-// check returns m itself when it fits inline; otherwise it stores the
-// event's data as an object (unless the same bytes are stored under its
-// name already: a re-sent event) and returns the stub record to publish in
-// its place. The object is stored before the stub is returned, so a
-// published stub never names a missing object. Errors wrap errBlobNotStored
-// (retry) or are errStubTooLarge (permanent). The blob says which object
-// the stub names.
-func (c *claimChecker) check(ctx context.Context, tenant string, s *events.Session, m *nats.Msg) (*nats.Msg, blob, error) {
-	if c == nil || msgSize(m) <= c.inline {
-		return m, blob{}, nil
-	}
-	data := m.Data
-	sum := sha256.Sum256(data)
-	hexSum := hex.EncodeToString(sum[:])
-	cc := events.ClaimCheck{Object: events.BlobName(tenant, s.Session, s.Event.ID(), hexSum), Size: int64(len(data)), SHA256: hexSum}
-	stub := s.Event.Clone()
-	stub.DataEncoded = []byte("{}")
-	if s.Message != nil {
-		cc.Tokens = memory.EstimateMessage(s.Message)
-		stub.DataEncoded, _ = json.Marshal(events.PreviewMessage(s.Message))
-	}
-	cc.SetOn(&stub)
-	out := natsce.NewMsg(m.Subject, &stub)
-	if msgSize(out) > c.inline {
-		return nil, blob{}, errStubTooLarge
-	}
-	created, err := c.put(ctx, cc.Object, data, sum)
-	if err != nil {
-		return nil, blob{}, err
-	}
-	return out, blob{name: cc.Object, created: created}, nil
-}
-
-// put stores data under name, within the publish timeout, unless an object
-// with the same digest is there already; created says it stored it.
-func (c *claimChecker) put(ctx context.Context, name string, data []byte, sum [sha256.Size]byte) (created bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	info, err := c.store.GetInfo(ctx, name)
-	switch {
-	case err == nil && info.Digest == "SHA-256="+base64.URLEncoding.EncodeToString(sum[:]):
-		return false, nil
-	case err != nil && !errors.Is(err, jetstream.ErrObjectNotFound):
-		return false, fmt.Errorf("%w: reading object %s of %s: %v", errBlobNotStored, name, events.BucketBlobs, err)
-	}
-	if _, err := c.store.PutBytes(ctx, name, data); err != nil {
-		return false, fmt.Errorf("%w: storing object %s in %s: %v", errBlobNotStored, name, events.BucketBlobs, err)
-	}
-	return true, nil
+	return c.CheckStored(ctx, tenant, s, m)
 }
 
 // dropDuplicate removes the object b a request stored for an event that
@@ -123,18 +50,18 @@ func (c *claimChecker) put(ctx context.Context, name string, data []byte, sum [s
 // names it (a concurrent request with the same body); when the record
 // cannot be read it stays too, logged — a leak until the session's erase
 // or max age, never a record naming a missing object.
-func (c *claimChecker) dropDuplicate(ctx context.Context, stream string, seq uint64, b blob) {
-	if c == nil || c.records == nil || !b.created {
+func (c *claimChecker) dropDuplicate(ctx context.Context, stream string, seq uint64, b claimcheck.Blob) {
+	if c == nil || c.records == nil || !b.Created {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 	named, err := c.storedObject(ctx, stream, seq)
-	if err == nil && named != b.name {
-		err = c.store.Delete(ctx, b.name)
+	if err == nil && named != b.Name {
+		err = c.store.Delete(ctx, b.Name)
 	}
 	if err != nil {
-		c.log.WarnContext(ctx, "kept the claim-check object of a duplicate event", "object", b.name, "stream", stream, "seq", seq, "err", err)
+		c.log.WarnContext(ctx, "kept the claim-check object of a duplicate event", "object", b.Name, "stream", stream, "seq", seq, "err", err)
 	}
 }
 

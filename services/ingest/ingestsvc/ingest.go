@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/recallhq/recall/pkg/claimcheck"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
 )
@@ -88,7 +89,8 @@ func NewIngester(js Publisher, layout events.Layout, maxEventBytes int, publishT
 // record JetStream kept was read on records (a connection apart from
 // publishing; nil keeps such objects). Call it before in serves requests.
 func (in *Ingester) UseClaimCheck(store BlobStore, inlineBytes int, records *nats.Conn, log *slog.Logger) {
-	in.claim = &claimChecker{store: store, inline: inlineBytes, timeout: in.publishTimeout, records: records, log: log}
+	in.claim = &claimChecker{Checker: claimcheck.Checker{Store: store, Inline: inlineBytes, Timeout: in.publishTimeout},
+		store: store, records: records, log: log}
 }
 
 func attrSets(key string, values ...string) map[string]metric.AddOption {
@@ -141,7 +143,7 @@ type pending struct {
 	expired bool
 	// blobs are the objects stored for claim-checked events, by index;
 	// streams the streams their acknowledgements came from.
-	blobs   map[int]blob
+	blobs   map[int]claimcheck.Blob
 	streams map[int]string
 	// stopped holds the sessions (transcript subjects) whose claim check
 	// failed: their later events in the request are not attempted.
@@ -210,12 +212,12 @@ func (in *Ingester) submit(ctx context.Context, tenant, session string, items []
 			continue
 		}
 		m, b, err := in.claim.check(ctx, tenant, s, natsce.NewMsg(subject, &s.Event))
-		if b.name != "" {
+		if b.Name != "" {
 			p.blob(i, b)
 		}
 		if err != nil {
 			p.results[i] = claimFailure(i, s.Event.ID(), err)
-			if errors.Is(err, errBlobNotStored) {
+			if errors.Is(err, claimcheck.ErrNotStored) {
 				p.stop(subject)
 			}
 			continue
@@ -378,9 +380,9 @@ func (p *pending) acked(i int, r *EventResult, ack *jetstream.PubAck) {
 }
 
 // blob records the object stored for event i.
-func (p *pending) blob(i int, b blob) {
+func (p *pending) blob(i int, b claimcheck.Blob) {
 	if p.blobs == nil {
-		p.blobs, p.streams = map[int]blob{}, map[int]string{}
+		p.blobs, p.streams = map[int]claimcheck.Blob{}, map[int]string{}
 	}
 	p.blobs[i] = b
 }

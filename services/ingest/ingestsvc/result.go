@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/recallhq/recall/pkg/claimcheck"
 	"github.com/recallhq/recall/pkg/events"
 )
 
@@ -66,7 +67,7 @@ func rejection(index int, id string, err error) EventResult {
 // claimFailure is the result of an event whose claim check failed: 413
 // when its attributes alone are too large, else 503 (retry).
 func claimFailure(index int, id string, err error) EventResult {
-	if errors.Is(err, errStubTooLarge) {
+	if errors.Is(err, claimcheck.ErrStubTooLarge) {
 		return EventResult{Index: index, ID: id, Status: http.StatusRequestEntityTooLarge, Error: err.Error()}
 	}
 	return EventResult{Index: index, ID: id, Status: http.StatusServiceUnavailable, Error: err.Error()}
