@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/services/stack"
 )
 
 // recall compact on recall up's stack: a session without records is an
@@ -23,7 +24,7 @@ func TestCompactCommand(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := startStack(ctx, stackOptions{DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", Log: log, Provider: llm.NewOffline()})
+	st, err := stack.Start(ctx, stack.Options{DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", Log: log, Provider: llm.NewOffline()})
 	if err != nil {
 		t.Fatal(err)
 	}

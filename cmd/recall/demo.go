@@ -24,6 +24,7 @@ import (
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
 	"github.com/recallhq/recall/pkg/memory"
+	"github.com/recallhq/recall/services/stack"
 	"github.com/recallhq/recall/services/trigger/triggersvc"
 )
 
@@ -145,7 +146,7 @@ func runDemo(ctx context.Context, args []string, stdout io.Writer) error {
 
 // startDemoStack starts the embedded server and the six services with
 // their data in dir, and connects to it as an operator.
-func startDemoStack(ctx context.Context, dir string, verbose bool, say func(string, ...any)) (*stack, *nats.Conn, error) {
+func startDemoStack(ctx context.Context, dir string, verbose bool, say func(string, ...any)) (*stack.Stack, *nats.Conn, error) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if verbose {
 		var tc telemetry.Config
@@ -154,7 +155,7 @@ func startDemoStack(ctx context.Context, dir string, verbose bool, say func(stri
 	}
 	say("starting an embedded NATS server and the six services (ingest, trigger, extractor, compactor, indexer, longterm)…")
 	t0 := time.Now()
-	st, err := startStack(ctx, stackOptions{DataDir: dir, Log: log})
+	st, err := stack.Start(ctx, stack.Options{DataDir: dir, Log: log})
 	if err != nil {
 		return nil, nil, fmt.Errorf("starting the stack: %w", err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/recallhq/recall/pkg/client"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
+	"github.com/recallhq/recall/services/stack"
 )
 
 func init() {
@@ -145,7 +146,7 @@ func (s *stackCompactor) Compact(ctx context.Context, sessions []*eval.Prepared,
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	st, err := startStack(ctx, stackOptions{DataDir: dir, Log: s.log, Provider: s.provider})
+	st, err := stack.Start(ctx, stack.Options{DataDir: dir, Log: s.log, Provider: s.provider})
 	if err != nil {
 		return nil, fmt.Errorf("starting the stack: %w", err)
 	}
@@ -202,7 +203,7 @@ func (s *stackCompactor) Compact(ctx context.Context, sessions []*eval.Prepared,
 // settle waits until the trigger has acknowledged every transcript record
 // (in every shard stream) and every extraction it requested has completed
 // or failed, with no lifecycle event for a second.
-func (s *stackCompactor) settle(ctx context.Context, js jetstream.JetStream, w *evalWatch, st *stack) error {
+func (s *stackCompactor) settle(ctx context.Context, js jetstream.JetStream, w *evalWatch, st *stack.Stack) error {
 	last, err := shardHeads(ctx, js)
 	if err != nil {
 		return err

@@ -3,15 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/recallhq/recall/internal/embedded"
 	"github.com/recallhq/recall/internal/migrate"
 	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/internal/provision"
@@ -70,42 +67,5 @@ func TestMigrateCommand(t *testing.T) {
 	t.Log(out)
 	if out = run1("--shards", "3"); !strings.Contains(out, "Already migrated to 3 shards") {
 		t.Fatalf("second run:\n%s", out)
-	}
-}
-
-// recall up on a data directory with a legacy transcript migrates it
-// before provisioning.
-func TestStackMigratesALegacyDataDir(t *testing.T) {
-	srv, err := embedded.Start(embedded.Options{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	legacyTranscript(t, js, 40)
-	st := &stack{srv: srv, NATSURL: srv.ClientURL(), log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	pc := provision.Config{Shards: 2}
-	if err := st.provision(context.Background(), pc); err != nil {
-		t.Fatal(err)
-	}
-	info, err := provision.LegacyTranscript(context.Background(), js)
-	if err != nil || info == nil || !info.Config.Sealed {
-		t.Fatalf("legacy stream after recall up: %+v %v", info, err)
-	}
-	var total uint64
-	for _, name := range pc.Layout().Streams() {
-		s, err := js.Stream(context.Background(), name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		total += s.CachedInfo().State.Msgs
-	}
-	if total != 40 {
-		t.Fatalf("%d records in the shards, want 40", total)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/services/stack"
 )
 
 // TestSessionIndexCommands runs recall index, sessions ls|show, resolve
@@ -32,7 +33,7 @@ func TestSessionIndexCommands(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	st, err := startStack(ctx, stackOptions{DataDir: t.TempDir(), HTTPAddr: addr, Log: log, Provider: llm.NewOffline()})
+	st, err := stack.Start(ctx, stack.Options{DataDir: t.TempDir(), HTTPAddr: addr, Log: log, Provider: llm.NewOffline()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/recallhq/recall/internal/svcmain"
 	"github.com/recallhq/recall/internal/telemetry"
+	"github.com/recallhq/recall/services/stack"
 )
 
 func init() {
@@ -41,7 +42,7 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	defer tel.Shutdown(context.Background())
-	st, err := startStack(ctx, stackOptions{DataDir: *data, NATSListen: *natsListen, NATSURL: *natsURL, HTTPAddr: *httpAddr, GatewayAddr: *gatewayAddr, Log: log})
+	st, err := stack.Start(ctx, stack.Options{DataDir: *data, NATSListen: *natsListen, NATSURL: *natsURL, HTTPAddr: *httpAddr, GatewayAddr: *gatewayAddr, Log: log})
 	if err != nil {
 		return err
 	}
@@ -56,7 +57,7 @@ func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 
 // printUp writes the banner of a running stack: where it serves, where its
 // data and logs are, and what to run next.
-func printUp(w io.Writer, st *stack, data, logPath string) {
+func printUp(w io.Writer, st *stack.Stack, data, logPath string) {
 	fmt.Fprintf(w, "Recall is up.\n  HTTP edge: http://%s  (console: http://%s/console/)\n  NATS:      %s\n", st.HTTPAddr, st.HTTPAddr, st.NATSURL)
 	if st.GatewayAddr != "" {
 		fmt.Fprintf(w, "  gateway:   http://%s  (ANTHROPIC_BASE_URL=http://%s/anthropic, OPENAI_BASE_URL=http://%s/openai/v1)\n", st.GatewayAddr, st.GatewayAddr, st.GatewayAddr)
@@ -76,7 +77,7 @@ func printUp(w io.Writer, st *stack, data, logPath string) {
 // printAuth prints the NATS users of an authenticated stack — never their
 // passwords, which stay in the 0600 file it names — or says that NATS runs
 // without authentication on loopback.
-func printAuth(w io.Writer, a *upAuth) {
+func printAuth(w io.Writer, a *stack.Auth) {
 	if a == nil {
 		fmt.Fprintln(w, "  NATS auth: none (no RECALL_TENANTS; loopback only)")
 		return

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +13,7 @@ import (
 
 	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/services/gateway/gatewaytest"
+	"github.com/recallhq/recall/services/stack"
 )
 
 // syncBuffer is a strings.Builder safe for a writer and a reader in two
@@ -35,44 +33,6 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
-}
-
-// A data directory is held by one process: a second lock fails at once,
-// naming the holder's pid, and the directory is free again after unlock.
-func TestLockDataDir(t *testing.T) {
-	dir := t.TempDir()
-	unlock, err := lockDataDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = lockDataDir(dir)
-	if !errors.Is(err, errDataDirInUse) || !strings.Contains(err.Error(), "pid "+strconv.Itoa(os.Getpid())) {
-		t.Fatalf("second lock: %v", err)
-	}
-	unlock()
-	unlock, err = lockDataDir(dir)
-	if err != nil {
-		t.Fatalf("after unlock: %v", err)
-	}
-	unlock()
-}
-
-// freeAddr resolves port 0 to a free port and refuses a port in use with
-// the flag that chooses another.
-func TestFreeAddr(t *testing.T) {
-	addr, err := freeAddr("127.0.0.1:0", "HTTP edge", "--http")
-	if err != nil || strings.HasSuffix(addr, ":0") || !strings.HasPrefix(addr, "127.0.0.1:") {
-		t.Fatalf("port 0: %q, %v", addr, err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	_, err = freeAddr(ln.Addr().String(), "HTTP edge", "--http")
-	if err == nil || !strings.Contains(err.Error(), "cannot listen on "+ln.Addr().String()) || !strings.Contains(err.Error(), "--http") {
-		t.Fatalf("port in use: %v", err)
-	}
 }
 
 // recall up takes its HTTP address from RECALL_HTTP_ADDR, binds port 0 to
@@ -121,7 +81,7 @@ func TestUpPortsLockAndBanner(t *testing.T) {
 	checkGatewayForwards(t, strings.Fields(banner[strings.Index(banner, "gateway:"):])[1])
 	start := time.Now()
 	err := runUp(context.Background(), []string{"--data", data, "--nats-listen", "127.0.0.1:0"}, &strings.Builder{})
-	if !errors.Is(err, errDataDirInUse) {
+	if !errors.Is(err, stack.ErrDataDirInUse) {
 		t.Fatalf("second up on the same data: %v", err)
 	}
 	http := strings.Fields(banner[strings.Index(banner, "HTTP edge:"):])[2]

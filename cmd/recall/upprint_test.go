@@ -3,12 +3,14 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/recallhq/recall/services/stack"
 )
 
 // TestPrintAuthHidesPasswords: `recall up` names the NATS users and the
 // 0600 file holding their passwords, never a password.
 func TestPrintAuthHidesPasswords(t *testing.T) {
-	a := &upAuth{Path: "/data/nats-users.json", Users: []upUser{
+	a := &stack.Auth{Path: "/data/nats-users.json", Users: []stack.User{
 		{Name: "tenant-acme", Password: "pw-tenant-secret", Tenant: "acme", InboxPrefix: "_INBOX_acme"},
 		{Name: "admin", Password: "pw-admin-secret"},
 		{Name: "svc-ingest", Password: "pw-service-secret", Service: "ingest"},

@@ -1,4 +1,4 @@
-package main
+package stack
 
 import (
 	"bufio"
@@ -31,7 +31,7 @@ import (
 func TestUpRefusesOpenNATSOffLoopback(t *testing.T) {
 	t.Setenv("RECALL_TENANTS", "")
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	_, err := startStack(context.Background(), stackOptions{DataDir: t.TempDir(), NATSListen: "0.0.0.0:0", Log: log})
+	_, err := Start(context.Background(), Options{DataDir: t.TempDir(), NATSListen: "0.0.0.0:0", Log: log})
 	if err == nil || !strings.Contains(err.Error(), "refusing to serve NATS without authentication on 0.0.0.0:0") {
 		t.Fatalf("err = %v", err)
 	}
@@ -59,7 +59,7 @@ func TestUpWithTenantsAuthenticates(t *testing.T) {
 	}
 	httpAddr := ln.Addr().String()
 	ln.Close()
-	st, err := startStack(ctx, stackOptions{DataDir: dir, NATSListen: "127.0.0.1:0", HTTPAddr: httpAddr, Log: log})
+	st, err := Start(ctx, Options{DataDir: dir, NATSListen: "127.0.0.1:0", HTTPAddr: httpAddr, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestUpWithTenantsAuthenticates(t *testing.T) {
 		nc.Close()
 		t.Fatal("an anonymous client connected")
 	}
-	pw := func(name string) string { return st.Auth.conn(natsconn.Config{}, name).Password }
+	pw := func(name string) string { return st.Auth.Conn(natsconn.Config{}, name).Password }
 	acme, err := nats.Connect(st.NATSURL, nats.UserInfo("tenant-acme", pw("tenant-acme")), nats.CustomInboxPrefix(natsperm.InboxPrefix("acme")), nats.PermissionErrOnSubscribe(true))
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +158,7 @@ func TestUpWithTenantsAuthenticates(t *testing.T) {
 	lines := liveLines(lctx, lresp.Body)
 	<-lines // ": recall live"
 	// The stream relays a notification: its subscription is registered.
-	admin, err := nats.Connect(st.NATSURL, nats.UserInfo(adminUser, pw(adminUser)))
+	admin, err := nats.Connect(st.NATSURL, nats.UserInfo(AdminUser, pw(AdminUser)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestUpWithTenantsAuthenticates(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, err := loadOrCreateAuth(dir, []string{"acme", "beta"})
-	if err != nil || a.conn(natsconn.Config{}, "tenant-beta").Password != before {
+	if err != nil || a.Conn(natsconn.Config{}, "tenant-beta").Password != before {
 		t.Fatalf("restart changed the credentials: %v", err)
 	}
 }

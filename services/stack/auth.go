@@ -1,4 +1,4 @@
-package main
+package stack
 
 import (
 	"crypto/rand"
@@ -22,12 +22,12 @@ import (
 // of an authenticated `recall up` (mode 0600).
 const CredentialsFile = "nats-credentials.json"
 
-// adminUser is the unrestricted user of an authenticated `recall up`: it
+// AdminUser is the unrestricted user of an authenticated `recall up`: it
 // provisions the streams and is the operator's user for the CLI.
-const adminUser = "recall-admin"
+const AdminUser = "recall-admin"
 
-// upUser is one NATS user of an authenticated `recall up`.
-type upUser struct {
+// User is one NATS user of an authenticated `recall up`.
+type User struct {
 	Name     string `json:"user"`
 	Password string `json:"password"`
 	// Service or Tenant names the generated permissions (internal/natsperm);
@@ -37,20 +37,20 @@ type upUser struct {
 	InboxPrefix string `json:"inbox_prefix,omitempty"`
 }
 
-// upAuth is the authentication of the embedded NATS server when `recall up`
+// Auth is the authentication of the embedded NATS server when `recall up`
 // has tenants (RECALL_TENANTS): the admin, the four service users and one
 // user per tenant, with the same generated permissions as production. The
 // passwords are kept in Path, so a restart reuses them.
-type upAuth struct {
-	Path  string   `json:"-"`
-	Users []upUser `json:"users"`
+type Auth struct {
+	Path  string `json:"-"`
+	Users []User `json:"users"`
 }
 
 // loadOrCreateAuth reads dir's credentials file, adding users (with fresh
 // random passwords) for tenants and services it lacks, and writes it back
 // with mode 0600.
-func loadOrCreateAuth(dir string, tenants []string) (*upAuth, error) {
-	a := &upAuth{Path: filepath.Join(dir, CredentialsFile)}
+func loadOrCreateAuth(dir string, tenants []string) (*Auth, error) {
+	a := &Auth{Path: filepath.Join(dir, CredentialsFile)}
 	if b, err := os.ReadFile(a.Path); err == nil {
 		if err := json.Unmarshal(b, a); err != nil {
 			return nil, fmt.Errorf("reading %s: %w (delete it to generate new credentials)", a.Path, err)
@@ -58,15 +58,15 @@ func loadOrCreateAuth(dir string, tenants []string) (*upAuth, error) {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	want := []upUser{{Name: adminUser}}
+	want := []User{{Name: AdminUser}}
 	for _, s := range natsperm.Services {
-		want = append(want, upUser{Name: "recall-" + s, Service: s})
+		want = append(want, User{Name: "recall-" + s, Service: s})
 	}
 	for _, t := range tenants {
-		want = append(want, upUser{Name: "tenant-" + t, Tenant: t, InboxPrefix: natsperm.InboxPrefix(t)})
+		want = append(want, User{Name: "tenant-" + t, Tenant: t, InboxPrefix: natsperm.InboxPrefix(t)})
 	}
 	for _, w := range want {
-		if slices.ContainsFunc(a.Users, func(u upUser) bool { return u.Name == w.Name }) {
+		if slices.ContainsFunc(a.Users, func(u User) bool { return u.Name == w.Name }) {
 			continue
 		}
 		pw, err := randomPassword()
@@ -95,7 +95,7 @@ func randomPassword() (string, error) {
 }
 
 // serverUsers are the users for the embedded server's options.
-func (a *upAuth) serverUsers() ([]*server.User, error) {
+func (a *Auth) serverUsers() ([]*server.User, error) {
 	var out []*server.User
 	for _, u := range a.Users {
 		switch {
@@ -120,7 +120,7 @@ func (a *upAuth) serverUsers() ([]*server.User, error) {
 
 // conn returns c with the credentials of user name (c unchanged when a is
 // nil or has no such user).
-func (a *upAuth) conn(c natsconn.Config, name string) natsconn.Config {
+func (a *Auth) Conn(c natsconn.Config, name string) natsconn.Config {
 	if a == nil {
 		return c
 	}

@@ -1,4 +1,4 @@
-package main
+package stack
 
 import (
 	"context"
@@ -28,9 +28,9 @@ import (
 	"github.com/recallhq/recall/services/trigger/triggersvc"
 )
 
-// stackOptions configures an in-process Recall: every service plus, unless
+// Options configures an in-process Recall: every service plus, unless
 // NATSURL is set, an embedded NATS server.
-type stackOptions struct {
+type Options struct {
 	DataDir    string // embedded JetStream store
 	NATSListen string // embedded server client address ("" = random loopback port)
 	NATSURL    string // external NATS instead of the embedded one
@@ -43,14 +43,14 @@ type stackOptions struct {
 	Provider llm.Provider
 }
 
-// stack is a running in-process Recall.
-type stack struct {
+// Stack is a running in-process Recall.
+type Stack struct {
 	NATSURL     string
 	HTTPAddr    string
 	GatewayAddr string // "" when the stack runs no gateway
 	// Auth is the embedded server's authentication, nil when it serves
 	// without (no tenants configured, loopback only).
-	Auth   *upAuth
+	Auth   *Auth
 	srv    *server.Server
 	unlock func() // releases the data directory's lock (nil: none taken)
 	cancel context.CancelFunc
@@ -84,16 +84,16 @@ func loadStackConfig() (stackConfig, error) {
 	return c, nil
 }
 
-// startStack starts NATS (unless external), provisions, and runs every
+// Start starts NATS (unless external), provisions, and runs every
 // service in this process. Services read the rest of their configuration
 // from RECALL_* environment variables, as they would alone.
 //
 // With tenants (RECALL_TENANTS) the embedded server authenticates: every
 // service connects as its generated user and each tenant has its own (see
-// upAuth; the credentials are in the data directory). Without tenants it
+// Auth; the credentials are in the data directory). Without tenants it
 // serves without authentication, and only on a loopback address.
-func startStack(ctx context.Context, o stackOptions) (*stack, error) {
-	s := &stack{NATSURL: o.NATSURL, HTTPAddr: o.HTTPAddr, log: o.Log, done: make(chan struct{})}
+func Start(ctx context.Context, o Options) (*Stack, error) {
+	s := &Stack{NATSURL: o.NATSURL, HTTPAddr: o.HTTPAddr, log: o.Log, done: make(chan struct{})}
 	cfg, err := loadStackConfig()
 	if err != nil {
 		return nil, err
@@ -124,7 +124,7 @@ func startStack(ctx context.Context, o stackOptions) (*stack, error) {
 		var c natsconn.Config
 		_ = envconfig.Process(svcmain.EnvPrefix+"_NATS", &c)
 		c.URL = s.NATSURL
-		return s.Auth.conn(c, user)
+		return s.Auth.Conn(c, user)
 	}
 	ic, tc, ec, cc, xc := cfg.ingest, cfg.trigger, cfg.extractor, cfg.compactor, cfg.indexer
 	ic.NATS, tc.NATS = natsCfg("recall-ingest"), natsCfg("recall-trigger")
@@ -171,7 +171,7 @@ var apiServices = []string{ingestsvc.ServiceName, triggersvc.ServiceName, extrac
 
 // waitServices waits until every API service answers a discovery ping, or
 // a service failed.
-func (s *stack) waitServices(ctx context.Context) error {
+func (s *Stack) waitServices(ctx context.Context) error {
 	nc, err := nats.Connect(s.NATSURL, s.AdminOptions()...)
 	if err != nil {
 		return fmt.Errorf("connecting to NATS at %s: %w", s.NATSURL, err)
@@ -204,7 +204,7 @@ func (s *stack) waitServices(ctx context.Context) error {
 // startServer locks the data directory and starts the embedded server:
 // authenticated when tenantSpec names tenants, otherwise open and only on
 // a loopback address. A listen port 0 is a free port (NATSURL names it).
-func (s *stack) startServer(o stackOptions, tenantSpec string) error {
+func (s *Stack) startServer(o Options, tenantSpec string) error {
 	auth, err := ingestsvc.NewAuth(tenantSpec)
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
@@ -245,15 +245,15 @@ func (s *stack) startServer(o stackOptions, tenantSpec string) error {
 
 // AdminOptions are the connection options of the stack's admin (none when
 // the server runs without authentication).
-func (s *stack) AdminOptions() []nats.Option {
-	if c := s.Auth.conn(natsconn.Config{}, adminUser); c.User != "" {
+func (s *Stack) AdminOptions() []nats.Option {
+	if c := s.Auth.Conn(natsconn.Config{}, AdminUser); c.User != "" {
 		return []nats.Option{nats.UserInfo(c.User, c.Password)}
 	}
 	return nil
 }
 
 // provision creates or updates the streams and buckets, as the admin.
-func (s *stack) provision(ctx context.Context, pc provision.Config) error {
+func (s *Stack) provision(ctx context.Context, pc provision.Config) error {
 	nc, err := nats.Connect(s.NATSURL, s.AdminOptions()...)
 	if err != nil {
 		return fmt.Errorf("connecting to NATS at %s: %w", s.NATSURL, err)
@@ -288,7 +288,7 @@ const maxRestartPause = 30 * time.Second
 // — a trigger halts on purpose when it cannot rebuild a session, a NATS
 // outage can stop any service. A service that keeps failing within seconds
 // of starting stops the whole stack with its error.
-func (s *stack) goRun(ctx context.Context, name string, run func(context.Context) error) {
+func (s *Stack) goRun(ctx context.Context, name string, run func(context.Context) error) {
 	first := s.pause
 	if first <= 0 {
 		first = time.Second
@@ -322,7 +322,7 @@ func (s *stack) goRun(ctx context.Context, name string, run func(context.Context
 }
 
 // fail records the stack's first error and stops the stack.
-func (s *stack) fail(err error) {
+func (s *Stack) fail(err error) {
 	s.errMu.Lock()
 	if s.err == nil {
 		s.err = err
@@ -332,7 +332,7 @@ func (s *stack) fail(err error) {
 }
 
 // waitHTTP waits until the HTTP edge answers /healthz or a service failed.
-func (s *stack) waitHTTP(ctx context.Context) error {
+func (s *Stack) waitHTTP(ctx context.Context) error {
 	if err := s.waitHealthz(ctx, s.HTTPAddr, "the HTTP edge"); err != nil {
 		return err
 	}
@@ -341,7 +341,7 @@ func (s *stack) waitHTTP(ctx context.Context) error {
 
 // waitHealthz waits until addr answers /healthz ("" = nothing to wait
 // for) or a service failed.
-func (s *stack) waitHealthz(ctx context.Context, addr, what string) error {
+func (s *Stack) waitHealthz(ctx context.Context, addr, what string) error {
 	if addr == "" {
 		return nil
 	}
@@ -369,17 +369,17 @@ func (s *stack) waitHealthz(ctx context.Context, addr, what string) error {
 }
 
 // Done is closed when every service has returned.
-func (s *stack) Done() <-chan struct{} { return s.done }
+func (s *Stack) Done() <-chan struct{} { return s.done }
 
 // Err is the first service error, if any.
-func (s *stack) Err() error {
+func (s *Stack) Err() error {
 	s.errMu.Lock()
 	defer s.errMu.Unlock()
 	return s.err
 }
 
 // Close stops the services (they drain), then the embedded server.
-func (s *stack) Close() error {
+func (s *Stack) Close() error {
 	if s.cancel != nil {
 		s.cancel()
 		<-s.done
@@ -390,7 +390,7 @@ func (s *stack) Close() error {
 
 // shutdownServer stops the embedded server, then releases the data
 // directory.
-func (s *stack) shutdownServer() {
+func (s *Stack) shutdownServer() {
 	if s.srv != nil {
 		s.srv.Shutdown()
 		s.srv.WaitForShutdown()

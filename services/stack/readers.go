@@ -1,4 +1,4 @@
-package main
+package stack
 
 import (
 	"context"
@@ -21,7 +21,7 @@ var transcriptReaders = []string{events.DurableTrigger, events.DurableIndexer, e
 // before their shard groups settle and take the shards, and a platform
 // whose first events arrive then would see them indexed a moment later
 // than "up" promised.
-func (s *stack) waitReaders(ctx context.Context, layout events.Layout) error {
+func (s *Stack) waitReaders(ctx context.Context, layout events.Layout) error {
 	nc, err := nats.Connect(s.NATSURL, s.AdminOptions()...)
 	if err != nil {
 		return fmt.Errorf("connecting to NATS at %s: %w", s.NATSURL, err)
@@ -53,7 +53,7 @@ func (s *stack) waitReaders(ctx context.Context, layout events.Layout) error {
 }
 
 // pulling reports whether durable on stream has a waiting pull request.
-func (s *stack) pulling(ctx context.Context, js jetstream.JetStream, stream, durable string) bool {
+func (s *Stack) pulling(ctx context.Context, js jetstream.JetStream, stream, durable string) bool {
 	cctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	c, err := js.Consumer(cctx, stream, durable)

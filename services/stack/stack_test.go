@@ -1,4 +1,4 @@
-package main
+package stack
 
 import (
 	"context"
@@ -11,9 +11,9 @@ import (
 	"time"
 )
 
-func testStack() (*stack, context.Context) {
+func testStack() (*Stack, context.Context) {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &stack{cancel: cancel, log: slog.New(slog.NewTextHandler(io.Discard, nil)), pause: time.Millisecond, done: make(chan struct{})}, ctx
+	return &Stack{cancel: cancel, log: slog.New(slog.NewTextHandler(io.Discard, nil)), pause: time.Millisecond, done: make(chan struct{})}, ctx
 }
 
 // A service that fails is restarted; the stack keeps running.

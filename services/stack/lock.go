@@ -1,4 +1,4 @@
-package main
+package stack
 
 import (
 	"errors"
@@ -13,14 +13,14 @@ import (
 // it holds locked; it contains that process's pid.
 const lockFileName = "recall.lock"
 
-// errDataDirInUse is returned by lockDataDir when another process holds the
+// ErrDataDirInUse is returned by Start (lockDataDir) when another process holds the
 // data directory.
-var errDataDirInUse = errors.New("data directory in use")
+var ErrDataDirInUse = errors.New("data directory in use")
 
 // lockDataDir takes an exclusive lock on dir (creating it) so that two
 // embedded servers never share one JetStream store. The lock is released
 // by unlock or when the process exits, however it exits. When another
-// process holds it, the error wraps errDataDirInUse and names its pid.
+// process holds it, the error wraps ErrDataDirInUse and names its pid.
 func lockDataDir(dir string) (unlock func(), err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the data directory: %w", err)
@@ -43,7 +43,7 @@ func lockDataDir(dir string) (unlock func(), err error) {
 			pid = "unknown"
 		}
 		return nil, fmt.Errorf("%w: %s is locked by another recall (pid %s; lock file %s): stop that one, or give this one its own --data",
-			errDataDirInUse, dir, pid, path)
+			ErrDataDirInUse, dir, pid, path)
 	}
 	_ = f.Truncate(0)
 	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
