@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/recallhq/recall/internal/retry"
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // guardTick is how often the guard looks whether tombstones still live.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/recallhq/recall/internal/retry"
 	"github.com/recallhq/recall/internal/store"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // Locks is one lock per key, taken with a context. The zero value is ready.

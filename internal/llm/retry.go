@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/recallhq/recall/internal/retry"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // RetryPolicy bounds the retries of transient provider errors.
@@ -16,7 +16,7 @@ type RetryPolicy struct {
 	Attempts int
 	// BaseDelay is the delay before the second call (<= 0: 500ms); it
 	// doubles per attempt up to MaxDelay (<= 0: 20s). Each delay is spread
-	// over [delay/2, 3·delay/2) (internal/retry's jitter).
+	// over [delay/2, 3·delay/2) (pkg/retry's jitter).
 	BaseDelay time.Duration
 	MaxDelay  time.Duration
 	// OnRetry, when set, is called before each retry with the attempt that

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
-	"github.com/recallhq/recall/internal/retry"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // Work sharing (Config.Share, keyed mode). Partitions are owned by one

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
-	"github.com/recallhq/recall/internal/retry"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // slot is how acquire ended.

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"time"
 
-	retrypolicy "github.com/recallhq/recall/internal/retry"
+	retrypolicy "github.com/recallhq/recall/pkg/retry"
 )
 
 // AttemptTimeout bounds one attempt of a start-up call (one stream or bucket
@@ -28,7 +28,7 @@ const (
 func Permanent(err error) error { return retrypolicy.Permanent(err) }
 
 // Retry is the retry policy for start-up reads, watches and provisioning
-// (internal/retry with these waits): it calls attempt with a context
+// (pkg/retry with these waits): it calls attempt with a context
 // bounded to AttemptTimeout until attempt returns nil or an error marked
 // Permanent, waiting 250 ms, then twice as long each time, at most 5 s,
 // between attempts. Failures are logged as warnings naming what (log may be

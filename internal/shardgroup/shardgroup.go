@@ -22,8 +22,8 @@ import (
 
 	"github.com/recallhq/recall/internal/follow"
 	"github.com/recallhq/recall/internal/pcgroup"
-	"github.com/recallhq/recall/internal/retry"
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // Config describes one replica of a service that follows the transcript.

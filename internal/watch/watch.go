@@ -29,7 +29,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/recallhq/recall/internal/retry"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // Config configures a Watcher.

@@ -5,10 +5,10 @@
 // through it: Policy.Do for "call until it works", Backoff and Pause for
 // loops of another shape (a fetch loop that resets its backoff after a good
 // fetch, a prober, a consumer restarted by a group, a client that retries
-// only some answers). It is public so that pkg/client can share it;
-// internal/retry re-exports it for the services.
+// only some answers). It is public so that pkg/client can share it with
+// the services.
 //
-// What it does not do: it never gives up on its own (only a Permanent error
+// What it does not do: it never gives up on its own (only Attempts, a Permanent error
 // or the end of ctx stop it; a deadline on ctx is the caller's way to bound
 // the whole retry), and it does not decide which errors are worth retrying
 // beyond Permanent.

@@ -17,8 +17,8 @@ import (
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/internal/provision"
-	"github.com/recallhq/recall/internal/retry"
 	"github.com/recallhq/recall/internal/svcmain"
+	"github.com/recallhq/recall/pkg/retry"
 	"github.com/recallhq/recall/services/compactor/compactorsvc"
 	"github.com/recallhq/recall/services/extractor/extractorsvc"
 	"github.com/recallhq/recall/services/gateway/gatewaysvc"
@@ -283,7 +283,7 @@ const maxRestartPause = 30 * time.Second
 
 // goRun runs a service under supervision, as a process supervisor would: a
 // service that returns an error is restarted after a growing pause
-// (internal/retry: the stack's first pause, default 1s, doubling up to
+// (pkg/retry: the stack's first pause, default 1s, doubling up to
 // 30s; a service that ran for over a minute starts again from the first)
 // — a trigger halts on purpose when it cannot rebuild a session, a NATS
 // outage can stop any service. A service that keeps failing within seconds

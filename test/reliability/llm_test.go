@@ -16,12 +16,12 @@ import (
 	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/internal/llm/llmtest"
-	"github.com/recallhq/recall/internal/retry"
 	"github.com/recallhq/recall/internal/testpoll"
 	"github.com/recallhq/recall/pkg/chunked"
 	"github.com/recallhq/recall/pkg/client"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
+	"github.com/recallhq/recall/pkg/retry"
 	"github.com/recallhq/recall/services/extractor/extractorsvc"
 )
 

@@ -14,9 +14,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/recallhq/recall/internal/retry"
 	"github.com/recallhq/recall/internal/store"
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // Reads that decide what an extraction builds on go to the stream leader of

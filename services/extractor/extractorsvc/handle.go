@@ -16,9 +16,9 @@ import (
 	"github.com/recallhq/recall/internal/eventpub"
 	"github.com/recallhq/recall/internal/parked"
 	"github.com/recallhq/recall/internal/pcgroup"
-	"github.com/recallhq/recall/internal/retry"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // request is one decoded extraction request.

@@ -17,9 +17,9 @@ import (
 	"github.com/recallhq/recall/internal/llm/prices"
 	"github.com/recallhq/recall/internal/microapi"
 	"github.com/recallhq/recall/internal/ops"
-	"github.com/recallhq/recall/internal/retry"
 	"github.com/recallhq/recall/pkg/claimcheck"
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/retry"
 	"github.com/recallhq/recall/services/ingest/console"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/recallhq/recall/internal/parked"
 	"github.com/recallhq/recall/internal/pcgroup"
-	"github.com/recallhq/recall/internal/retry"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // A queued commit that fails (the model, a write, a read) is redelivered

@@ -3,13 +3,13 @@ package triggersvc
 import (
 	"time"
 
-	"github.com/recallhq/recall/internal/retry"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // attemptTimeout bounds one network call inside a retry loop.
 const attemptTimeout = 5 * time.Second
 
-// effects is the trigger's retry policy (internal/retry) for the calls its
+// effects is the trigger's retry policy (pkg/retry) for the calls its
 // lanes cannot do without — publications, rebuilds, reads: it calls until
 // the call succeeds or the lane's context is done, waiting 100 ms, 200 ms,
 // … up to 2 s between attempts, logging every tenth failure, each call

@@ -13,10 +13,10 @@ import (
 	"go.opentelemetry.io/otel"
 
 	"github.com/recallhq/recall/internal/pcgroup"
-	"github.com/recallhq/recall/internal/retry"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 var instances atomic.Int64
