@@ -34,7 +34,7 @@ func (x *exchange) serve() {
 		return
 	}
 	x.body = body
-	x.p.forward(x.w, x.r, x.path, body, nil)
+	x.p.forward(x.w, x.r, x.path, body, x.captureHook())
 }
 
 // modelEndpoint reports whether the path is one the gateway reads.

@@ -30,7 +30,10 @@ type Gateway struct {
 	small     *microapi.Admission
 	large     *microapi.Admission
 	recall    atomic.Pointer[recall]
-	stats     Stats
+	capture   *capturer // capture*.go
+	// clientCompaction tells capture a client's own compaction (capture_hooks.go).
+	clientCompaction ClientCompaction
+	stats            Stats
 }
 
 // New returns a gateway configured by cfg (defaults filled in). It does not
@@ -46,10 +49,12 @@ func New(cfg Config, log *slog.Logger) (*Gateway, error) {
 		return nil, err
 	}
 	t := newTransport(cfg.UpstreamTimeout)
-	return &Gateway{cfg: cfg, log: log, auth: auth,
+	g := &Gateway{cfg: cfg, log: log, auth: auth,
 		anthropic: newProvider(providerAnthropic, a, t, log), openai: newProvider(providerOpenAI, o, t, log),
 		small: microapi.NewAdmission(cfg.TenantRequests, cfg.MaxRequests, 0),
-		large: microapi.NewAdmission(cfg.TenantLargeBodies, cfg.MaxLargeBodies, 0)}, nil
+		large: microapi.NewAdmission(cfg.TenantLargeBodies, cfg.MaxLargeBodies, 0)}
+	g.capture, g.clientCompaction = newCapturer(g), defaultClientCompaction{}
+	return g, nil
 }
 
 // ServeHTTP routes /anthropic/* and /openai/* (see the package comment);

@@ -2,6 +2,7 @@ package gatewaysvc
 
 import (
 	"context"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -9,8 +10,9 @@ import (
 
 // recall is the gateway's connection to Recall, set once NATS is up.
 type recall struct {
-	nc *nats.Conn
-	js jetstream.JetStream
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	clients sync.Map // tenant → *client.Client (capture.go)
 }
 
 // Attach gives the gateway its connection to Recall: from then on it
@@ -18,9 +20,11 @@ type recall struct {
 // forwards unchanged.
 func (g *Gateway) Attach(nc *nats.Conn, js jetstream.JetStream) {
 	g.recall.Store(&recall{nc: nc, js: js})
+	g.capture.start()
 }
 
 // detach stops using Recall (at shutdown, before the connection drains).
 func (g *Gateway) detach(ctx context.Context) {
+	g.capture.stop(ctx) // what is queued is published first
 	g.recall.Store(nil)
 }
