@@ -24,9 +24,13 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	force := fs.Bool("force", false, "with --nats-url: run even if the server holds Recall transcripts")
 	only := fs.String("only", "", "comma-separated scenarios to run ("+strings.Join(bench.Scenarios, ",")+")")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
+	soak := fs.Duration("soak", 0, "instead of the scenarios: a soak of this duration (services as child processes, one SIGKILLed per phase; docs/reliability.md)")
 	profile := fs.String("profile-dir", "", "write a CPU profile of each scenario (<scenario>.cpu.pprof) to this directory")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *soak != 0 {
+		return runSoak(ctx, *soak, *asJSON, *quiet, stdout)
 	}
 	o := bench.Options{Quick: *quick, Huge: *huge, URL: *natsURL, Force: *force, Progress: os.Stderr, ProfileDir: *profile}
 	if *quiet {
