@@ -145,7 +145,7 @@ func TestOfflineSections(t *testing.T) {
 	want := map[string]string{
 		"Session Title":                     "Add a --json flag to the report command",
 		"Current State":                     "Latest request: No, use encoding/json instead of fmt for the output.\nLatest reply: Switched to encoding/json.",
-		"Task specification":                "Add a --json flag to the report command. It should print the totals as JSON.",
+		"Task specification":                "Add a --json flag to the report command. It should print the totals as JSON.\n- Standing: No, use encoding/json instead of fmt for the output.",
 		"Files and Functions":               "- `/src/report.go` — Read, Edit | added: b",
 		"Workflow":                          "- `go build ./...` → failed",
 		"Errors & Corrections":              "- Bash `go build ./...` failed: report.go:3: undefined: json → Added the flag.",

@@ -174,7 +174,7 @@ func readEdit(b *events.Block) (fe fileEdit, ok bool) {
 
 // outputTail is the part of a command's output that carries its result:
 // its last lines, in order, as many as fit in offlineTailChars, each
-// clipped. A lone word (a status) is left out, and so is a line shaped
+// clipped (dot leaders collapsed). A lone word (a status) is left out, and so is a line shaped
 // like one kept already (same first two words, digits aside): a run of
 // similar lines shows once, by its last.
 func outputTail(out string) string {
@@ -183,7 +183,7 @@ func outputTail(out string) string {
 	shapes := map[string]bool{}
 	n := 0
 	for i := len(lines) - 1; i >= 0 && i >= len(lines)-40; i-- {
-		l := strings.Join(strings.Fields(lines[i]), " ")
+		l := strings.Join(strings.Fields(leader.ReplaceAllString(lines[i], "")), " ")
 		shape := lineShape(l)
 		if l == "" || !strings.Contains(l, " ") && len(l) <= 8 || shapes[shape] {
 			continue

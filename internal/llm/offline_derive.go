@@ -22,6 +22,7 @@ type facts struct {
 	errors        []string // failures with what resolved them, changes
 	changes       []change
 	results       []string
+	said          []string // standing instructions and confirmed proposals
 	worklog       []turnTally
 	// marker is the id of the newest tool call counted ("" when the
 	// conversation holds none).
@@ -140,6 +141,9 @@ func (d *deriver) userText(raw string) {
 		return
 	}
 	d.endTurn()
+	if d.counting {
+		d.passing(text)
+	}
 	if d.f.firstRequest == "" {
 		d.f.firstRequest = text
 	}
@@ -263,6 +267,7 @@ func (d *deriver) toolResult(b *events.Block) {
 		}
 	}
 	d.resolve("`"+clip(ref.arg, 60)+"` then passed", true)
+	d.longResult(ref.arg, resultText(b))
 }
 
 // touch records that tool used the file at path.
@@ -292,7 +297,7 @@ func (d *deriver) toolError(b *events.Block) {
 	if ref.arg != "" {
 		line += " `" + clip(ref.arg, 60) + "`"
 	}
-	line += " failed: " + clip(resultText(b), 200)
+	line += " failed: " + errorText(resultText(b))
 	d.fixWords = false
 	if d.old[b.ToolUseID] {
 		d.pendingFix, d.pendingOld = -1, line

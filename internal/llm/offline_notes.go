@@ -17,7 +17,7 @@ const (
 	offlineHeadCommand = 6 // the first commands, kept for good
 	offlineMaxErrors   = 15
 	offlineMaxWorklog  = 40
-	offlineMaxResults  = 8
+	offlineMaxResults  = 12
 	offlineLine        = 160
 	// offlineSectionChars bounds a list section's body: a quarter under
 	// the section budget (memory.MaxSectionTokens at 4 characters a token).
@@ -92,10 +92,7 @@ func sectionBody(header, old string, f facts) (body string, known bool) {
 		}
 		return strings.Join(lines, "\n"), true
 	case "task specification":
-		if old == "" && f.firstRequest != "" {
-			return clip(f.firstRequest, 600), true
-		}
-		return old, true
+		return taskSpec(old, f), true
 	case "files and functions":
 		return mergeLines(old, f.files, fileKey, mergeFileTools, offlineMaxFiles, "files"), true
 	case "workflow":
@@ -103,7 +100,7 @@ func sectionBody(header, old string, f facts) (body string, known bool) {
 	case "errors & corrections":
 		return mergeLines(old, f.errors, errorKey, nil, offlineMaxErrors, "errors"), true
 	case "key results":
-		return mergeLines(old, f.results, lineKey, nil, offlineMaxResults, "results"), true
+		return mergeLines(old, f.results, commandKey, nil, offlineMaxResults, "results"), true
 	case "worklog":
 		return mergeWorklog(old, f), true
 	}
