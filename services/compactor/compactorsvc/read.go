@@ -9,12 +9,14 @@ import (
 	"github.com/recallhq/recall/pkg/memory"
 )
 
-// firstSpan is the first stretch of stream sequences read backwards; each
-// further read is spanGrowth times longer. Starting small matters: the keep
-// window usually needs a handful more records, and in a session stored
-// densely every sequence of the stretch is a record to fetch and decode.
-// Growing geometrically keeps sparse sessions (interleaved with many others)
-// at a few round trips.
+// firstSpan is about how many of the session's records the first stretch
+// read backwards should hold; each further stretch is spanGrowth times
+// longer. Starting small matters: the keep window usually needs a handful
+// more records, and in a session stored densely every sequence of the
+// stretch is a record to fetch and decode. In a session interleaved with
+// many others the stretch is scaled by the gap between the records already
+// read (see stretch), so a short sparse session reaches its first record in
+// one read instead of growing back through the shard.
 const (
 	firstSpan  = 64
 	spanGrowth = 4
@@ -34,6 +36,9 @@ type history struct {
 	complete bool
 	span     uint64
 	earlier  int // records read backwards, bounded by MaxReadRecords
+	// dense is set once a stretch held more records than the gap of those
+	// already read predicted: later stretches are not scaled.
+	dense bool
 	// cached is the session's tail cache entry when the compaction started
 	// (ok false: none); reads it covers are not sent to the server.
 	cached   tailEntry
@@ -85,25 +90,18 @@ func (c *Compactor) readEnd(ctx context.Context, tenant, session string) (*histo
 }
 
 // earlierRecords prepends the session's records in the next stretch of
-// sequences below h.lowest (the stretch grows each time), so reads stay
-// bounded however long the stream is.
+// sequences below h.lowest (the stretch grows each time, and is scaled by
+// the session's gap: see firstSpan), so reads stay bounded however long the
+// stream is.
 func (h *history) earlierRecords(ctx context.Context) error {
 	if h.complete {
 		return nil
 	}
-	hi := h.lowest - 1
-	lo := uint64(1)
-	if hi > h.span {
-		lo = hi - h.span + 1
+	recs, lo, err := h.readStretch(ctx)
+	if err != nil {
+		return err
 	}
 	h.span *= spanGrowth
-	recs, ok := h.cached.between(lo, hi)
-	if !h.cachedOK || !ok {
-		var err error
-		if recs, err = h.c.reader.Read(ctx, h.tenant, h.session, lo, hi, 0); err != nil {
-			return fmt.Errorf("reading the transcript between seq %d and %d: %w", lo, hi, err)
-		}
-	}
 	h.recs = append(append(make([]transcript.Record, 0, len(recs)+len(h.recs)), recs...), h.recs...)
 	h.lowest = lo
 	h.earlier += len(recs)
@@ -111,6 +109,54 @@ func (h *history) earlierRecords(ctx context.Context) error {
 		h.complete = true
 	}
 	return nil
+}
+
+// readStretch reads the session's records in the next stretch below
+// h.lowest and returns them with the stretch's first sequence. A scaled
+// stretch (a sparse session) asks for about the records it should hold, so
+// the server stops near its end instead of sending again (up to a default
+// batch of) the records already read after it. When the stretch holds more
+// (the session was stored more densely earlier), what was read is dropped
+// and the history reads on as a dense one.
+func (h *history) readStretch(ctx context.Context) ([]transcript.Record, uint64, error) {
+	hi := h.lowest - 1
+	for {
+		gap := h.gap()
+		span := h.span * gap
+		if span/gap != h.span { // overflow: the whole stream
+			span = hi
+		}
+		lo := uint64(1)
+		if hi > span {
+			lo = hi - span + 1
+		}
+		if recs, ok := h.cached.between(lo, hi); h.cachedOK && ok {
+			return recs, lo, nil
+		}
+		want := 0 // a dense stretch: every record, in default batches
+		if gap > 1 {
+			want = int(min((hi-lo+1)/gap+2, transcript.DefaultBatch))
+		}
+		recs, err := h.c.reader.WithBatch(want).Read(ctx, h.tenant, h.session, lo, hi, want)
+		if err != nil {
+			return nil, 0, fmt.Errorf("reading the transcript between seq %d and %d: %w", lo, hi, err)
+		}
+		if want == 0 || len(recs) < want || recs[len(recs)-1].Seq >= hi {
+			return recs, lo, nil
+		}
+		h.dense = true
+	}
+}
+
+// gap is the session's sequences per record in what h holds: 1 when it is
+// stored densely, when fewer than two records were read, or once a stretch
+// held more records than the gap predicted (dense).
+func (h *history) gap() uint64 {
+	n := len(h.recs)
+	if n < 2 || h.dense {
+		return 1
+	}
+	return max(1, (h.recs[n-1].Seq-h.recs[0].Seq)/uint64(n-1))
 }
 
 // entries converts the records for window selection.
