@@ -55,14 +55,23 @@ func StartWith(t testing.TB, o *server.Options) *Server {
 	return &Server{Server: s, Opts: o}
 }
 
-// Restart shuts the server down and starts a new one on the same port and
-// store directory, as a crash and restart would. Clients reconnect.
-func (s *Server) Restart(t testing.TB) {
-	t.Helper()
-	o := *s.Opts
-	o.Port = s.Server.Addr().(*net.TCPAddr).Port
+// Stop shuts the server down (an outage) until Restart starts it again on
+// the same port and store directory.
+func (s *Server) Stop() {
+	if a, ok := s.Server.Addr().(*net.TCPAddr); ok {
+		s.Opts.Port = a.Port
+	}
 	s.Server.Shutdown()
 	s.Server.WaitForShutdown()
+}
+
+// Restart shuts the server down (unless Stop did) and starts a new one on
+// the same port and store directory, as a crash and restart would. Clients
+// reconnect.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Stop()
+	o := *s.Opts
 	ns, err := server.NewServer(&o)
 	if err != nil {
 		t.Fatalf("natstest: restart: %v", err)

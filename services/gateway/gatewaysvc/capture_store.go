@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -62,7 +63,7 @@ func (c *capturer) capture(ctx context.Context, rc *recall, job *captureJob) (in
 		if got.agent != "" {
 			m.QuerySource, m.AgentID = events.QuerySubagent, got.agent
 		}
-		e, err := recordEvent(got.session.ID, m)
+		e, err := fitRecord(got.session.ID, m)
 		if err != nil {
 			return 0, err
 		}
@@ -73,7 +74,12 @@ func (c *capturer) capture(ctx context.Context, rc *recall, job *captureJob) (in
 	}
 	res, err := cl.PublishBatch(ctx, evs)
 	for i := range res {
-		if res[i].Err == nil {
+		switch {
+		case res[i].Err == nil:
+			state.add(evs[i].ID())
+		case errors.Is(res[i].Err, events.ErrInvalidEvent):
+			// Refused for good: resending it with every request would only
+			// fail again. Logged (rate-limited) below with err.
 			state.add(evs[i].ID())
 		}
 	}
@@ -102,7 +108,7 @@ func (c *capturer) clientOf(rc *recall, tenant string) (*client.Client, error) {
 	if v, ok := rc.clients.Load(tenant); ok {
 		return v.(*client.Client), nil
 	}
-	cl, err := client.New(rc.js, tenant, client.Ordered(), client.RetryFor(captureRetryFor))
+	cl, err := client.New(rc.js, tenant, client.Ordered(), client.RetryFor(c.retryFor), client.AttemptTimeout(min(client.DefaultAttemptTimeout, c.retryFor)))
 	if err != nil {
 		return nil, err
 	}

@@ -24,13 +24,16 @@ type capturer struct {
 	sessions        *sessionStates
 	chains          sessionChains
 	failOpen        rateLog
+	// retryFor and timeout bound one capture's publish retries and the
+	// whole capture (captureRetryFor, captureTimeout; tests shorten them).
+	retryFor, timeout time.Duration
 	// life is the workers' context, cancelled when stop gives up waiting.
 	life   context.Context
 	cancel context.CancelFunc
 }
 
 func newCapturer(g *Gateway) *capturer {
-	c := &capturer{g: g, sessions: newSessionStates(maxSessionStates)}
+	c := &capturer{g: g, sessions: newSessionStates(maxSessionStates), retryFor: captureRetryFor, timeout: captureTimeout}
 	c.life, c.cancel = context.WithCancel(context.Background())
 	per := max(g.cfg.CaptureQueue/captureWorkers, 1)
 	for i := range c.queues {
@@ -122,7 +125,7 @@ func (c *capturer) run(job *captureJob) {
 		c.dropped("Recall is not connected: this exchange is stored with the session's next request")
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.life, captureTimeout)
+	ctx, cancel := context.WithTimeout(c.life, c.timeout)
 	defer cancel()
 	n, err := c.capture(ctx, rc, job)
 	if err != nil {
