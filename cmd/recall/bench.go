@@ -30,7 +30,7 @@ func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	if *soak != 0 {
-		return runSoak(ctx, *soak, *asJSON, *quiet, stdout)
+		return runSoak(ctx, *soak, *asJSON, *quiet, *profile, stdout)
 	}
 	o := bench.Options{Quick: *quick, Huge: *huge, URL: *natsURL, Force: *force, Progress: os.Stderr, ProfileDir: *profile}
 	if *quiet {

@@ -14,8 +14,8 @@ import (
 // runSoak is `recall bench --soak D` (docs/reliability.md, "Soak"): it
 // fails when an acknowledged event was lost or stored twice, or a service
 // exited on its own, after printing the report.
-func runSoak(ctx context.Context, d time.Duration, asJSON, quiet bool, stdout io.Writer) error {
-	o := bench.SoakOptions{Duration: d, Progress: os.Stderr}
+func runSoak(ctx context.Context, d time.Duration, asJSON, quiet bool, profileDir string, stdout io.Writer) error {
+	o := bench.SoakOptions{Duration: d, Progress: os.Stderr, ProfileDir: profileDir}
 	if quiet {
 		o.Progress = nil
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -34,6 +35,10 @@ type SoakOptions struct {
 	Binary string
 	// Progress receives one line per phase; nil discards.
 	Progress io.Writer
+	// ProfileDir, when set, receives a heap profile of this process (the
+	// NATS server and the load) at the end of each phase
+	// (soak-heap-<phase>.pprof).
+	ProfileDir string
 }
 
 // ErrSoakTooShort is returned for a soak shorter than 30 s.
@@ -124,11 +129,12 @@ func (e *soakEnv) start(ctx context.Context) error {
 	if _, err := tenantcfg.Put(pctx, e.js, ingestsvc.DefaultTenant, benchThresholds); err != nil {
 		return fmt.Errorf("setting the tenant thresholds: %w", err)
 	}
-	for _, name := range soakServices {
-		p, err := newSoakProc(e.o.Binary, name, e.srv.ClientURL(), filepath.Join(dir, name+".log"))
-		if err != nil {
-			return err
-		}
+	addrs, err := freeAddrs(len(soakServices))
+	if err != nil {
+		return err
+	}
+	for i, name := range soakServices {
+		p := newSoakProc(e.o.Binary, name, e.srv.ClientURL(), addrs[i], filepath.Join(dir, name+".log"))
 		if err := p.start(ctx); err != nil {
 			return err
 		}
@@ -262,6 +268,11 @@ func (e *soakEnv) sample(ctx context.Context, phase int, load *soakLoad, lw *lag
 		p.CompactP99MS = round1(comp.percentile(99) / 1000)
 	}
 	p.Compactions = outcomes
+	if e.o.ProfileDir != "" {
+		if err := writeHeapProfile(filepath.Join(e.o.ProfileDir, fmt.Sprintf("soak-heap-%d.pprof", phase))); err != nil {
+			return p, err
+		}
+	}
 	self := procSample("bench", os.Getpid())
 	self.Goroutines = int64(runtime.NumGoroutine())
 	p.Procs = append(p.Procs, self)
@@ -319,6 +330,15 @@ func (e *soakEnv) close(rep *SoakReport) {
 		return
 	}
 	os.RemoveAll(e.dir)
+}
+
+// writeHeapProfile writes this process's heap profile to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("writing the heap profile: %w", err)
+	}
+	return errors.Join(pprof.WriteHeapProfile(f), f.Close())
 }
 
 // sleepCtx sleeps d or until ctx ends (false).

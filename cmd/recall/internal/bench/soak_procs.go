@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -54,15 +55,31 @@ func opsEnv(name string) string {
 }
 
 // newSoakProc prepares a service on natsURL with its operational endpoints
-// on a free port; its output goes to logPath.
-func newSoakProc(bin, name, natsURL, logPath string) (*soakProc, error) {
-	ops, err := freeAddr()
-	if err != nil {
-		return nil, err
-	}
+// on ops; its output goes to logPath.
+func newSoakProc(bin, name, natsURL, ops, logPath string) *soakProc {
 	env := append(os.Environ(), "RECALL_NATS_URL="+natsURL, opsEnv(name)+"="+ops, "RECALL_LLM_PROVIDER=offline",
 		"RECALL_LOG_LEVEL=warn")
-	return &soakProc{name: name, bin: bin, env: env, ops: ops, logPath: logPath}, nil
+	return &soakProc{name: name, bin: bin, env: env, ops: ops, logPath: logPath}
+}
+
+// freeAddrs returns n distinct free loopback addresses: the listeners are
+// held until all are chosen, so no two are the same port.
+func freeAddrs(n int) ([]string, error) {
+	var addrs []string
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls, addrs = append(ls, l), append(addrs, l.Addr().String())
+	}
+	return addrs, nil
 }
 
 // start starts the process; a process that exits on its own is counted
