@@ -31,6 +31,14 @@ var fieldDocs = map[string]string{
 	"TenantConfig.prompt":                         "Replaces the default extraction prompt; {{currentNotes}} and {{notesPath}} are substituted.",
 	"TenantConfig.context_management":             "Default context editing, for compactions that carry none and for edit requests (unset: compactions edit nothing; edit requests use clear_tool_uses with the API's defaults).",
 	"TenantConfig.retention":                      "How long the tenant's sessions and notifications are kept (unset: the stream-wide limits, which cap every tenant).",
+	"TenantConfig.gateway":                        "The model gateway's compaction for the tenant (unset: transparent compaction off, client compaction on with the default rules).",
+	"GatewayConfig.compact_above_tokens":          "Transparent compaction: a request whose context holds more input tokens than this is forwarded as Recall's summary plus the kept window, the client keeping its history (0 or unset: off; otherwise at least 20,000).",
+	"GatewayConfig.client_compaction":             "How a client's own summarization turn (Claude Code's, Codex's) is recognized and answered from memory instead of by the model.",
+	"ClientCompaction.enabled":                    "Gate: answer clients' summarization turns from memory (default on).",
+	"ClientCompaction.rules":                      "Rules recognizing a summarization turn, first match wins (unset: Claude Code's and Codex's). At most 16.",
+	"ClientCompactionRule.name":                   "The client the rule recognizes, for logs and metrics.",
+	"ClientCompactionRule.contains":               "Phrases the last user message's text must all hold (case-insensitive, each at least 8 characters).",
+	"ClientCompactionRule.answer":                 "The answer's format: summary_tags (<summary>…</summary>, Claude Code) or plain (default).",
 	"MemoryPolicy.self":                           "Memory about the user, written from the session.",
 	"MemoryPolicy.peer":                           "Memory about the session's peers.",
 	"MemoryPolicy.memory_types":                   "Limits self and peer writes to these types (built-in or custom); unset allows every enabled type.",
@@ -55,6 +63,7 @@ var fieldDocs = map[string]string{
 
 // fieldExtra adds constraints to a member's schema beyond its Go type.
 var fieldExtra = map[string]map[string]any{
+	"ClientCompactionRule.answer":     {"enum": []string{events.AnswerSummaryTags, events.AnswerPlain}},
 	"ContextEdit.type":                {"enum": []string{events.EditClearToolUses, events.EditClearThinking}},
 	"EditAmount.type":                 {"enum": []string{events.UnitInputTokens, events.UnitToolUses, events.UnitThinkingTurns}},
 	"CustomMemoryType.name":           {"pattern": "^[A-Za-z0-9_-]+$"},

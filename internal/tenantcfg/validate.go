@@ -206,6 +206,7 @@ func validate(c events.TenantConfig) error {
 	}
 	errs = append(errs, checkContextManagement(c.ContextManagement)...)
 	errs = append(errs, checkMemoryTypes(c)...)
+	errs = append(errs, checkGateway(c.Gateway)...)
 	return invalid(errs)
 }
 

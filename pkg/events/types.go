@@ -489,6 +489,10 @@ type TenantConfig struct {
 	// Retention bounds how long the tenant's sessions and notifications
 	// are kept (nil: the stream-wide limits); see Retention.
 	Retention *Retention `json:"retention,omitempty"`
+
+	// Gateway configures the model gateway's compaction (nil: transparent
+	// compaction off, client compaction on with the default rules).
+	Gateway *GatewayConfig `json:"gateway,omitempty"`
 }
 
 // DecodeTenantConfig parses a RECALL_CONFIG value strictly.

@@ -14,6 +14,9 @@ type exchange struct {
 	path   string // upstream path, e.g. /v1/messages
 	tenant string
 	body   []byte
+	// onResponse, when set, is given the upstream's response (compaction
+	// puts its block before the upstream's answer).
+	onResponse respHook
 }
 
 // serve handles the exchange: the model endpoints are read, captured and
@@ -34,7 +37,11 @@ func (x *exchange) serve() {
 		return
 	}
 	x.body = body
-	x.p.forward(x.w, x.r, x.path, body, x.captureHook())
+	capture := x.captureHook() // the request as the client sent it
+	if x.compaction() {
+		return // answered from memory
+	}
+	x.p.forward(x.w, x.r, x.path, x.body, chainHooks(capture, x.onResponse))
 }
 
 // modelEndpoint reports whether the path is one the gateway reads.

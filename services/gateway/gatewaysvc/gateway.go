@@ -30,7 +30,8 @@ type Gateway struct {
 	small     *microapi.Admission
 	large     *microapi.Admission
 	recall    atomic.Pointer[recall]
-	capture   *capturer // capture*.go
+	capture   *capturer    // capture*.go
+	compact   compactState // compact.go
 	// clientCompaction tells capture a client's own compaction (capture_hooks.go).
 	clientCompaction ClientCompaction
 	stats            Stats
@@ -54,6 +55,8 @@ func New(cfg Config, log *slog.Logger) (*Gateway, error) {
 		small: microapi.NewAdmission(cfg.TenantRequests, cfg.MaxRequests, 0),
 		large: microapi.NewAdmission(cfg.TenantLargeBodies, cfg.MaxLargeBodies, 0)}
 	g.capture, g.clientCompaction = newCapturer(g), defaultClientCompaction{}
+	g.compact.key = markerKey(cfg.Tenants)
+	g.clientCompaction = configuredClientCompaction{g: g}
 	return g, nil
 }
 

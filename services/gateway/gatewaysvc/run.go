@@ -113,6 +113,9 @@ func (g *Gateway) start(ctx context.Context) startResult {
 		return startResult{err: err}
 	}
 	g.Attach(life.NC, life.JS)
+	if err := g.AttachConfig(ctx, life.JS); err != nil { // compact.go
+		g.log.WarnContext(ctx, "compacting with every tenant's default gateway configuration", "err", err)
+	}
 	life.SetReady(func() error { return nil })
 	g.log.InfoContext(ctx, "connected to Recall: capturing and compacting")
 	return startResult{life: life}
