@@ -275,6 +275,9 @@ func (e *soakEnv) sample(ctx context.Context, phase int, load *soakLoad, lw *lag
 	}
 	self := procSample("bench", os.Getpid())
 	self.Goroutines = int64(runtime.NumGoroutine())
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	self.HeapBytes = int64(ms.HeapAlloc)
 	p.Procs = append(p.Procs, self)
 	for _, sp := range e.procs {
 		p.Procs = append(p.Procs, sp.sample(ctx))

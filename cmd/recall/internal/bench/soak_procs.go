@@ -187,7 +187,8 @@ func (p *soakProc) waitReady(ctx context.Context, within time.Duration) error {
 }
 
 // sample reads the process's RSS and open descriptors from /proc and its
-// goroutines from /metrics (go_goroutines). A figure that cannot be read
+// goroutines and live heap from /metrics (go_goroutines,
+// go_memstats_heap_alloc_bytes). A figure that cannot be read
 // is -1.
 func (p *soakProc) sample(ctx context.Context) ProcSample {
 	p.mu.Lock()
@@ -195,14 +196,16 @@ func (p *soakProc) sample(ctx context.Context) ProcSample {
 	p.mu.Unlock()
 	s := procSample(p.name, pid)
 	s.Restarts, s.UncleanExits = restarts, unclean
-	s.Goroutines = scrapeGauge(ctx, "http://"+p.ops+"/metrics", "go_goroutines")
+	page := scrapePage(ctx, "http://"+p.ops+"/metrics")
+	s.Goroutines = gaugeValue(strings.NewReader(page), "go_goroutines")
+	s.HeapBytes = gaugeValue(strings.NewReader(page), "go_memstats_heap_alloc_bytes")
 	return s
 }
 
 // procSample reads pid's RSS and descriptor count (Linux /proc; -1
 // elsewhere).
 func procSample(name string, pid int) ProcSample {
-	s := ProcSample{Name: name, PID: pid, RSSBytes: -1, FDs: -1, Goroutines: -1}
+	s := ProcSample{Name: name, PID: pid, RSSBytes: -1, HeapBytes: -1, FDs: -1, Goroutines: -1}
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
 		s.RSSBytes = statusKB(string(b), "VmRSS:") * 1024
 	}
@@ -226,18 +229,18 @@ func statusKB(status, key string) int64 {
 	return -1
 }
 
-// scrapeGauge reads one unlabelled gauge from a Prometheus text page (-1
-// when it cannot).
-func scrapeGauge(ctx context.Context, url, name string) int64 {
+// scrapePage reads a Prometheus text page ("" when it cannot).
+func scrapePage(ctx context.Context, url string) string {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return -1
+		return ""
 	}
 	defer resp.Body.Close()
-	return gaugeValue(resp.Body, name)
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	return string(b)
 }
 
 // gaugeValue finds `name value` in a Prometheus text exposition.

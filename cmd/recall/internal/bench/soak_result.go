@@ -75,6 +75,7 @@ type ProcSample struct {
 	Name         string `json:"name"`
 	PID          int    `json:"pid"`
 	RSSBytes     int64  `json:"rss_bytes"`
+	HeapBytes    int64  `json:"heap_bytes"` // Go's live heap (allocated, not yet freed)
 	Goroutines   int64  `json:"goroutines"`
 	FDs          int    `json:"fds"`
 	Restarts     int    `json:"restarts"`
