@@ -100,15 +100,15 @@ func Request(ctx context.Context, nc *nats.Conn, subject string, hdr nats.Header
 	if tenant, ok := events.APITenant(subject); ok {
 		inbox = events.InboxPrefix(tenant) + "." + nuid.Next()
 	}
-	sub, err := nc.SubscribeSync(inbox)
+	next, stop, err := replies(nc, inbox)
 	if err != nil {
 		return nil, err
 	}
-	defer sub.Unsubscribe()
+	defer stop()
 	if err := nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Header: hdr, Data: data}); err != nil {
 		return nil, err
 	}
-	first, err := sub.NextMsgWithContext(ctx)
+	first, err := next(ctx)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return nil, fmt.Errorf("%s: %w", subject, ErrNoResponders)
 	}
@@ -129,7 +129,7 @@ func Request(ctx context.Context, nc *nats.Conn, subject string, hdr nats.Header
 	body := make([]byte, 0, n*len(first.Data))
 	body = append(body, first.Data...)
 	for i := 1; i < n; i++ {
-		m, err := sub.NextMsgWithContext(ctx)
+		m, err := next(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("%w: chunk %d of %d: %v", ErrBrokenReply, i, n, err)
 		}
@@ -142,4 +142,38 @@ func Request(ctx context.Context, nc *nats.Conn, subject string, hdr nats.Header
 	first.Header.Del(HeaderChunk)
 	first.Data = body
 	return first, nil
+}
+
+// replies subscribes to inbox and returns the function that waits for its
+// next message (in order) and the one that ends the subscription. It is an
+// asynchronous subscription handing messages over one at a time: a
+// synchronous one allocates the connection's whole channel (64k slots by
+// default, half a megabyte) for every request, most of the CPU of a small
+// request-reply. Pending messages are bounded by the subscription's
+// pending limits, as a synchronous subscription's are.
+func replies(nc *nats.Conn, inbox string) (next func(context.Context) (*nats.Msg, error), stop func(), err error) {
+	msgs := make(chan *nats.Msg)
+	done := make(chan struct{})
+	sub, err := nc.Subscribe(inbox, func(m *nats.Msg) {
+		select {
+		case msgs <- m:
+		case <-done:
+		}
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	next = func(ctx context.Context) (*nats.Msg, error) {
+		select {
+		case m := <-msgs:
+			return m, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	stop = func() {
+		_ = sub.Unsubscribe()
+		close(done)
+	}
+	return next, stop, nil
 }
