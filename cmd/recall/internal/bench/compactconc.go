@@ -34,8 +34,8 @@ func measureConcurrentSteps(ctx context.Context, e *env, fl *floor, sessions []s
 		if err != nil {
 			return fmt.Errorf("%d concurrent compactions: %w", c, err)
 		}
-		e.progress("   %d concurrent compactions over %d sessions: %.0f/s, p50 %.0f us, p99 %.0f us, %d refused (429); floor %.0f/s, p99 %.0f us (rate %.2f×, p99 %.2f×)",
-			c, st.Sessions, st.CompactionsPerS, st.P50US, st.P99US, st.Refused429, st.FloorPerS, st.FloorP99US, st.RateVsFloor, st.P99VsFloor)
+		e.progress("   %d concurrent compactions over %d sessions: %.0f/s, p50 %.0f us, p99 %.0f us, %d refused (429), %.0f us CPU each; floor %.0f/s, p99 %.0f us, %.0f us CPU each (rate %.2f×, p99 %.2f×, CPU %.2f×)",
+			c, st.Sessions, st.CompactionsPerS, st.P50US, st.P99US, st.Refused429, deref(st.CPUUSPerCompaction), st.FloorPerS, st.FloorP99US, deref(st.FloorCPUUSPerRead), st.RateVsFloor, st.P99VsFloor, deref(st.CPUVsFloor))
 		if i == 0 {
 			r.Concurrent = st
 		} else {
@@ -53,6 +53,7 @@ func measureConcurrent(ctx context.Context, e *env, fl *floor, sessions []string
 	n := e.sizes.compactConcRequests
 	st := &ConcurrentCompaction{Concurrency: c, Sessions: len(sessions), Requests: n}
 	var served, refused atomic.Int64
+	ph := startPhase()
 	lat, d, err := runConcurrently(ctx, c, n, func(ctx context.Context, i int) error {
 		rep, err := compactOnce(ctx, e.nc, sessions[i%len(sessions)])
 		switch {
@@ -69,15 +70,23 @@ func measureConcurrent(ctx context.Context, e *env, fl *floor, sessions []string
 	if err != nil {
 		return nil, err
 	}
+	_, cpu, cpuOK := ph.end()
 	st.Served, st.Refused429 = int(served.Load()), int(refused.Load())
+	st.CPUUSPerCompaction = cpuPerEvent(cpu, cpuOK, st.Served)
 	st.CompactionsPerS = round1(rate(len(lat), d))
 	st.P50US, st.P99US = round1(lat.percentile(50)), round1(lat.percentile(99))
+	ph = startPhase()
 	flat, fd, err := runConcurrently(ctx, c, n, func(ctx context.Context, i int) error {
 		s := sessions[i%len(sessions)]
 		return fl.reads(ctx, s, spans[s].first, spans[s].last)
 	})
 	if err != nil {
 		return nil, err
+	}
+	_, cpu, cpuOK = ph.end()
+	st.FloorCPUUSPerRead = cpuPerEvent(cpu, cpuOK, len(flat))
+	if st.CPUUSPerCompaction != nil && st.FloorCPUUSPerRead != nil {
+		st.CPUVsFloor = f64(round3(*st.CPUUSPerCompaction / *st.FloorCPUUSPerRead))
 	}
 	st.FloorPerS = round1(rate(len(flat), fd))
 	st.FloorP50US, st.FloorP99US = round1(flat.percentile(50)), round1(flat.percentile(99))

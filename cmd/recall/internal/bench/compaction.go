@@ -97,27 +97,24 @@ func runCompaction(ctx context.Context, e *env) error {
 
 // fillCompactionSessions stores compactBackgroundMessages records for every
 // background session and the sizes' records for the measured ones, and
-// returns the measured sessions' stream sequences, in order, and every
-// session's first and last sequence.
+// returns every session's stream sequences, in order, and its first and
+// last sequence.
 func fillCompactionSessions(ctx context.Context, e *env, g *benchgen.Gen, bg, measured []string) (map[string][]uint64, map[string]seqSpan, error) {
 	plan := fillPlan{}
 	for _, s := range bg {
 		plan.sessions = append(plan.sessions, s)
 		plan.counts = append(plan.counts, compactBackgroundMessages)
 	}
-	seqs := map[string][]uint64{}
 	for i, s := range measured {
 		plan.sessions = append(plan.sessions, s)
 		plan.counts = append(plan.counts, e.sizes.compactSizes[i])
-		seqs[s] = nil
 	}
+	seqs := make(map[string][]uint64, len(plan.sessions))
 	spans := make(map[string]seqSpan, len(plan.sessions))
 	t0 := time.Now()
 	if _, err := e.fill(ctx, g, plan, func(s string, seq uint64) {
 		spans[s] = spans[s].add(seq)
-		if l, ok := seqs[s]; ok {
-			seqs[s] = append(l, seq)
-		}
+		seqs[s] = append(seqs[s], seq)
 	}); err != nil {
 		return nil, nil, err
 	}
@@ -125,10 +122,11 @@ func fillCompactionSessions(ctx context.Context, e *env, g *benchgen.Gen, bg, me
 	return seqs, spans, nil
 }
 
-// writeCompactionMemory writes a memory record for every session: the
-// measured ones (those in seqs) summarized up to compactUnsummarized records
-// before their end, at an assistant answer (turn%4 == 3, a safe point: no
-// open tool_use).
+// writeCompactionMemory writes a memory record for every session,
+// summarized as an extraction leaves it: up to compactUnsummarized records
+// before the end (the measured sessions) or, in a session shorter than
+// twice that (the background ones), up to its middle, at an assistant
+// answer (turn%4 == 3, a safe point: no open tool_use).
 func writeCompactionMemory(ctx context.Context, e *env, g *benchgen.Gen, sessions []string, seqs map[string][]uint64) (jetstream.KeyValue, error) {
 	t0 := time.Now()
 	kv, err := e.js.KeyValue(ctx, events.BucketMemory)
@@ -137,8 +135,8 @@ func writeCompactionMemory(ctx context.Context, e *env, g *benchgen.Gen, session
 	}
 	for _, s := range sessions {
 		rec := events.MemoryRecord{Notes: benchNotes(g, s), UpdatedAt: time.Now(), Extractions: 3}
-		if l, ok := seqs[s]; ok {
-			turn := len(l) - compactUnsummarized
+		if l := seqs[s]; len(l) >= 4 {
+			turn := max(len(l)-compactUnsummarized, len(l)/2)
 			turn -= (turn - 3) % 4 // back to an assistant answer
 			rec.LastSummarizedID = fmt.Sprintf("%s-m%06d", s, turn)
 			rec.LastSummarizedSeq = l[turn]
@@ -221,9 +219,21 @@ func summarizeCompactions(e *env, m compactionSamples) {
 	r.Flatness = f64(round3(largest / r.BySize[0].P99US))
 }
 
+// compactOutcome is what the bench reads of a compaction reply; the kept
+// events and the summary are skipped, not decoded (the floor does not decode
+// what it reads either, and a platform's decoding is the platform's cost).
+type compactOutcome struct {
+	Outcome      string `json:"outcome"`
+	Served       bool   `json:"served"`
+	Reason       string `json:"reason"`
+	KeptCount    int    `json:"kept_count"`
+	FirstKeptSeq uint64 `json:"first_kept_seq"`
+	LastSeq      uint64 `json:"last_seq"`
+}
+
 // compactOnce asks the compactor to compact session, as a platform would
-// when its context is full, and decodes the reply.
-func compactOnce(ctx context.Context, nc *nats.Conn, session string) (*events.CompactReply, error) {
+// when its context is full, and decodes the reply's outcome.
+func compactOnce(ctx context.Context, nc *nats.Conn, session string) (*compactOutcome, error) {
 	rep, _, _, err := compactOnceSized(ctx, nc, session)
 	return rep, err
 }
@@ -232,7 +242,7 @@ func compactOnce(ctx context.Context, nc *nats.Conn, session string) (*events.Co
 // bytes (reassembled) and the round trip: from the request to the reply's
 // last byte, before the caller decodes it (the floor does not decode its
 // reply either).
-func compactOnceSized(ctx context.Context, nc *nats.Conn, session string) (*events.CompactReply, int, time.Duration, error) {
+func compactOnceSized(ctx context.Context, nc *nats.Conn, session string) (*compactOutcome, int, time.Duration, error) {
 	wait := int64(0)
 	body, _ := json.Marshal(events.CompactRequest{ContextTokens: compactContextTokens, WaitTimeoutMS: &wait})
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -248,7 +258,7 @@ func compactOnceSized(ctx context.Context, nc *nats.Conn, session string) (*even
 	} else if code != "" {
 		return nil, 0, d, fmt.Errorf("compactor error %s: %s", code, m.Header.Get("Nats-Service-Error"))
 	}
-	var rep events.CompactReply
+	var rep compactOutcome
 	if err := json.Unmarshal(m.Data, &rep); err != nil {
 		return nil, 0, d, fmt.Errorf("decoding the compact reply: %w", err)
 	}

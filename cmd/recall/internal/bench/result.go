@@ -214,6 +214,13 @@ type ConcurrentCompaction struct {
 	FloorP99US      float64 `json:"floor_p99_us"`
 	RateVsFloor     float64 `json:"rate_vs_floor"`
 	P99VsFloor      float64 `json:"p99_vs_floor"`
+	// CPUUSPerCompaction and FloorCPUUSPerRead are the process's CPU
+	// (bench, compactor and embedded server) per served compaction and per
+	// floor read, and CPUVsFloor their ratio (information: it holds on a
+	// shared machine, where the rates do not).
+	CPUUSPerCompaction *float64 `json:"cpu_us_per_compaction,omitempty"`
+	FloorCPUUSPerRead  *float64 `json:"floor_cpu_us_per_read,omitempty"`
+	CPUVsFloor         *float64 `json:"cpu_vs_floor,omitempty"`
 }
 
 // ExtractionStep is extraction throughput with one worker count.
