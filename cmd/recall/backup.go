@@ -17,6 +17,7 @@ import (
 	"github.com/recallhq/recall/internal/embedded"
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/svcmain"
+	"github.com/recallhq/recall/services/stack"
 )
 
 func init() {
@@ -49,7 +50,7 @@ func (t storeTarget) open(name string) (nc *nats.Conn, where string, closeFn fun
 		}
 		return nc, nc.ConnectedUrlRedacted(), nc.Close, nil
 	}
-	unlock, err := lockDataDir(*t.data)
+	unlock, err := stack.LockDataDir(*t.data)
 	if err != nil {
 		return nil, "", nil, err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/services/stack"
 )
 
 // drillSessions are the drill's sessions; the last is erased.
@@ -84,7 +85,7 @@ func TestRestoreDrill(t *testing.T) {
 // drillWrite writes the drill's sessions, extracts (twice), indexes and
 // commits each, erases the last and sets the tenant configuration twice;
 // it returns the erased session.
-func drillWrite(t *testing.T, st *stack, cli func(...string) string) string {
+func drillWrite(t *testing.T, st *stack.Stack, cli func(...string) string) string {
 	t.Helper()
 	for _, s := range drillSessions {
 		sess := eventtest.NewSession("", s.id)
@@ -119,10 +120,10 @@ func drillWrite(t *testing.T, st *stack, cli func(...string) string) string {
 }
 
 // drillStack starts recall up's stack on data with the offline model.
-func drillStack(t *testing.T, ctx context.Context, data string) *stack {
+func drillStack(t *testing.T, ctx context.Context, data string) *stack.Stack {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := startStack(ctx, stackOptions{DataDir: data, HTTPAddr: "127.0.0.1:0", Log: log, Provider: llm.NewOffline()})
+	st, err := stack.Start(ctx, stack.Options{DataDir: data, HTTPAddr: "127.0.0.1:0", Log: log, Provider: llm.NewOffline()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +200,7 @@ func compareState(t *testing.T, before, after map[string]string) {
 
 // checkErased: nothing of the erased session is stored and its events are
 // refused while its tombstone lives.
-func checkErased(t *testing.T, ctx context.Context, st *stack, session string) {
+func checkErased(t *testing.T, ctx context.Context, st *stack.Stack, session string) {
 	t.Helper()
 	var out bytes.Buffer
 	if err := run(ctx, []string{"memory", "get", "--session", session, "--nats-url", st.NATSURL}, &out); err == nil {

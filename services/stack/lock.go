@@ -17,6 +17,11 @@ const lockFileName = "recall.lock"
 // data directory.
 var ErrDataDirInUse = errors.New("data directory in use")
 
+// LockDataDir is lockDataDir, for tools that open a stopped recall up's
+// data directory with an embedded server of their own (recall backup,
+// recall restore --data).
+func LockDataDir(dir string) (unlock func(), err error) { return lockDataDir(dir) }
+
 // lockDataDir takes an exclusive lock on dir (creating it) so that two
 // embedded servers never share one JetStream store. The lock is released
 // by unlock or when the process exits, however it exits. When another
