@@ -21,8 +21,6 @@ import (
 )
 
 func init() {
-	register(command{"backup", "copy everything Recall stores (every stream, bucket and object store, as stream snapshots) into a directory, with a manifest", runBackup})
-	register(command{"restore", "restore a backup into an empty server or data directory (--force replaces what is there) and erase its erased sessions again", runRestore})
 	examples["backup"] = "recall backup /backups/$(date +%F) --nats-url nats://127.0.0.1:4222"
 	examples["restore"] = "recall restore /backups/2026-12-01 --data ./data   # then: recall up --data ./data"
 }

@@ -11,10 +11,6 @@ import (
 	"github.com/recallhq/recall/cmd/recall/internal/bench"
 )
 
-func init() {
-	register(command{"bench", "measure Recall against the raw NATS ceilings of the same server (docs/benchmarks.md)", runBench})
-}
-
 func runBench(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("bench")
 	quick := fs.Bool("quick", false, "small sizes, under 60 s (CI smoke; the numbers mean little)")

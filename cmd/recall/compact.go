@@ -19,10 +19,6 @@ import (
 	"github.com/recallhq/recall/pkg/memory"
 )
 
-func init() {
-	register(command{"compact", "compact a session from its memory and print the result", runCompact})
-}
-
 func runCompact(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("compact")
 	target := addSessionFlags(fs, "session id (required)", "tenant")

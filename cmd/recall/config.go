@@ -21,10 +21,6 @@ import (
 	"github.com/recallhq/recall/services/trigger/triggersvc"
 )
 
-func init() {
-	register(command{"config", "print every environment variable with its default", runConfig})
-}
-
 // configSpecs are the configurations `recall config` describes: the
 // telemetry every process reads, then each service's.
 var configSpecs = []struct {

@@ -28,10 +28,6 @@ import (
 	"github.com/recallhq/recall/services/trigger/triggersvc"
 )
 
-func init() {
-	register(command{"demo", "replay a bundled coding session through every service and compact it (start here)", runDemo})
-}
-
 const (
 	demoTenant  = "demo"
 	demoSession = "demo-tally"

@@ -16,10 +16,6 @@ import (
 	"github.com/recallhq/recall/pkg/events"
 )
 
-func init() {
-	register(command{"edit", "ask which old tool results and thinking to clear from a session's context", runEdit})
-}
-
 // editFlags are the strategy flags of recall edit.
 type editFlags struct {
 	triggerTokens, triggerUses, keep, clearAtLeast *int64

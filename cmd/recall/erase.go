@@ -15,10 +15,6 @@ import (
 	"github.com/recallhq/recall/pkg/events"
 )
 
-func init() {
-	register(command{"erase", "erase a session (--session) or a user's long-term memory (--user, --sessions: and her sessions) everywhere; prints the receipt", runErase})
-}
-
 // lifecycleFlags are the flags of erase and export: a session or a user.
 type lifecycleFlags struct {
 	sessionFlags

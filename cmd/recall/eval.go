@@ -27,10 +27,6 @@ import (
 	"github.com/recallhq/recall/services/stack"
 )
 
-func init() {
-	register(command{"eval", "measure what a compacted context still knows, against baselines (docs/eval.md)", runEval})
-}
-
 func runEval(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("eval")
 	sessions := fs.Int("sessions", 0, fmt.Sprintf("generated sessions (default %d; --quick: 2)", eval.DefaultSessions))

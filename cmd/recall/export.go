@@ -12,10 +12,6 @@ import (
 	"github.com/recallhq/recall/internal/provision"
 )
 
-func init() {
-	register(command{"export", "export a session as Claude Code JSONL (--notes: its notes and index entry) or a user's long-term memory (--user) to stdout", runExport})
-}
-
 func runExport(ctx context.Context, args []string, stdout io.Writer) error {
 	var notes *bool
 	f, err := parseLifecycle("export", args, func(fs *flag.FlagSet) {

@@ -20,10 +20,6 @@ import (
 	"github.com/recallhq/recall/pkg/events"
 )
 
-func init() {
-	register(command{"extract", "run a manual extraction, or list / replay failed (parked) extractions", runExtract})
-}
-
 func runExtract(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("extract")
 	target := addSessionFlags(fs, "session id (required for a manual extraction; a filter for --replay-failed)", "tenant (a filter for --replay-failed when set explicitly)")

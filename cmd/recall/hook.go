@@ -13,10 +13,6 @@ import (
 	"github.com/recallhq/recall/internal/telemetry"
 )
 
-func init() {
-	register(command{"hook", "answer a Claude Code hook (SessionStart, UserPromptSubmit, PreCompact, Stop) from stdin", runHook})
-}
-
 // runHook answers one Claude Code hook. It always exits 0 once its flags
 // parse: a failure is logged on stderr and nothing is printed, so a Recall
 // that is down never breaks Claude Code.

@@ -14,12 +14,6 @@ import (
 	"github.com/recallhq/recall/pkg/events"
 )
 
-// Long-term memory from the command line (docs/long-term-memory.md).
-func init() {
-	register(command{"ltm", "show a user's long-term memory (show --user U [--types a,b] [--context]) or a document's revisions with diffs (history --user U --type T [--peer P])", runLTM})
-	register(command{"commit", "commit a session's batch to long-term memory now, or list / replay failed (parked) commits (--failed, --replay-failed)", runCommit})
-}
-
 func runLTM(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) > 0 && args[0] == "history" {
 		return runLTMHistory(ctx, args[1:], stdout)

@@ -1,7 +1,17 @@
-// Command recall is Recall's one binary: it runs the whole pipeline on an
-// embedded NATS server (up, demo), any single service (ingest, trigger,
-// extractor, compactor), and the operator tools (replay, memory, compact,
-// extract, bench, eval, config, nats-permissions).
+// Command recall is Recall's one binary (the list is commandList in
+// commands.go):
+//   - the whole pipeline in one process on an embedded NATS server (up,
+//     demo; services/stack);
+//   - any single service, so one image runs each: ingest, trigger,
+//     extractor, compactor, indexer, longterm, gateway;
+//   - the clients of agents: watch, hook, mcp, replay;
+//   - the operator tools: memory, compact, extract, edit, erase, export,
+//     sessions, index, resolve, query, ltm, commit, tenant, config,
+//     nats-permissions, migrate, probe, bench, eval.
+//
+// Each command parses its own flags; errors marked errUsage exit 2, other
+// errors 1, and everything printed is masked (no URL password or token
+// reaches the terminal).
 package main
 
 import (
@@ -25,17 +35,23 @@ import (
 	"github.com/recallhq/recall/pkg/events"
 )
 
-// command is one subcommand. Each lives in its own file and registers itself
-// in init.
+// command is one subcommand. Each lives in its own file; commandList names
+// them all.
 type command struct {
 	name    string
 	summary string
 	run     func(ctx context.Context, args []string, stdout io.Writer) error
 }
 
-var commands = map[string]command{}
-
-func register(c command) { commands[c.name] = c }
+// findCommand returns the command called name.
+func findCommand(name string) (command, bool) {
+	for _, c := range commandList() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
 
 // errUsage marks errors that should print usage and exit 2.
 var errUsage = errors.New("usage")
@@ -62,7 +78,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		printUsage(stdout)
 		return nil
 	}
-	c, ok := commands[args[0]]
+	c, ok := findCommand(args[0])
 	if !ok {
 		return fmt.Errorf("%w: unknown command %q (run 'recall help' for the list)", errUsage, args[0])
 	}
@@ -75,13 +91,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "recall — background session memory for agent platforms\n\nUsage: recall <command> [flags]\n\nCommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-17s %s\n", n, commands[n].summary)
+	list := commandList()
+	sort.Slice(list, func(i, j int) bool { return list[i].name < list[j].name })
+	for _, c := range list {
+		fmt.Fprintf(w, "  %-17s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'recall <command> -h' for a command's flags.")
 }

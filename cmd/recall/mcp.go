@@ -10,10 +10,6 @@ import (
 	"github.com/recallhq/recall/internal/mcpserver"
 )
 
-func init() {
-	register(command{"mcp", "serve Recall's session tools to agents over MCP (stdio, or streamable HTTP with --http)", runMCP})
-}
-
 // runMCP wires flags and RECALL_URL / RECALL_TOKEN into mcpserver.Run.
 // Over stdio, stdout carries the protocol: logs go to stderr.
 func runMCP(ctx context.Context, args []string, _ io.Writer) error {

@@ -15,10 +15,6 @@ import (
 	"github.com/recallhq/recall/pkg/events"
 )
 
-func init() {
-	register(command{"memory", "show a session's memory (get) or its revisions with diffs (history)", runMemory})
-}
-
 func runMemory(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 || (args[0] != "get" && args[0] != "history") {
 		return fmt.Errorf("%w: recall memory get|history --session S [--tenant T] [--json] (see 'recall memory -h')", errUsage)

@@ -20,10 +20,6 @@ import (
 	"github.com/recallhq/recall/pkg/events"
 )
 
-func init() {
-	register(command{"migrate", "move a single-stream transcript (RECALL_TRANSCRIPT) into its shard streams; stop the services first (resumable, idempotent; --dry-run counts)", runMigrate})
-}
-
 // migrateFlags are recall migrate's flags.
 type migrateFlags struct {
 	natsURL  *string

@@ -9,10 +9,6 @@ import (
 	"github.com/recallhq/recall/internal/natsperm"
 )
 
-func init() {
-	register(command{"nats-permissions", "print the NATS permissions of a tenant's platform user or of the service users", runNATSPermissions})
-}
-
 func runNATSPermissions(_ context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("nats-permissions")
 	tenant := fs.String("tenant", "", "tenant whose platform user to print")

@@ -8,12 +8,8 @@ import (
 	"time"
 )
 
-// probe lets container health checks run in an image that has no shell,
+// runProbe lets container health checks run in an image that has no shell,
 // curl or wget (the distroless runtime image).
-func init() {
-	register(command{"probe", "GET a URL and exit non-zero unless it answers 2xx (container health checks)", runProbe})
-}
-
 func runProbe(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("probe")
 	timeout := fs.Duration("timeout", 3*time.Second, "give up after this long")

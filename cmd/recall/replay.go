@@ -28,10 +28,6 @@ import (
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 )
 
-func init() {
-	register(command{"replay", "import a Claude Code JSONL transcript and publish it to Recall", runReplay})
-}
-
 // replayStats sums the per-event results of a replay.
 type replayStats struct {
 	published, duplicates, rejected int

@@ -7,25 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/recallhq/recall/internal/svcmain"
-	"github.com/recallhq/recall/services/compactor/compactorsvc"
-	"github.com/recallhq/recall/services/extractor/extractorsvc"
-	"github.com/recallhq/recall/services/gateway/gatewaysvc"
-	"github.com/recallhq/recall/services/indexer/indexersvc"
-	"github.com/recallhq/recall/services/ingest/ingestsvc"
-	"github.com/recallhq/recall/services/longterm/longtermsvc"
-	"github.com/recallhq/recall/services/trigger/triggersvc"
 )
-
-// The single-service subcommands let one container image run any service.
-func init() {
-	register(serviceCommand("ingest", "run the ingest service (HTTP edge + NATS endpoint)", ingestsvc.Run))
-	register(serviceCommand("trigger", "run the trigger service", triggersvc.Run))
-	register(serviceCommand("extractor", "run an extractor worker", extractorsvc.Run))
-	register(serviceCommand("compactor", "run the compactor service", compactorsvc.Run))
-	register(serviceCommand("indexer", "run the session index service", indexersvc.Run))
-	register(serviceCommand("longterm", "run the long-term memory service", longtermsvc.Run))
-	register(serviceCommand("gateway", "run the model gateway (docs/gateway.md)", gatewaysvc.Run))
-}
 
 // serviceCommand runs one service from its RECALL_* environment. It takes
 // no arguments; -h prints the service's configuration help instead of

@@ -17,12 +17,6 @@ import (
 
 // The session index from the command line (docs/sessions.md), through
 // pkg/client over NATS.
-func init() {
-	register(command{"sessions", "list the session index (ls) or show one session's entry (show)", runSessions})
-	register(command{"index", "index a session now (after a running indexing of it)", runIndex})
-	register(command{"resolve", "resolve a session reference: an id, a name, a fuzzy name, name~N for ancestors", runResolve})
-	register(command{"query", "ask a past session a question", runQuery})
-}
 
 // indexClient connects and returns a pkg/client for tenant.
 func indexClient(natsURL, tenant, name string) (*client.Client, func(), error) {

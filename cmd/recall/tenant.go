@@ -21,10 +21,6 @@ import (
 	"github.com/recallhq/recall/pkg/events"
 )
 
-func init() {
-	register(command{"tenant", "read, write, edit, validate and list the history of a tenant's configuration (get|set|edit|validate|history)", runTenant})
-}
-
 const tenantUsage = `Usage: recall tenant <get|set|edit|validate|history> [flags]
 
   get             print the configuration (JSON)

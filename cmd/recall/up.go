@@ -13,10 +13,6 @@ import (
 	"github.com/recallhq/recall/services/stack"
 )
 
-func init() {
-	register(command{"up", "run every service on an embedded NATS server (the newcomer's default)", runUp})
-}
-
 func runUp(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("up")
 	data := fs.String("data", "./data", "JetStream file store directory of the embedded server (locked: one recall up per directory)")

@@ -72,7 +72,7 @@ func setUsage(fs *flag.FlagSet, synopsis string) {
 	fs.Usage = func() {
 		w := fs.Output()
 		fmt.Fprintf(w, "Usage: recall %s\n", synopsis)
-		if c, ok := commands[commandName(fs)]; ok {
+		if c, ok := findCommand(commandName(fs)); ok {
 			fmt.Fprintf(w, "\n%s.\n", upperFirst(c.summary))
 		}
 		n := 0

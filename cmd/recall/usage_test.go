@@ -16,7 +16,13 @@ func TestEveryCommandHelp(t *testing.T) {
 	old := helpOut
 	helpOut = &out
 	t.Cleanup(func() { helpOut = old })
-	for name := range commands {
+	names := map[string]bool{}
+	for _, c := range commandList() {
+		name := c.name
+		if names[name] {
+			t.Errorf("two commands named %s", name)
+		}
+		names[name] = true
 		t.Run(name, func(t *testing.T) {
 			out.Reset()
 			err := run(context.Background(), []string{name, "-h"}, &out)

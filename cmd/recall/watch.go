@@ -15,10 +15,6 @@ import (
 	"github.com/recallhq/recall/pkg/events"
 )
 
-func init() {
-	register(command{"watch", "follow Claude Code's live transcripts and send them to Recall", runWatch})
-}
-
 // edgeFlags are the flags of the commands that talk to Recall's HTTP edge
 // for Claude Code (watch, hook).
 type edgeFlags struct {
