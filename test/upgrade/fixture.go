@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -26,11 +27,31 @@ type Up struct {
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	err     error
-	out     *bytes.Buffer
+	out     *lockedBuffer
+}
+
+// lockedBuffer is the process's output, written by exec's copying
+// goroutine while Output reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // StartUp runs `bin up --data dir` on free loopback ports with Env (and
-// extra variables) and waits until its HTTP edge is ready; a process that
+// extra variables) and waits until it says it is up and its HTTP edge is
+// ready; a process that
 // exits first, or is not ready within 2 minutes, is an error with its
 // output.
 func StartUp(ctx context.Context, bin, dir string, extra ...string) (*Up, error) {
@@ -39,7 +60,7 @@ func StartUp(ctx context.Context, bin, dir string, extra ...string) (*Up, error)
 		return nil, err
 	}
 	httpAddr, natsAddr := addrs[0], addrs[1]
-	u := &Up{API: API{Base: "http://" + httpAddr}, NATSURL: "nats://" + natsAddr, exited: make(chan struct{}), out: &bytes.Buffer{}}
+	u := &Up{API: API{Base: "http://" + httpAddr}, NATSURL: "nats://" + natsAddr, exited: make(chan struct{}), out: &lockedBuffer{}}
 	u.cmd = exec.Command(bin, "up", "--data", dir, "--http", httpAddr, "--nats-listen", natsAddr, "--gateway", "")
 	u.cmd.Env = append(append(os.Environ(), Env...), extra...)
 	u.cmd.Stdout, u.cmd.Stderr = u.out, u.out
@@ -62,9 +83,11 @@ func (u *Up) waitReady(ctx context.Context) error {
 			return fmt.Errorf("recall up exited before it was ready: %v\n%s", u.err, u.Output())
 		default:
 		}
+		// The edge is ready before every service answers; recall up prints
+		// its banner once they all do.
 		if resp, err := http.Get(u.Base + "/readyz"); err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			if resp.StatusCode == http.StatusOK && strings.Contains(u.Output(), "Recall is up.") {
 				return nil
 			}
 		}

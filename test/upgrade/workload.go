@@ -171,7 +171,7 @@ func Write(ctx context.Context, a API) (*Expect, error) {
 	if x.Erased, err = a.OK(ctx, http.MethodDelete, "/v1/sessions/"+SessionErased, nil); err != nil {
 		return nil, err
 	}
-	if err := x.read(ctx, a); err != nil {
+	if err := x.read(ctx, a, Sessions); err != nil {
 		return nil, err
 	}
 	return x, nil
@@ -228,11 +228,42 @@ func waitCommitted(ctx context.Context, a API) error {
 	}
 }
 
+// SessionNew is the session WriteMore starts.
+const SessionNew = "upg-new"
+
+// WriteMore is what a release writes on an earlier one's data: a new
+// session, four more turns of SessionOpen, and an extraction of each.
+func WriteMore(ctx context.Context, a API) error {
+	if err := a.Publish(ctx, Conversation(SessionNew, "", 12, false)); err != nil {
+		return err
+	}
+	if err := a.Publish(ctx, Conversation(SessionOpen, "later", 4, false)); err != nil {
+		return err
+	}
+	for _, s := range []string{SessionNew, SessionOpen} {
+		var r events.ExtractResult
+		b, err := a.OK(ctx, http.MethodPost, "/v1/sessions/"+s+"/extract", map[string]any{"timeout_ms": 60000})
+		if err == nil {
+			err = json.Unmarshal(b, &r)
+		}
+		if err != nil || !r.Success {
+			return fmt.Errorf("extracting %s: %v %s", s, err, b)
+		}
+	}
+	return nil
+}
+
+// Read records the answers about sessions, the user and the tenant.
+func Read(ctx context.Context, a API, sessions []string) (*Expect, error) {
+	x := &Expect{Written: time.Now().UTC()}
+	return x, x.read(ctx, a, sessions)
+}
+
 // read records every answer the test compares.
-func (x *Expect) read(ctx context.Context, a API) error {
+func (x *Expect) read(ctx context.Context, a API, sessions []string) error {
 	x.Exports, x.Memory, x.Index, x.Compaction = map[string]string{}, map[string]json.RawMessage{}, map[string]json.RawMessage{}, map[string]json.RawMessage{}
 	get := func(path string) (json.RawMessage, error) { return a.OK(ctx, http.MethodGet, path, nil) }
-	for _, s := range Sessions {
+	for _, s := range sessions {
 		b, err := get("/v1/sessions/" + s + "/export")
 		if err != nil {
 			return err

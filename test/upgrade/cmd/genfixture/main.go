@@ -8,6 +8,12 @@
 //
 // Run it from the repository at each release, with the release's commit;
 // docs/operations.md ("Upgrades") says which fixture the test holds.
+//
+// With --rollback it checks the other direction instead, once, by hand:
+// today's recall (built from the working tree) runs on that commit's
+// fixture and writes more (upgrade.WriteMore), then the commit's recall
+// runs on the result and must serve every answer today's gave (it may lack
+// fields added since) and extract again.
 package main
 
 import (
@@ -29,10 +35,15 @@ import (
 func main() {
 	commit := flag.String("commit", "", "the earlier commit (or tag) whose recall writes the fixture (required)")
 	out := flag.String("out", "", "the archive to write (default test/upgrade/testdata/<short commit>.tar.gz)")
+	rollback := flag.Bool("rollback", false, "instead: check that the commit's recall serves what today's wrote on its fixture")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *commit, *out); err != nil {
+	do := run
+	if *rollback {
+		do = checkRollback
+	}
+	if err := do(ctx, *commit, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "genfixture:", err)
 		os.Exit(1)
 	}
@@ -54,17 +65,9 @@ func run(ctx context.Context, commit, out string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	src := filepath.Join(tmp, "src")
-	if _, err := git("worktree", "add", "--detach", src, full); err != nil {
+	bin, err := buildAt(ctx, full, tmp)
+	if err != nil {
 		return err
-	}
-	defer git("worktree", "remove", "--force", src)
-	bin := filepath.Join(tmp, "recall")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/recall")
-	build.Dir, build.Stdout, build.Stderr = src, os.Stderr, os.Stderr
-	fmt.Fprintf(os.Stderr, "building recall at %s\n", full[:12])
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("building recall at %s: %w", full, err)
 	}
 	stage := filepath.Join(tmp, "stage")
 	x, err := record(ctx, bin, filepath.Join(stage, "data"))
@@ -77,6 +80,29 @@ func run(ctx context.Context, commit, out string) error {
 		return err
 	}
 	return write(out, stage)
+}
+
+// buildAt builds recall at commit full in a temporary git worktree under
+// tmp and returns the binary's path.
+func buildAt(ctx context.Context, full, tmp string) (string, error) {
+	src := filepath.Join(tmp, "src")
+	if _, err := git("worktree", "add", "--detach", src, full); err != nil {
+		return "", err
+	}
+	defer git("worktree", "remove", "--force", src)
+	bin := filepath.Join(tmp, "recall-"+full[:7])
+	fmt.Fprintf(os.Stderr, "building recall at %s\n", full[:12])
+	if err := goBuild(ctx, src, bin); err != nil {
+		return "", fmt.Errorf("building recall at %s: %w", full, err)
+	}
+	return bin, nil
+}
+
+// goBuild builds ./cmd/recall of the tree at dir into bin.
+func goBuild(ctx context.Context, dir, bin string) error {
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/recall")
+	build.Dir, build.Stdout, build.Stderr = dir, os.Stderr, os.Stderr
+	return build.Run()
 }
 
 // record runs the workload on a fresh `recall up` and stops it cleanly.
