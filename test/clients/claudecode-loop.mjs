@@ -212,7 +212,13 @@ async function variant(name) {
     });
   }
   const up = checkUpstream(await upstreamRequests(upstream), session);
-  if (name === "passthrough") return passedThrough(name, up, run, session, secs);
+  if (name === "passthrough") {
+    // Capture from the traffic: the CLI compacts through the upstream here, and
+    // every call and result must still be stored once, no summarization turn or
+    // restated history as user input.
+    const stored = isOff("claudecode", "stored once") ? null : await checkStored(session, up.ids, `Read the files f1.txt to f${calls}.txt`);
+    return passedThrough(name, up, run, session, secs, stored);
+  }
   ok(up.summarizations === 0, `${name}: ${up.summarizations} summarization turns of Claude Code reached the upstream; the gateway must answer them from Recall's memory`, { first: up.firstSummarization });
   // A tool call the upstream gave to a request the CLI then dropped (a missed
   // summarization turn gets one) never shows up again: the loop has fewer.
@@ -235,11 +241,11 @@ async function variant(name) {
 // through the gateway (the CLI finished, every upstream request valid with
 // the client's key, every tool call seen), whoever answered the CLI's
 // summarization turns.
-function passedThrough(name, up, run, session, secs) {
+function passedThrough(name, up, run, session, secs, stored) {
   ok(up.ids.size >= calls, `${name}: the upstream saw ${up.ids.size} distinct tool calls of session ${session}, want ${calls}`, { first_summarization: up.firstSummarization });
   const local = localCompactions(run.home, session);
   fs.rmSync(run.home, { recursive: true, force: true });
-  console.log(`claude code ${name}: ${calls} tool calls finished in ${secs}s; ${up.requests.length} upstream requests, all valid; CLI compactions ${local}, summarization turns answered by the upstream ${up.summarizations}`);
+  console.log(`claude code ${name}: ${calls} tool calls finished in ${secs}s; ${up.requests.length} upstream requests, all valid; CLI compactions ${local}, summarization turns answered by the upstream ${up.summarizations}${stored ? `; Recall stored ${stored.uses.size} calls and ${stored.results.size} results, each once` : ""}`);
 }
 
 // refused runs the CLI without its Recall token on a run with tenants: the

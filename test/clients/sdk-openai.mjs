@@ -118,6 +118,8 @@ const checks = {
       for (const fc of calls) { ids.push(fc.call_id); input.push({ type: "function_call_output", call_id: fc.call_id, output: `output of ${fc.call_id}` }); }
     }
     ok(ids.length >= 2, "the scripted upstream gave fewer than 2 function calls", { ids });
+    // The last output reaches the gateway (and so Recall) only with a request.
+    if (input.at(-1).type === "function_call_output") await c.responses.create({ model: MODEL, input, tools: TOOLS_RESP });
     checkSent(await sentSince(n), "responses");
     loops.responses = { s, ids };
     return `${ids.length} function calls`;

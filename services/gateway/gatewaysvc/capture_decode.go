@@ -44,7 +44,7 @@ func hasTools(raw json.RawMessage) bool {
 // (the client's continuation after compacting) does not store its first
 // user message, which holds the summary.
 func (c *capturer) decodeAnthropic(job *captureJob, st func(Session) *sessionState) (*captured, error) {
-	r, err := wire.DecodeMessages(job.body)
+	r, err := wire.DecodeMessagesForRecords(job.body)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +111,7 @@ func firstUser(msgs []wire.Msg) int {
 // decodeOpenAI turns a Chat or Responses job into its records.
 func (c *capturer) decodeOpenAI(job *captureJob) (*captured, error) {
 	if job.api == wire.ReplyChat {
-		r, err := wire.DecodeChat(job.body)
+		r, err := wire.DecodeChatForRecords(job.body)
 		if err != nil {
 			return nil, err
 		}
@@ -119,7 +119,7 @@ func (c *capturer) decodeOpenAI(job *captureJob) (*captured, error) {
 		out.records = (&wire.History{Session: out.session.ID, Chat: r.Messages}).Records(job.reply)
 		return out, nil
 	}
-	r, err := wire.DecodeResponses(job.body)
+	r, err := wire.DecodeResponsesForRecords(job.body)
 	if err != nil {
 		return nil, err
 	}

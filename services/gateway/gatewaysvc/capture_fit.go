@@ -13,14 +13,14 @@ import (
 // pkg/client's event limit, with room for the envelope.
 const maxRecordBytes = client.MaxEventBytes - 64<<10
 
-// fitRecord shortens m until its event's data fits maxRecordBytes: the
+// fitRecord shortens m until its event's data fits limit bytes: the
 // longest text (a tool output, usually) is cut in half, with a note of how
 // much was cut, until it fits. A record larger than the limit would be
 // refused at every request of the session.
-func fitRecord(session string, m *events.Message) (event.Event, error) {
+func fitRecord(session string, m *events.Message, limit int) (event.Event, error) {
 	for range 64 {
 		e, err := recordEvent(session, m)
-		if err != nil || len(e.Data()) <= maxRecordBytes {
+		if err != nil || len(e.Data()) <= limit {
 			return e, err
 		}
 		b := longestText(m.Content)
@@ -30,7 +30,7 @@ func fitRecord(session string, m *events.Message) (event.Event, error) {
 		cut := len(b.Text) / 2
 		b.Text = b.Text[:cut] + fmt.Sprintf("\n[… %d bytes cut by the Recall gateway: the record was over the event limit]", len(b.Text)-cut)
 	}
-	return event.Event{}, fmt.Errorf("record %s does not fit the event limit (%d bytes)", m.UUID, maxRecordBytes)
+	return event.Event{}, fmt.Errorf("record %s does not fit the event limit (%d bytes)", m.UUID, limit)
 }
 
 // longestText is the longest text block of c, nested results included.

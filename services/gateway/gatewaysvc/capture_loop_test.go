@@ -143,3 +143,39 @@ func TestCaptureLongLoop(t *testing.T) {
 		t.Fatalf("%d records, want %d", len(recs), want)
 	}
 }
+
+// TestCapture20MBBody: a 20 MB tool output is forwarded, stored once
+// (shortened to the event limit, with a note) and not again when the next
+// request resends it. Under the race detector, 2 MB against a 1 MB limit.
+func TestCapture20MBBody(t *testing.T) {
+	env := startRecall(t)
+	up := httptest.NewServer(gatewaytest.New(gatewaytest.Script{ToolCalls: 2}))
+	defer up.Close()
+	g, url, _ := env.attached(t, up.URL)
+	size := 20 << 20
+	if raceEnabled {
+		size, g.capture.recordLimit = 2<<20, 1<<20
+	}
+	a := &agent{t: t, url: url, session: "big-1"}
+	a.add("user", "read the big file")
+	r := a.send()
+	a.add("user", []map[string]any{{"type": "tool_result", "tool_use_id": r.Anthropic.Content[0].ID, "content": strings.Repeat("y", size)}})
+	for r = a.send(); r.StopReason == "tool_use"; r = a.send() {
+		a.answer(r, false)
+	}
+	a.add("user", "thanks")
+	a.send()
+	settled(t, g)
+	if g.stats.CaptureFailed.Load() != 0 {
+		t.Fatalf("%d captures failed", g.stats.CaptureFailed.Load())
+	}
+	recs := env.records(t, "big-1")
+	_, results := countTools(recs, true)
+	if len(results) != 2 || len(recs) != 1+2*2+1+2 {
+		t.Fatalf("%d results, %d records", len(results), len(recs))
+	}
+	text := wire.Text(recs[2].Content[0].Content)
+	if len(text) >= size || len(text) < g.capture.recordLimit/4 || !strings.Contains(text, "cut by the Recall gateway") {
+		t.Fatalf("the 20 MB output was stored as %d bytes", len(text))
+	}
+}

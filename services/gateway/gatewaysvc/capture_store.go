@@ -63,7 +63,7 @@ func (c *capturer) capture(ctx context.Context, rc *recall, job *captureJob) (in
 		if got.agent != "" {
 			m.QuerySource, m.AgentID = events.QuerySubagent, got.agent
 		}
-		e, err := fitRecord(got.session.ID, m)
+		e, err := fitRecord(got.session.ID, m, c.recordLimit)
 		if err != nil {
 			return 0, err
 		}

@@ -27,13 +27,14 @@ type capturer struct {
 	// retryFor and timeout bound one capture's publish retries and the
 	// whole capture (captureRetryFor, captureTimeout; tests shorten them).
 	retryFor, timeout time.Duration
+	recordLimit       int // maxRecordBytes; tests lower it
 	// life is the workers' context, cancelled when stop gives up waiting.
 	life   context.Context
 	cancel context.CancelFunc
 }
 
 func newCapturer(g *Gateway) *capturer {
-	c := &capturer{g: g, sessions: newSessionStates(maxSessionStates), retryFor: captureRetryFor, timeout: captureTimeout}
+	c := &capturer{g: g, sessions: newSessionStates(maxSessionStates), retryFor: captureRetryFor, timeout: captureTimeout, recordLimit: maxRecordBytes}
 	c.life, c.cancel = context.WithCancel(context.Background())
 	per := max(g.cfg.CaptureQueue/captureWorkers, 1)
 	for i := range c.queues {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package gatewaysvc
+
+const raceEnabled = false
