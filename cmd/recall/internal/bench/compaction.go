@@ -317,8 +317,12 @@ func (f *floor) once(ctx context.Context, session string, first, last uint64, si
 
 // reads are the reads of a compaction of session that kept records
 // first..last: the KV get of its memory and one batch Direct Get of the
-// records.
+// records. They may take as long as a compaction request may (10 s; the
+// KV's own default is 5 s, which hundreds of reads at once on a loaded
+// machine exceeded).
 func (f *floor) reads(ctx context.Context, session string, first, last uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	if _, err := f.kv.Get(ctx, events.MemoryKey(benchTenant, session)); err != nil {
 		return fmt.Errorf("floor: reading memory: %w", err)
 	}
