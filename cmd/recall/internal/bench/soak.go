@@ -247,8 +247,8 @@ func (e *soakEnv) phases(ctx context.Context, r *SoakResult, load *soakLoad, lw 
 		p.Events, prev = acked-prev, acked
 		p.Killed, p.EndS = victim.name, round1(time.Since(t0).Seconds())
 		r.Phases = append(r.Phases, p)
-		fmt.Fprintf(e.o.Progress, "soak: phase %d/%d (%.0f s): %d events, killed %s, lag p99 %.0f ms, compact p99 %.0f ms, services RSS %.1f MiB, goroutines %d, fds %d, bench RSS %.1f MiB\n",
-			i+1, n, p.EndS, p.Events, p.Killed, p.LagP99MS, p.CompactP99MS, mib(p.RSSBytes), p.Goroutines, p.FDs, mib(benchRSS(p)))
+		fmt.Fprintf(e.o.Progress, "soak: phase %d/%d (%.0f s): %d events, killed %s, lag p99 %.0f ms, compact p99 %.0f ms, services RSS %.1f MiB, goroutines %d, fds %d, bench RSS %.1f MiB, backlog %d\n",
+			i+1, n, p.EndS, p.Events, p.Killed, p.LagP99MS, p.CompactP99MS, mib(p.RSSBytes), p.Goroutines, p.FDs, mib(benchRSS(p)), p.Backlog)
 	}
 	return nil
 }
@@ -287,6 +287,9 @@ func (e *soakEnv) sample(ctx context.Context, phase int, load *soakLoad, lw *lag
 		return p, err
 	}
 	p.ConsumerPending = consumerPending(ctx, e.js, e.layout)
+	if p.Backlog, err = backlog(ctx, e.js, e.layout); err != nil {
+		return p, err
+	}
 	return p, nil
 }
 

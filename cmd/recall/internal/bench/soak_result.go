@@ -42,7 +42,12 @@ type SoakResult struct {
 	// BenchRSSGrowthRatio is the same ratio for the bench process (the
 	// embedded NATS server and the load generator).
 	BenchRSSGrowthRatio *float64 `json:"bench_rss_growth_ratio"`
-	StopErrors          []string `json:"stop_errors,omitempty"`
+	// BacklogGrowth is the pipeline's backlog (durables' pending records
+	// and queued extraction requests) at the last phase's end minus at the
+	// second's: a rate the pipeline sustains keeps it near 0, one it does
+	// not makes it grow with the run.
+	BacklogGrowth *int64   `json:"backlog_growth"`
+	StopErrors    []string `json:"stop_errors,omitempty"`
 	// KeptDir holds the NATS data and the services' logs of a run that
 	// found something (removed after a clean run).
 	KeptDir string      `json:"kept_dir,omitempty"`
@@ -68,6 +73,9 @@ type SoakPhase struct {
 	Procs           []ProcSample      `json:"procs"`
 	Streams         []StreamSize      `json:"streams"`
 	ConsumerPending map[string]uint64 `json:"consumer_pending"`
+	// Backlog is the durables' pending records plus the extraction
+	// requests queued, at the phase's end.
+	Backlog uint64 `json:"backlog"`
 }
 
 // ProcSample is one process's figures (-1: not readable).
@@ -115,6 +123,8 @@ func (r *SoakResult) growth() {
 	}
 	g := last.Goroutines - second.Goroutines
 	r.GoroutineGrowth = &g
+	b := int64(last.Backlog) - int64(second.Backlog)
+	r.BacklogGrowth = &b
 	b2, bl := benchRSS(second), benchRSS(last)
 	if b2 > 0 {
 		r.BenchRSSGrowthRatio = f64(round3(float64(bl) / float64(b2)))
@@ -136,13 +146,13 @@ func PrintSoak(w io.Writer, rep *SoakReport) error {
 	fmt.Fprintf(w, "soak: %.0f s at %.0f events/s (50%% of %.0f measured), %d kills\n", r.DurationS, r.RateEventsPerS, r.CapacityEventsPerS, r.Kills)
 	fmt.Fprintf(w, "acknowledged %d, checked %d: lost %d, duplicated %d (not stored by the client: %d; resends answered duplicate: %d); unclean exits %d\n",
 		r.Acknowledged, r.Checked, r.Lost, r.Duplicated, r.NotStored, r.DuplicateAcks, r.UncleanExits)
-	fmt.Fprintf(w, "rss_growth_ratio %s, goroutine_growth %s, bench (NATS + load) rss ratio %s\n\n",
-		fmtRatio(r.RSSGrowthRatio), fmtInt(r.GoroutineGrowth), fmtRatio(r.BenchRSSGrowthRatio))
+	fmt.Fprintf(w, "rss_growth_ratio %s, goroutine_growth %s, bench (NATS + load) rss ratio %s, backlog_growth %s\n\n",
+		fmtRatio(r.RSSGrowthRatio), fmtInt(r.GoroutineGrowth), fmtRatio(r.BenchRSSGrowthRatio), fmtInt(r.BacklogGrowth))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "phase\tend s\tevents\tkilled\tlag p50/p99 ms\tcompact p99 ms\tservices RSS MiB\tgoroutines\tfds\tbench RSS MiB\ttranscript MiB\tKV msgs/keys")
+	fmt.Fprintln(tw, "phase\tend s\tevents\tkilled\tlag p50/p99 ms\tcompact p99 ms\tservices RSS MiB\tgoroutines\tfds\tbench RSS MiB\tbacklog\ttranscript MiB\tKV msgs/keys")
 	for _, p := range r.Phases {
-		fmt.Fprintf(tw, "%d\t%.0f\t%d\t%s\t%.0f / %.0f\t%.0f\t%.1f\t%d\t%d\t%.1f\t%.1f\t%s\n", p.Phase, p.EndS, p.Events, dash(p.Killed),
-			p.LagP50MS, p.LagP99MS, p.CompactP99MS, mib(p.RSSBytes), p.Goroutines, p.FDs, mib(benchRSS(p)), mib(int64(transcriptBytes(p.Streams))), kvHistory(p.Streams))
+		fmt.Fprintf(tw, "%d\t%.0f\t%d\t%s\t%.0f / %.0f\t%.0f\t%.1f\t%d\t%d\t%.1f\t%d\t%.1f\t%s\n", p.Phase, p.EndS, p.Events, dash(p.Killed),
+			p.LagP50MS, p.LagP99MS, p.CompactP99MS, mib(p.RSSBytes), p.Goroutines, p.FDs, mib(benchRSS(p)), p.Backlog, mib(int64(transcriptBytes(p.Streams))), kvHistory(p.Streams))
 	}
 	return tw.Flush()
 }

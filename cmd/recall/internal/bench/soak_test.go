@@ -93,13 +93,13 @@ func TestSoakPlan(t *testing.T) {
 
 func TestSoakGrowth(t *testing.T) {
 	ph := func(rss, g int64, bench int64) SoakPhase {
-		p := SoakPhase{Procs: []ProcSample{{Name: "bench", RSSBytes: bench}, {Name: "ingest", RSSBytes: rss, Goroutines: g, FDs: 3}}}
+		p := SoakPhase{Backlog: uint64(rss), Procs: []ProcSample{{Name: "bench", RSSBytes: bench}, {Name: "ingest", RSSBytes: rss, Goroutines: g, FDs: 3}}}
 		p.sums()
 		return p
 	}
 	r := SoakResult{Phases: []SoakPhase{ph(50, 10, 100), ph(100, 20, 200), ph(110, 25, 300)}}
 	r.growth()
-	if r.RSSGrowthRatio == nil || *r.RSSGrowthRatio != 1.1 || *r.GoroutineGrowth != 5 || *r.BenchRSSGrowthRatio != 1.5 {
+	if r.RSSGrowthRatio == nil || *r.RSSGrowthRatio != 1.1 || *r.GoroutineGrowth != 5 || *r.BenchRSSGrowthRatio != 1.5 || *r.BacklogGrowth != 10 {
 		t.Fatalf("growth %v %v %v", *r.RSSGrowthRatio, *r.GoroutineGrowth, *r.BenchRSSGrowthRatio)
 	}
 }
