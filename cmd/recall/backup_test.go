@@ -41,7 +41,7 @@ var drillSessions = []struct{ id, user, ask, answer string }{
 // history (every revision of every key) and the compaction replies are
 // the same bytes as before; the erased session stays erased (nothing
 // stored, its events refused). Restoring into the used directory again is
-// refused.
+// refused; backing up the stopped stack's directory (--data) works.
 func TestRestoreDrill(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -79,6 +79,10 @@ func TestRestoreDrill(t *testing.T) {
 	err := run(ctx, []string{"restore", dir, "--data", data}, &out)
 	if err == nil || !strings.Contains(err.Error(), "nothing was restored") || !strings.Contains(err.Error(), "--force") {
 		t.Fatalf("a restore into the used data directory: %v", err)
+	}
+	out.Reset()
+	if err := run(ctx, []string{"backup", filepath.Join(t.TempDir(), "again"), "--data", data}, &out); err != nil || !strings.Contains(out.String(), "Backed up the data directory") {
+		t.Fatalf("a backup of the stopped stack's data directory: %v\n%s", err, out.String())
 	}
 }
 
