@@ -93,7 +93,7 @@ func (x *exchange) captureHook() respHook {
 			return nil // errors pass verbatim and are not captured
 		}
 		stream := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
-		resp.Body = &teeBody{ReadCloser: resp.Body, asm: wire.NewAssembler(api, stream, maxReplyBytes), job: job, c: c}
+		resp.Body = &teeBody{ReadCloser: resp.Body, asm: wire.NewAssembler(api, stream, maxReplyBytes), job: job, c: c, size: resp.ContentLength}
 		return nil
 	}
 }
@@ -105,6 +105,9 @@ type teeBody struct {
 	asm    *wire.Assembler
 	job    *captureJob
 	c      *capturer
+	size   int64 // the body's length when known (-1 for a stream)
+	read   int64
+	linked bool // the response's chain link is set (Responses)
 	queued bool
 }
 
@@ -112,11 +115,36 @@ func (t *teeBody) Read(p []byte) (int, error) {
 	n, err := t.ReadCloser.Read(p)
 	if n > 0 {
 		_, _ = t.asm.Write(p[:n])
+		t.read += int64(n)
+	}
+	// The reply's last bytes are in p: the client has not seen them yet.
+	if !t.linked && (t.asm.Done() || (t.size > 0 && t.read == t.size) || errors.Is(err, io.EOF)) {
+		t.link()
 	}
 	if errors.Is(err, io.EOF) {
 		t.finish()
 	}
 	return n, err
+}
+
+// link remembers which session a Responses reply belongs to before the
+// client can continue it with previous_response_id, so the next request
+// finds its session at once (the compaction code asks on the request path)
+// even if this exchange's capture is still queued or is dropped.
+func (t *teeBody) link() {
+	t.linked = true
+	if t.job.api != wire.ReplyResponses {
+		return
+	}
+	reply, err := t.asm.Reply()
+	if err != nil {
+		return
+	}
+	r, err := wire.DecodeResponsesForRecords(t.job.body)
+	if err != nil {
+		return
+	}
+	t.c.chains.put(reply.ID, ResponsesSession(t.job.header, r, &t.c.chains).ID)
 }
 
 // Close queues the job when the reply is complete (a stream whose last

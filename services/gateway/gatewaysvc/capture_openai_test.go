@@ -90,7 +90,15 @@ func TestCaptureResponses(t *testing.T) {
 	g2, url, _ := env.attached(t, up2.URL)
 	first := map[string]any{"model": "gpt-test", "input": "run the tools, chained"}
 	r := oaiPost(t, url, "responses", first, wire.ReplyResponses)
+	var chain string
 	for i := 0; r.Items[0].Type == "function_call"; i++ {
+		// Linked before the client saw the answer, not when the capture
+		// runs: the next request finds its session on its own path.
+		s, ok := g2.capture.chains.get(r.ID)
+		if !ok || (chain != "" && s != chain) {
+			t.Fatalf("response %s: session %q (linked %v), want %q", r.ID, s, ok, chain)
+		}
+		chain = s
 		next := []any{map[string]any{"type": "function_call_output", "call_id": r.Items[0].CallID, "output": "out"}}
 		r = oaiPost(t, url, "responses", map[string]any{"model": "gpt-test", "stream": i%2 == 0, "previous_response_id": r.ID, "input": next}, wire.ReplyResponses)
 	}

@@ -72,11 +72,12 @@ func (a *Assembler) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Reply returns the complete reply, or an error when the response ended
+// Reply returns the complete reply (a JSON body is decoded at the first
+// call: call it once the body is whole), or an error when the response ended
 // before it was complete (a stream cut short, an error event, a body that
 // is not the API's shape) or was too large.
 func (a *Assembler) Reply() (*Reply, error) {
-	if a.err == nil && !a.stream {
+	if a.err == nil && !a.stream && !a.done {
 		a.err = a.decodeBody(a.body.Bytes())
 		a.body = bytes.Buffer{}
 	}
