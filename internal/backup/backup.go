@@ -113,6 +113,9 @@ var (
 	ErrInvalid = errors.New("invalid backup")
 	// ErrNoRecall: the server holds none of Recall's streams.
 	ErrNoRecall = errors.New("no Recall streams")
+	// ErrMemoryStorage: a stream is in memory, which cannot be
+	// snapshotted.
+	ErrMemoryStorage = errors.New("memory storage cannot be backed up")
 )
 
 // IsRecallStream reports whether a stream is Recall's: RECALL_…, or a KV
@@ -186,6 +189,9 @@ func Backup(ctx context.Context, nc *nats.Conn, dir string, o Options) (Manifest
 		return m, fmt.Errorf("%w on the server at %s: nothing to back up", ErrNoRecall, nc.ConnectedUrlRedacted())
 	}
 	Order(names)
+	if err := checkStorage(ctx, nc, names); err != nil {
+		return m, err
+	}
 	for i, name := range names {
 		s, err := backupStream(ctx, nc, dir, name)
 		if err != nil {
@@ -271,10 +277,30 @@ func recallStreams(ctx context.Context, nc *nats.Conn) ([]string, error) {
 	}
 }
 
-// streamConfig is the part of a stream configuration the layout checks
-// read.
+// streamConfig is the part of a stream configuration the checks read.
 type streamConfig struct {
 	Metadata map[string]string `json:"metadata"`
+	Storage  string            `json:"storage"`
+}
+
+// checkStorage fails, before anything is copied, when a stream keeps its
+// messages in memory: the server snapshots file storage only.
+func checkStorage(ctx context.Context, nc *nats.Conn, names []string) error {
+	for _, n := range names {
+		var info struct {
+			Config streamConfig `json:"config"`
+		}
+		rctx, cancel := context.WithTimeout(ctx, idle)
+		err := request(rctx, nc, apiInfo+n, nil, &info)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("reading stream %s: %w", n, err)
+		}
+		if info.Config.Storage == "memory" {
+			return fmt.Errorf("%w: stream %s keeps its messages in memory (RECALL_MEMORY_STORAGE=true), and the server snapshots file storage only; nothing was copied", ErrMemoryStorage, n)
+		}
+	}
+	return nil
 }
 
 // readLayout sets Shards and Partitions from the streams' metadata.

@@ -428,3 +428,67 @@ func checkReferences(t *testing.T, js jetstream.JetStream, layout events.Layout)
 	}
 	return n
 }
+
+// TestBackupRefusesMemoryStorage: streams kept in memory cannot be
+// snapshotted; the backup says so before it copies anything.
+func TestBackupRefusesMemoryStorage(t *testing.T) {
+	nc, js := natstest.Start(t).Connect(t)
+	ctx := context.Background()
+	if err := provision.Ensure(ctx, js, provision.Config{Partitions: 4, Shards: 2, MemoryStorage: true}); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "b")
+	_, err := Backup(ctx, nc, dir, Options{})
+	if !errors.Is(err, ErrMemoryStorage) || !strings.Contains(err.Error(), "RECALL_MEMORY_STORAGE") {
+		t.Fatalf("backup of memory streams: %v", err)
+	}
+	if files, _ := os.ReadDir(dir); len(files) != 0 {
+		t.Fatalf("the refused backup wrote %d files", len(files))
+	}
+}
+
+// TestBackupRestoreCluster: a three-node cluster with R3 streams is backed
+// up (each snapshot by its stream's leader) and restored into another
+// three-node cluster, every message at its sequence.
+func TestBackupRestoreCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three-node clusters")
+	}
+	ctx := context.Background()
+	p := provision.Config{Partitions: 4, Shards: 2, Replicas: 3}
+	c := natstest.StartCluster(t, 3)
+	nc, js := c.Connect(t)
+	if err := provision.Ensure(ctx, js, p); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		if _, err := js.Publish(ctx, p.Layout().Subject("acme", fmt.Sprintf("s%d", i%4)), []byte(fmt.Sprint("record ", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mem, _ := js.KeyValue(ctx, events.BucketMemory)
+	if _, err := mem.Put(ctx, events.MemoryKey("acme", "s1"), []byte("memory")); err != nil {
+		t.Fatal(err)
+	}
+	before := contents(t, js)
+	dir := filepath.Join(t.TempDir(), "b")
+	if _, err := Backup(ctx, nc, dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	nc2, js2 := natstest.StartCluster(t, 3).Connect(t)
+	if _, err := Restore(ctx, nc2, dir, RestoreOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	after := contents(t, js2)
+	for name, msgs := range before {
+		for seq, want := range msgs {
+			if got := after[name][seq]; got != want {
+				t.Errorf("%s #%d: %.60q, want %.60q", name, seq, got, want)
+			}
+		}
+	}
+	s, err := js2.Stream(ctx, events.TranscriptShardStream(0))
+	if err != nil || s.CachedInfo().Config.Replicas != 3 {
+		t.Fatalf("the restored shard: %v", err)
+	}
+}

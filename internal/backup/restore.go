@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // RestoreOptions configure a restore.
@@ -192,15 +193,28 @@ func checkFile(dir string, s Stream) error {
 	return nil
 }
 
+// storageRace is the server's error when its asynchronous clean-up after
+// deleting an account's last stream (--force) removes the directory a
+// restore is creating; the refused stream is not created, so it is tried
+// again.
+const storageRace = "could not create storage directory"
+
 // restoreStream restores one stream and checks what the server reports
 // against the manifest.
 func restoreStream(ctx context.Context, nc *nats.Conn, dir string, s Stream) error {
-	f, err := os.Open(filepath.Join(dir, s.File))
-	if err != nil {
+	var r restoreReply
+	err := retry.Policy{First: 100 * time.Millisecond, Max: time.Second, Attempts: 5}.Do(ctx, nil, "restoring "+s.Name, func(ctx context.Context) error {
+		f, err := os.Open(filepath.Join(dir, s.File))
+		if err != nil {
+			return retry.Permanent(err)
+		}
+		defer f.Close()
+		r, err = restore(ctx, nc, s.Name, s.Config, s.State, f)
+		if err != nil && !strings.Contains(err.Error(), storageRace) {
+			return retry.Permanent(err)
+		}
 		return err
-	}
-	defer f.Close()
-	r, err := restore(ctx, nc, s.Name, s.Config, s.State, f)
+	})
 	if err != nil {
 		return err
 	}
