@@ -278,6 +278,10 @@ func (x *exchange) compaction() bool {
 	switch x.p.name + x.path {
 	case "anthropic/v1/messages":
 		return x.anthropicCompaction()
+	case "openai/v1/responses":
+		return x.responsesCompaction(false)
+	case "openai/v1/responses/compact":
+		return x.responsesCompaction(true)
 	}
 	return false
 }

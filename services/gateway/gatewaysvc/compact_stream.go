@@ -94,16 +94,27 @@ func prependBlock(block wire.CompactionBlock) respHook {
 			resp.Body = &sseShift{src: bufio.NewReader(resp.Body), closer: resp.Body, block: block}
 			return nil
 		}
+		return prependJSON("content", block)(resp)
+	}
+}
+
+// prependJSON is the response hook that puts v first in the array key of a
+// JSON answer (Messages content, Responses output); other answers pass.
+func prependJSON(key string, v any) respHook {
+	return func(resp *http.Response) error {
+		if resp.StatusCode != http.StatusOK || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			return nil
+		}
 		body, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if err != nil {
 			return err
 		}
 		var msg map[string]json.RawMessage
-		var content []json.RawMessage
-		if json.Unmarshal(body, &msg) == nil && json.Unmarshal(msg["content"], &content) == nil {
-			b, _ := json.Marshal(block)
-			msg["content"], _ = json.Marshal(append([]json.RawMessage{b}, content...))
+		var list []json.RawMessage
+		if json.Unmarshal(body, &msg) == nil && json.Unmarshal(msg[key], &list) == nil {
+			b, _ := json.Marshal(v)
+			msg[key], _ = json.Marshal(append([]json.RawMessage{b}, list...))
 			body, _ = json.Marshal(msg)
 		}
 		resp.Body = io.NopCloser(bytes.NewReader(body))
