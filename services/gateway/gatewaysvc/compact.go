@@ -1,13 +1,16 @@
 package gatewaysvc
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -94,8 +97,11 @@ func (x *exchange) fromMemory(session string, threshold, tokens int64) (*events.
 	}
 	ctx, cancel := context.WithTimeout(x.r.Context(), x.g.cfg.RecallTimeout)
 	defer cancel()
-	rep, err := api.Compact(ctx, session, events.CompactRequest{Preview: true, Trigger: events.TriggerManual,
-		AutoCompactThreshold: threshold, ContextTokens: tokens})
+	req := events.CompactRequest{Preview: true, Trigger: events.TriggerManual, AutoCompactThreshold: threshold, ContextTokens: tokens}
+	rep, err := api.Compact(ctx, session, req)
+	if err == nil && !rep.Served && catchable(rep.Outcome) && x.catchUp(ctx, api, session) == nil {
+		rep, err = api.Compact(ctx, session, req)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errNoCompaction, err)
 	}
@@ -103,6 +109,59 @@ func (x *exchange) fromMemory(session string, threshold, tokens int64) (*events.
 		return nil, fmt.Errorf("%w: %s (%s)", errNoCompaction, rep.Outcome, rep.Reason)
 	}
 	return rep, nil
+}
+
+// catchable reports whether an outcome may turn into a served compaction
+// once the session's notes cover the request (catchUp).
+func catchable(outcome string) bool {
+	switch outcome {
+	case memory.OutcomeNoSessionMemory, memory.OutcomeEmptyTemplate, memory.OutcomeNotesBehind,
+		memory.OutcomeSummarizedIDNotFound, memory.OutcomeThresholdExceeded, memory.OutcomeNoReduction:
+		return true
+	}
+	return false
+}
+
+// catchUp makes the session's notes cover the request when they are
+// missing or behind: it stores the request's messages now (capture,
+// synchronously) and asks Recall for an extraction, waiting within ctx
+// (the request's Recall bound). With Recall's offline extractor that is no
+// model call; with a model-backed one it is Recall's extraction model,
+// never the client's, and a slow one ends with ctx (fail open).
+func (x *exchange) catchUp(ctx context.Context, api client.API, session string) error {
+	rc := x.g.recall.Load()
+	kind := x.captureAPI()
+	if x.path == "/v1/responses/compact" {
+		kind = wire.ReplyResponses
+	}
+	if rc == nil || kind == "" {
+		return errNoCompaction
+	}
+	job := &captureJob{tenant: x.tenant, api: kind, body: x.body, header: http.Header{}}
+	for _, h := range capturedHeaders {
+		if v := x.r.Header.Get(h); v != "" {
+			job.header.Set(h, v)
+		}
+	}
+	if _, err := x.g.capture.capture(ctx, rc, job); err != nil {
+		return err
+	}
+	left := time.Until(deadlineOf(ctx))
+	res, err := api.Extract(ctx, session, events.ExtractRequest{TimeoutMS: max(left.Milliseconds()-50, 1)})
+	if err != nil {
+		return err
+	}
+	if !res.Success {
+		return fmt.Errorf("%w: extraction: %s", errNoCompaction, res.Error)
+	}
+	return nil
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	if d, ok := ctx.Deadline(); ok {
+		return d
+	}
+	return time.Now().Add(time.Second)
 }
 
 // summaryText is the text of a served reply's summary message.
@@ -275,6 +334,9 @@ func rebuild(out []wire.Msg, at []int, fixed []memory.ServedMessage) []wire.Msg 
 // compaction runs the compaction modes of the exchange's API; true when it
 // answered the client itself.
 func (x *exchange) compaction() bool {
+	if !x.mayCompact(x.g.gatewayConfig(x.tenant)) {
+		return false
+	}
 	switch x.p.name + x.path {
 	case "anthropic/v1/messages":
 		return x.anthropicCompaction()
@@ -320,4 +382,69 @@ func (c configuredClientCompaction) Turn(tenant string, msgs []wire.Msg) (int, b
 // Continuation implements ClientCompaction.
 func (configuredClientCompaction) Continuation(tenant string, msgs []wire.Msg) bool {
 	return defaultClientCompaction{}.Continuation(tenant, msgs)
+}
+
+// mayCompact is a byte-level pre-check, so the requests the compaction
+// code has nothing to do with are not decoded: false only when the body
+// holds no Recall marker, no compaction field, item or edit, no phrase of
+// a client compaction rule, no context edit the gateway would apply, and
+// is under compact_above_tokens.
+func (x *exchange) mayCompact(cfg events.GatewayConfig) bool {
+	b := x.body
+	switch {
+	case x.path == "/v1/responses/compact", bytes.Contains(b, []byte(wire.MarkerPrefix)), bytes.Contains(b, []byte(`"compaction"`)), bytes.Contains(b, []byte(editCompact)):
+		return true
+	case cfg.CompactAboveTokens > 0 && int64(len(b)/4) > cfg.CompactAboveTokens:
+		return true
+	case x.p.name == providerAnthropic && !upstreamEdits(x.g.cfg.AnthropicURL) && mayEdit(b):
+		return true
+	}
+	lower := bytes.ToLower(b)
+	for _, r := range cfg.ClientCompaction.EffectiveRules() {
+		if rulePresent(lower, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// mayEdit reports whether a body may hold a context edit that clears
+// something: clear_tool_uses, or clear_thinking not keeping "all".
+func mayEdit(b []byte) bool {
+	if bytes.Contains(b, []byte(events.EditClearToolUses)) {
+		return true
+	}
+	return bytes.Contains(b, []byte(events.EditClearThinking)) && !bytes.Contains(b, []byte(`"keep":"all"`)) && !bytes.Contains(b, []byte(`"keep": "all"`))
+}
+
+// rulePresent reports whether the lowercased body holds the longest run of
+// letters, digits and spaces of each phrase of r (JSON may escape the
+// rest, such as < and >).
+func rulePresent(lower []byte, r events.ClientCompactionRule) bool {
+	if len(r.Contains) == 0 {
+		return false
+	}
+	for _, p := range r.Contains {
+		if !bytes.Contains(lower, []byte(longestPlainRun(strings.ToLower(p)))) {
+			return false
+		}
+	}
+	return true
+}
+
+func longestPlainRun(s string) string {
+	best, start := "", -1
+	for i := 0; i <= len(s); i++ {
+		plain := i < len(s) && (s[i] == ' ' || s[i] >= 'a' && s[i] <= 'z' || s[i] >= '0' && s[i] <= '9')
+		if plain && start < 0 {
+			start = i
+		}
+		if !plain && start >= 0 {
+			if i-start > len(best) {
+				best = s[start:i]
+			}
+			start = -1
+		}
+	}
+	return best
 }

@@ -116,3 +116,20 @@ func TestTransparentCompaction(t *testing.T) {
 		t.Fatal("a request under compact_above_tokens did not go unchanged")
 	}
 }
+
+// TestPreCheckSkipsOrdinaryRequests: Claude Code's ordinary requests are
+// not decoded by the compaction code (their clear_thinking keeps all), its
+// summarization turn and a compaction request are.
+func TestPreCheckSkipsOrdinaryRequests(t *testing.T) {
+	g, _, _ := newGateway(t, "http://127.0.0.1:1", nil)
+	for name, want := range map[string]bool{"001-main.json": false, "016-main.json": false, "014-compaction.json": true} {
+		x := &exchange{g: g, p: g.anthropic, path: "/v1/messages", body: readFixture(t, name).Body}
+		if got := x.mayCompact(events.GatewayConfig{}); got != want {
+			t.Errorf("%s: mayCompact %v, want %v", name, got, want)
+		}
+	}
+	x := &exchange{g: g, p: g.anthropic, path: "/v1/messages", body: []byte(`{"compaction":{"type":"summarize"}}`)}
+	if !x.mayCompact(events.GatewayConfig{}) {
+		t.Error("the on-demand compaction field was skipped")
+	}
+}

@@ -53,7 +53,7 @@ const (
 )
 
 // Scenarios lists every scenario in run order.
-var Scenarios = []string{ScenarioRaw, ScenarioIngest, ScenarioTrigger, ScenarioCompaction, ScenarioExtraction, ScenarioPipeline, ScenarioQuery}
+var Scenarios = []string{ScenarioRaw, ScenarioIngest, ScenarioTrigger, ScenarioCompaction, ScenarioExtraction, ScenarioPipeline, ScenarioQuery, ScenarioGateway}
 
 // ErrUnknownScenario is returned by Run for a name not in Scenarios.
 var ErrUnknownScenario = errors.New("unknown scenario")
@@ -273,7 +273,7 @@ type scenario struct {
 // 2-core machine (docs/benchmarks.md): the ETA printed before each scenario
 // is the sum of what is left, scaled by how this run compares.
 var typicalS = map[string][2]float64{ScenarioRaw: {10, 2}, ScenarioIngest: {25, 5}, ScenarioTrigger: {90, 14},
-	ScenarioCompaction: {13, 3}, ScenarioExtraction: {32, 4}, ScenarioPipeline: {100, 12}, ScenarioQuery: {15, 2}}
+	ScenarioCompaction: {13, 3}, ScenarioExtraction: {32, 4}, ScenarioPipeline: {100, 12}, ScenarioQuery: {15, 2}, ScenarioGateway: {20, 6}}
 
 // runScenarios runs the selected scenarios in order, each on freshly
 // provisioned streams; a scenario that fails or cannot run is recorded as
@@ -288,6 +288,7 @@ func (e *env) runScenarios(ctx context.Context, start time.Time) error {
 		{ScenarioExtraction, runExtraction, func(r string) { e.res.Extraction.Skipped = r }},
 		{ScenarioPipeline, runPipeline, func(r string) { e.res.Pipeline.Skipped = r }},
 		{ScenarioQuery, runQuery, func(r string) { e.res.Query.Skipped = r }},
+		{ScenarioGateway, runGateway, func(r string) { e.res.Gateway.Skipped = r }},
 	}
 	var todo []string
 	for _, st := range steps {

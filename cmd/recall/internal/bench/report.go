@@ -59,6 +59,10 @@ func targets(r *Result) []Target {
 		atMost("pipeline.trigger_lag_p99_ms", "<= 1000 (50 % of ingest capacity, 2 trigger replicas)", r.Pipeline.TriggerLagP99MS, 1000),
 		atMost("pipeline.trigger_lag_80_p99_ms", "<= 3000 (80 % of ingest capacity, 2 trigger replicas)", r.Pipeline.TriggerLag80P99MS, 3000),
 		atMost("query.overhead_p99_ms", "<= 50 (10,000-record session in a full run)", r.Query.OverheadP99MS, 50),
+		atMost("gateway.overhead_p50_ms", "<= 1 (requests that do not compact, against a direct call)", r.Gateway.OverheadP50MS, 1),
+		atMost("gateway.overhead_p99_ms", "<= 5", r.Gateway.OverheadP99MS, 5),
+		atMost("gateway.ttfb_overhead_p50_ms", "<= 1 (first byte of a stream)", r.Gateway.TTFBOverheadP50MS, 1),
+		atMost("gateway.compact_p99_ms", "<= 25 (200k-token history, from memory)", r.Gateway.CompactP99MS, 25),
 	}
 }
 

@@ -15,6 +15,7 @@ type Result struct {
 	Extraction ExtractionResult `json:"extraction"`
 	Pipeline   PipelineResult   `json:"pipeline"`
 	Query      QueryResult      `json:"query"`
+	Gateway    GatewayResult    `json:"gateway"` // gateway.go
 	// Targets lists every target of the full run and whether this run met
 	// it (null when not measured). Quick runs report them too, but their
 	// sizes are too small for the verdicts to mean anything.
