@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // The JetStream API the nats CLI uses for `nats stream backup|restore`
@@ -200,12 +202,26 @@ func restore(ctx context.Context, nc *nats.Conn, stream string, cfg, state json.
 	return out, nil
 }
 
+// noResponders bounds the resends of a chunk nobody received.
+var noResponders = retry.Policy{First: 20 * time.Millisecond, Max: 250 * time.Millisecond, Attempts: 40}
+
 // sendChunk sends one chunk and waits for the server to take it: an
 // empty answer, or a restore error.
 func sendChunk(ctx context.Context, nc *nats.Conn, subject string, chunk []byte) error {
 	cctx, cancel := context.WithTimeout(ctx, idle)
 	defer cancel()
-	m, err := nc.RequestWithContext(cctx, subject, chunk)
+	var m *nats.Msg
+	// On a cluster the restore's subject may be served by another node
+	// whose interest has not reached ours yet: nobody received the chunk,
+	// so sending it again is safe.
+	err := noResponders.Do(cctx, nil, "sending a chunk", func(ctx context.Context) error {
+		var err error
+		m, err = nc.RequestWithContext(ctx, subject, chunk)
+		if err != nil && !errors.Is(err, nats.ErrNoResponders) {
+			return retry.Permanent(err)
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("sending a chunk: %w", err)
 	}
