@@ -102,7 +102,7 @@ func TestCaptureRefusedStoresNothing(t *testing.T) {
 	srv := httptest.NewServer(up)
 	defer srv.Close()
 	g, url, _ := newGateway(t, srv.URL, func(c *Config) { c.Tenants = "acme:" + goodTokenHash })
-	g.Attach(env.nc, env.js)
+	g.Attach(t.Context(), env.nc, env.js)
 	resp := post(t, url+"/anthropic/v1/messages", map[string]string{"x-recall-session": "refused-1", HeaderRecallToken: "wrong"}, strings.ReplaceAll(helloBody, "%s", "true"))
 	resp.Body.Close()
 	if resp.StatusCode != 401 || len(up.Requests()) != 0 || g.capture.queued.Load() != 0 {

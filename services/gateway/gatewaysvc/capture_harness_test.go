@@ -47,7 +47,7 @@ func startRecall(t *testing.T) *recallEnv {
 func (env *recallEnv) attached(t *testing.T, upstream string) (*Gateway, string, *syncBuffer) {
 	t.Helper()
 	g, url, logs := newGateway(t, upstream, nil)
-	g.Attach(env.nc, env.js)
+	g.Attach(t.Context(), env.nc, env.js)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

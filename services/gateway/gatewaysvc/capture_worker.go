@@ -35,7 +35,7 @@ type capturer struct {
 
 func newCapturer(g *Gateway) *capturer {
 	c := &capturer{g: g, sessions: newSessionStates(maxSessionStates), retryFor: captureRetryFor, timeout: captureTimeout, recordLimit: maxRecordBytes}
-	c.life, c.cancel = context.WithCancel(context.Background())
+	c.cancel = func() {} // until start
 	per := max(g.cfg.CaptureQueue/captureWorkers, 1)
 	for i := range c.queues {
 		c.queues[i] = make(chan *captureJob, per)
@@ -43,14 +43,16 @@ func newCapturer(g *Gateway) *capturer {
 	return c
 }
 
-// start starts the workers once.
-func (c *capturer) start() {
+// start starts the workers once. Their context carries ctx's values but
+// not its end: stop ends it, after the queued jobs are published.
+func (c *capturer) start(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.started || c.closed {
 		return
 	}
 	c.started = true
+	c.life, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	for i := range c.queues {
 		q := c.queues[i]
 		c.wg.Go(func() {

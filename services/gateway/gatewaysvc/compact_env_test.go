@@ -76,7 +76,7 @@ func startCompactEnv(t *testing.T) *compactEnv {
 	usrv := httptest.NewServer(up)
 	t.Cleanup(usrv.Close)
 	g, gw, logs := newGateway(t, usrv.URL, nil)
-	g.Attach(nc, js)
+	g.Attach(t.Context(), nc, js)
 	wctx, wcancel := context.WithCancel(context.Background())
 	t.Cleanup(wcancel)
 	if err := g.AttachConfig(wctx, js); err != nil {

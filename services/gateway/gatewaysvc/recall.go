@@ -18,9 +18,9 @@ type recall struct {
 // Attach gives the gateway its connection to Recall: from then on it
 // captures and compacts. Until then (and whenever Recall fails) it
 // forwards unchanged.
-func (g *Gateway) Attach(nc *nats.Conn, js jetstream.JetStream) {
+func (g *Gateway) Attach(ctx context.Context, nc *nats.Conn, js jetstream.JetStream) {
 	g.recall.Store(&recall{nc: nc, js: js})
-	g.capture.start()
+	g.capture.start(ctx)
 }
 
 // detach stops using Recall (at shutdown, before the connection drains).

@@ -112,7 +112,7 @@ func (g *Gateway) start(ctx context.Context) startResult {
 	if err != nil {
 		return startResult{err: err}
 	}
-	g.Attach(life.NC, life.JS)
+	g.Attach(ctx, life.NC, life.JS)
 	if err := g.AttachConfig(ctx, life.JS); err != nil { // compact.go
 		g.log.WarnContext(ctx, "compacting with every tenant's default gateway configuration", "err", err)
 	}

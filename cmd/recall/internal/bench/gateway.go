@@ -90,7 +90,7 @@ func startGatewayBench(ctx context.Context, e *env) (*gatewayBench, func(), erro
 		upSrv.Close()
 		return nil, nil, err
 	}
-	g.Attach(e.nc, e.js)
+	g.Attach(ctx, e.nc, e.js)
 	gctx, cancel := context.WithCancel(ctx)
 	if err := g.AttachConfig(gctx, e.js); err != nil {
 		e.progress("   gateway without tenant config: %v", err)
