@@ -7,14 +7,13 @@
 // Config.TenantConcurrency at once for one tenant — more are refused with a
 // 429 error — and Config.Concurrency in all — a 503), so a request waiting for a
 // running extraction never delays another session's compaction. Replies
-// larger than the server's max payload are sent with internal/chunked.
+// larger than the server's max payload are sent with pkg/chunked.
 //
-// Shutdown, when the context given to Run is done (internal/lifecycle):
-// the micro service stops taking requests, in-flight compactions finish and
-// are answered (microapi.Later: after 10 s what still runs — a full
+// Shutdown, when the context given to Run is done, follows the one order
+// of docs/architecture.md#shutdown; the compactor's own part: in-flight
+// compactions are answered within 10 s (what still runs then — a full
 // compaction waiting on its model — is cancelled and answered as not
-// served), then the operational endpoints stop and the connection drains.
-// A clean stop returns nil.
+// served). A clean stop returns nil.
 package compactorsvc
 
 import (

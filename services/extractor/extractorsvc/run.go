@@ -13,9 +13,9 @@
 //
 // Shutdown, when the context given to Run is done: the workers stop
 // fetching, in-flight extractions finish for up to DrainTimeout, partitions
-// are unpinned and the membership key deleted (others take over at once),
-// then internal/lifecycle stops the memory endpoint and the operational
-// endpoints and drains the connection (bounded). A clean stop returns nil.
+// are unpinned and the membership key deleted (others take over at once);
+// the rest follows the one order of docs/architecture.md#shutdown. A clean
+// stop returns nil.
 package extractorsvc
 
 import (

@@ -3,13 +3,12 @@
 // CloudEvents, stamps the authenticated tenant, and answers only after
 // JetStream stored the event.
 //
-// Shutdown, when the context given to Run is done (internal/lifecycle's
-// sequence): readiness goes false, the HTTP listener closes and in-flight
-// HTTP requests finish (their acks included), the micro service stops and
-// in-flight NATS requests are answered, the erase guard and the retention
-// sweeper stop, then the NATS connections (the endpoint's, the console's
-// reads, the eraser's, then publishing) drain. A clean stop returns nil,
-// and so does a stop while starting.
+// Shutdown, when the context given to Run is done, follows the one order
+// of docs/architecture.md#shutdown; ingest's own steps in it are the erase
+// guard and the retention sweeper, and its further connections (the
+// endpoint's, the console's reads, the eraser's) drain before the
+// publishing one. A clean stop returns nil, and so does a stop while
+// starting.
 package ingestsvc
 
 import (

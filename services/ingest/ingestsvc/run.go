@@ -262,11 +262,8 @@ func (s *Service) streamsReady() error {
 	return nil
 }
 
-// Shutdown stops the service in internal/lifecycle's order: readiness
-// goes false, the HTTP edge stops accepting and finishes its requests
-// (their acknowledgements included), the micro service stops, the NATS
-// requests it received are answered, the erase guard and the sweeper
-// stop, and the connections drain. ctx bounds the waits for requests (each
+// Shutdown stops the service in the order of docs/architecture.md#shutdown.
+// ctx bounds the waits for requests (each
 // also within ShutdownGrace); it returns what did not end cleanly.
 func (s *Service) Shutdown(ctx context.Context) error {
 	err := s.life.Shutdown(ctx)

@@ -29,7 +29,7 @@ import (
 // .../edit and GET .../memory become requests on
 // events.APISubject(verb, tenant, session)
 // with the HTTP body as the request body. Replies may be chunked
-// (internal/chunked). A micro error's Nats-Service-Error-Code becomes the
+// (pkg/chunked). A micro error's Nats-Service-Error-Code becomes the
 // HTTP status; no responder is 503, no reply in time 504.
 type SessionAPI struct {
 	nc      *nats.Conn
