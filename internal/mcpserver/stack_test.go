@@ -1,46 +1,78 @@
 package mcpserver_test
 
 import (
-	"bytes"
-	"flag"
-	"fmt"
+	"context"
+	"io"
+	"log/slog"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/recallhq/recall/internal/testpoll"
+	"github.com/recallhq/recall/internal/importer"
+	"github.com/recallhq/recall/internal/llm"
+	"github.com/recallhq/recall/pkg/client"
+	"github.com/recallhq/recall/services/stack"
 )
 
-// recallBin is the recall binary built once by TestMain.
-var recallBin string
+// recallStack is what `recall up` runs (services/stack), in this process,
+// in open mode (tenant "default", the offline LLM provider).
+type recallStack struct {
+	URL string // HTTP edge
+}
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		os.Exit(m.Run()) // the tests that need the binary skip
-	}
-	dir, err := os.MkdirTemp("", "recall-mcp-test")
+// startRecall starts the stack until the test ends; it returns once the
+// edge and every service answer (Start's contract).
+func startRecall(t *testing.T) *recallStack {
+	t.Helper()
+	// ctx is the stack's life: it ends after Close.
+	ctx, cancel := context.WithCancel(context.Background())
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := stack.Start(ctx, stack.Options{DataDir: t.TempDir(), HTTPAddr: "127.0.0.1:0", Log: log, Provider: llm.NewOffline()})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		cancel()
+		t.Fatal(err)
 	}
-	recallBin = filepath.Join(dir, "recall")
-	build := exec.Command("go", "build", "-o", recallBin, "github.com/recallhq/recall/cmd/recall")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building recall:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
+	t.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			t.Errorf("stopping the stack: %v", err)
+		}
+		cancel()
+	})
+	return &recallStack{URL: "http://" + st.HTTPAddr}
+}
+
+// replay stores the importer's coding-session fixture as session, as
+// `recall replay` does: the importer's events through the edge's client.
+func (st *recallStack) replay(t *testing.T, session string) {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	f, err := os.Open(filepath.Join(filepath.Dir(file), "..", "importer", "testdata", "coding-session.jsonl"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	defer f.Close()
+	res, err := importer.ClaudeCode(f, importer.Options{Session: session})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.NewHTTP(client.HTTPConfig{URL: st.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	results, err := c.PublishBatch(ctx, res.Events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range results {
+		if r.Err != nil {
+			t.Fatalf("event %d of %d: %v", i+1, len(results), r.Err)
+		}
+	}
 }
 
 // freeAddr returns a loopback address that was free a moment ago.
@@ -52,82 +84,4 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
-}
-
-// recallStack is a `recall up` running as a subprocess in open mode (tenant
-// "default", the offline LLM provider).
-type recallStack struct {
-	URL  string // HTTP edge
-	NATS string
-	log  *bytes.Buffer
-}
-
-// startRecall runs `recall up` until the test ends and waits for /readyz.
-func startRecall(t *testing.T) *recallStack {
-	t.Helper()
-	st := &recallStack{log: &bytes.Buffer{}}
-	httpAddr, natsAddr := freeAddr(t), freeAddr(t)
-	st.URL, st.NATS = "http://"+httpAddr, "nats://"+natsAddr
-	cmd := exec.Command(recallBin, "up", "--data", t.TempDir(), "--http", httpAddr, "--nats-listen", natsAddr)
-	cmd.Env = append(cleanEnv(), "RECALL_LOG_LEVEL=warn")
-	cmd.Stdout, cmd.Stderr = st.log, st.log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("recall up log:\n%s", tail(st.log.String(), 4000))
-		}
-	})
-	testpoll.Until(t, 60*time.Second, "recall up to be ready", func() bool {
-		resp, err := http.Get(st.URL + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return st
-}
-
-// replay stores the importer's coding-session fixture as session.
-func (st *recallStack) replay(t *testing.T, session string) {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	fixture := filepath.Join(filepath.Dir(file), "..", "importer", "testdata", "coding-session.jsonl")
-	cmd := exec.Command(recallBin, "replay", fixture, "--session", session, "--http", st.URL)
-	cmd.Env = cleanEnv()
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("recall replay: %v\n%s", err, out)
-	}
-}
-
-// cleanEnv is the environment without RECALL_* and LLM keys, so the stack
-// runs in open mode with the offline provider whatever the developer set.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "RECALL_") || strings.HasPrefix(kv, "ANTHROPIC_") || strings.HasPrefix(kv, "OPENAI_") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
-}
-
-func tail(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[len(s)-n:]
 }
