@@ -75,7 +75,9 @@ class Client:
     answered by sending the same events (same ids: stored once) again,
     with a growing jittered pause, until ``retry_for`` seconds (120) have
     passed since the first attempt; then the last error is raised.
-    ``retry_for=0`` sends once.
+    ``retry_for=0`` sends once. ``publish_timeout`` must be shorter than
+    ``retry_for`` (ValueError otherwise): an attempt that may wait the whole
+    window leaves no time to resend a lost reply.
 
     Errors raise :class:`recall_client.RecallError` subclasses chosen by
     status (BadRequest, NotFound, TooLarge, TooManyRequests, Unavailable, …).
@@ -92,6 +94,11 @@ class Client:
         publish_timeout: float = 15.0,
         retry_for: float = 120.0,
     ) -> None:
+        if retry_for > 0 and publish_timeout >= retry_for:
+            raise ValueError(
+                f"publish_timeout ({publish_timeout} s) must be shorter than retry_for ({retry_for} s), "
+                "so that a lost reply can be sent again"
+            )
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.timeout = timeout

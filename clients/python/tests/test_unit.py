@@ -233,6 +233,13 @@ def test_publish_resends_a_lost_reply(fake):
     assert fake.requests[0].body == fake.requests[1].body  # the same ids, byte for byte
 
 
+def test_publish_timeout_shorter_than_retry_for():
+    # An attempt that may wait the whole retry window cannot be resent.
+    with pytest.raises(ValueError, match="publish_timeout"):
+        rc.Client(publish_timeout=15, retry_for=10)
+    rc.Client(publish_timeout=15, retry_for=0)  # one attempt: nothing to resend
+
+
 def test_publish_gives_up_after_retry_for(fake):
     c = rc.Client(fake.url, publish_timeout=0.2, retry_for=1.0)
     for _ in range(20):
