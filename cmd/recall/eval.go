@@ -38,7 +38,7 @@ func runEval(ctx context.Context, args []string, stdout io.Writer) error {
 	useJudge := fs.Bool("judge", true, "with a provider configured: grade every context with it as an LLM judge too")
 	quiet := fs.Bool("quiet", false, "no progress bar on stderr")
 	verbose := fs.Bool("verbose", false, "print the services' logs on stderr")
-	family := fs.String("family", "all", "session family: unseen (the headline, written blind to the offline rules), blind2 (also written blind, with probes), holdout, planted, or all (in that order)")
+	family := fs.String("family", "all", "session family: unseen (the headline, written blind to the offline rules), blind2 (also written blind, with probes), blind3 (what issue 45 found lost), holdout, planted, or all (in that order)")
 	dump := fs.String("dump", "", "write every context as text to this directory (<session>.<system>.txt)")
 	timeout := fs.Duration("timeout", 20*time.Minute, "give up after this long")
 	if err := parseFlags(fs, args); err != nil {

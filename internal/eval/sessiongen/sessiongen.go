@@ -25,7 +25,9 @@
 // rules and the other families' turns. The blind2 family (FamilyBlind2,
 // blind2*.go), written blind the same way from the Fact and probe
 // contracts, adds probes by kind and sessions that change files through
-// every tool and the shell.
+// every tool and the shell. The blind3 family (FamilyBlind3, blind3*.go)
+// says what issue 45 found lost — preferences in passing, end-of-output
+// results, yes-confirmed decisions, error texts — in varied phrasings.
 package sessiongen
 
 import (
@@ -79,7 +81,7 @@ const (
 )
 
 // Families lists the families in report order, the headline first.
-var Families = []string{FamilyUnseen, FamilyBlind2, FamilyHoldout, FamilyPlanted}
+var Families = []string{FamilyUnseen, FamilyBlind2, FamilyBlind3, FamilyHoldout, FamilyPlanted}
 
 // CompactAt is the context size at which a generated session is compacted
 // by its platform, a little below the 167,000-token threshold of a 200K
@@ -140,8 +142,8 @@ type Spec struct {
 	Seed   uint64 `json:"seed"`
 	Index  int    `json:"index"`
 	Tokens int64  `json:"tokens"` // target size of the conversation
-	// Family is FamilyPlanted (also ""), FamilyHoldout, FamilyUnseen or
-	// FamilyBlind2.
+	// Family is FamilyPlanted (also ""), FamilyHoldout, FamilyUnseen,
+	// FamilyBlind2 or FamilyBlind3.
 	Family string `json:"family,omitempty"`
 }
 
@@ -193,6 +195,8 @@ func Generate(spec Spec) *Session {
 		return generateHoldout(spec)
 	case FamilyBlind2:
 		return generateBlind2(spec)
+	case FamilyBlind3:
+		return generateBlind3(spec)
 	}
 	r := rand.New(rand.NewPCG(spec.Seed, uint64(spec.Index)+0x9e3779b97f4a7c15))
 	p := projects[r.IntN(len(projects))]
