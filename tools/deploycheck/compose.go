@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net"
 	"os"
 	"slices"
 	"sort"
@@ -14,7 +15,7 @@ import (
 
 // recallServices are the compose services that run the recall image, by
 // subcommand.
-var recallServices = []string{"ingest", "trigger", "extractor", "compactor", "indexer", "longterm"}
+var recallServices = []string{"ingest", "trigger", "extractor", "compactor", "indexer", "longterm", "gateway"}
 
 // shardReaders are the services whose replicas share the transcript's
 // shards: a replica count that divides RECALL_SHARDS gives every replica
@@ -45,11 +46,12 @@ func (c *checker) checkCompose(rel string) {
 		}
 	}
 	c.checkComposeRecall(rel, p)
+	c.checkComposeGateway(rel, p)
 	c.checkComposeShards(rel, p)
 	c.checkComposeNATS(rel, p)
 	c.checkComposeMounts(rel, p)
 	if len(c.errs) == n {
-		c.ok("%s: one image, health checks, extractor x3, offline provider, known RECALL_* names, a 3-node NATS cluster every service reaches, RECALL_REPLICAS=3, shard readers dividing RECALL_SHARDS, mounted files exist", rel)
+		c.ok("%s: one image, health checks, the gateway on all interfaces and published, extractor x3, offline provider, known RECALL_* names, a 3-node NATS cluster every service reaches, RECALL_REPLICAS=3, shard readers dividing RECALL_SHARDS, mounted files exist", rel)
 	}
 }
 
@@ -99,6 +101,38 @@ func (c *checker) checkComposeRecall(rel string, p *types.Project) {
 			c.fail("%s: the extractor's default LLM provider must be offline", rel)
 		}
 	}
+}
+
+// checkComposeGateway checks that the model gateway listens on every
+// interface of its container (RECALL_GATEWAY_ADDR defaults to loopback,
+// which nothing outside the container reaches) and publishes that port.
+func (c *checker) checkComposeGateway(rel string, p *types.Project) {
+	s, ok := p.Services["gateway"]
+	if !ok {
+		return // reported with the missing services
+	}
+	var addr string
+	if v := s.Environment["RECALL_GATEWAY_ADDR"]; v != nil {
+		addr = *v
+	}
+	port, ok := allInterfacesPort(addr)
+	if !ok {
+		c.fail("%s: service gateway: RECALL_GATEWAY_ADDR must listen on all interfaces (0.0.0.0:<port>), not %q", rel, addr)
+		return
+	}
+	if !slices.ContainsFunc(s.Ports, func(pc types.ServicePortConfig) bool { return strconv.Itoa(int(pc.Target)) == port && pc.Published != "" }) {
+		c.fail("%s: service gateway: port %s (RECALL_GATEWAY_ADDR) is not published", rel, port)
+	}
+}
+
+// allInterfacesPort returns the port of a listen address on every
+// interface (0.0.0.0:p, [::]:p or :p).
+func allInterfacesPort(addr string) (string, bool) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" || port == "0" {
+		return "", false
+	}
+	return port, host == "" || host == "0.0.0.0" || host == "::"
 }
 
 // checkComposeShards checks that the shard readers run several replicas,

@@ -139,3 +139,13 @@ func TestComposeNeedsThreeNodeCluster(t *testing.T) {
 		}
 	}
 }
+
+func TestAllInterfacesPort(t *testing.T) {
+	for addr, want := range map[string]string{"0.0.0.0:8090": "8090", ":8090": "8090", "[::]:8090": "8090",
+		"127.0.0.1:8090": "", "localhost:8090": "", "0.0.0.0:0": "", "": "", "8090": ""} {
+		port, ok := allInterfacesPort(addr)
+		if got := map[bool]string{true: port}[ok]; got != want {
+			t.Errorf("allInterfacesPort(%q) = %q, %v; want %q", addr, port, ok, want)
+		}
+	}
+}

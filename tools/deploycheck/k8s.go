@@ -243,6 +243,8 @@ func (c *checker) checkSet(set string, objs []object) {
 		c.checkScaledObject(set, so, deps, configMaps)
 	}
 	c.checkShardReaders(set, deps, configMaps)
+	c.checkServicesPresent(set, deps)
+	c.checkGatewayDeployment(set, deps)
 	for _, pm := range byKind[PodMonitor](objs) {
 		if pm.Spec.Selector.MatchLabels == nil && len(pm.Spec.Selector.MatchExpressions) == 0 {
 			c.fail("%s: PodMonitor %s selects nothing", set, pm.Name)
@@ -253,6 +255,60 @@ func (c *checker) checkSet(set string, objs []object) {
 	}
 	for _, pr := range byKind[PrometheusRule](objs) {
 		c.checkRuleGroups(set+": PrometheusRule "+pr.Name, pr.Spec.Groups)
+	}
+}
+
+// checkServicesPresent checks that every Recall service (recallServices)
+// runs as Deployment recall-<service> with that subcommand.
+func (c *checker) checkServicesPresent(set string, deps []*appsv1.Deployment) {
+	for _, name := range recallServices {
+		i := slices.IndexFunc(deps, func(d *appsv1.Deployment) bool { return d.Name == "recall-"+name })
+		if i < 0 {
+			c.fail("%s: no Deployment recall-%s (every service of `recall config` runs)", set, name)
+			continue
+		}
+		cts := deps[i].Spec.Template.Spec.Containers
+		if len(cts) == 0 || len(cts[0].Args) == 0 || cts[0].Args[0] != name {
+			c.fail("%s: Deployment recall-%s must run `recall %s`", set, name, name)
+		}
+	}
+}
+
+// checkGatewayDeployment checks that the gateway's container listens on
+// every interface (RECALL_GATEWAY_ADDR defaults to loopback, unreachable
+// from outside the pod) on a port it declares, and that its readiness does
+// not wait for NATS: the gateway fails open, so it is ready when its own
+// port answers /healthz.
+func (c *checker) checkGatewayDeployment(set string, deps []*appsv1.Deployment) {
+	i := slices.IndexFunc(deps, func(d *appsv1.Deployment) bool { return d.Name == "recall-gateway" })
+	if i < 0 || len(deps[i].Spec.Template.Spec.Containers) == 0 {
+		return // reported by checkServicesPresent
+	}
+	where := set + ": Deployment recall-gateway"
+	ct := deps[i].Spec.Template.Spec.Containers[0]
+	addr := ""
+	for _, e := range ct.Env {
+		if e.Name == "RECALL_GATEWAY_ADDR" {
+			addr = e.Value
+		}
+	}
+	port, ok := allInterfacesPort(addr)
+	if !ok {
+		c.fail("%s: RECALL_GATEWAY_ADDR must listen on all interfaces (0.0.0.0:<port>), not %q", where, addr)
+		return
+	}
+	var name string
+	for _, p := range ct.Ports {
+		if strconv.Itoa(int(p.ContainerPort)) == port {
+			name = p.Name
+		}
+	}
+	if name == "" {
+		c.fail("%s: port %s of RECALL_GATEWAY_ADDR is not a container port", where, port)
+		return
+	}
+	if pr := ct.ReadinessProbe; pr == nil || pr.HTTPGet == nil || pr.HTTPGet.Path != "/healthz" || (pr.HTTPGet.Port.String() != name && pr.HTTPGet.Port.String() != port) {
+		c.fail("%s: readiness must be /healthz on the gateway port %s (it forwards without NATS: fail open)", where, name)
 	}
 }
 

@@ -74,7 +74,7 @@ func (c *checker) checkPrometheusConfig(rel, rulesRel string) {
 			c.fail("%s: job %s has no targets", rel, sc.JobName)
 		}
 	}
-	for _, want := range []string{"recall-ingest", "recall-trigger", "recall-extractor", "recall-compactor", "nats"} {
+	for _, want := range []string{"recall-ingest", "recall-trigger", "recall-extractor", "recall-compactor", "recall-gateway", "nats"} {
 		if !jobs[want] {
 			c.fail("%s: no scrape job %s", rel, want)
 		}
