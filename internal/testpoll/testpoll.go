@@ -15,11 +15,19 @@ const Interval = 10 * time.Millisecond
 // called from the test's goroutine (it calls t.Fatalf).
 func Until(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
+	UntilEvery(t, d, Interval, what, cond)
+}
+
+// UntilEvery is Until for a condition too costly to evaluate every
+// Interval (a scan of many keys, a script in a browser): it is evaluated
+// every interval.
+func UntilEvery(t testing.TB, d, interval time.Duration, what string, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s", d, what)
 		}
-		time.Sleep(Interval)
+		time.Sleep(interval)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/recallhq/recall/internal/testpoll"
 )
 
 func testStack() (*Stack, context.Context) {
@@ -27,13 +29,7 @@ func TestStackRestartsAFailedService(t *testing.T) {
 		<-ctx.Done()
 		return nil
 	})
-	deadline := time.Now().Add(5 * time.Second)
-	for runs.Load() < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("service ran %d times, want a third run", runs.Load())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testpoll.Until(t, 5*time.Second, "a third run of the service", func() bool { return runs.Load() >= 3 })
 	if ctx.Err() != nil || s.Err() != nil {
 		t.Fatalf("stack stopped: ctx %v, err %v", ctx.Err(), s.Err())
 	}

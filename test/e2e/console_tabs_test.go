@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/recallhq/recall/internal/testpoll"
 )
 
 // consoleTabs opens eight tabs of one browser on the console at once:
@@ -67,10 +69,15 @@ func consoleTabs(t *testing.T, newTab func() context.Context, base string) {
 // leaderOf waits (up to 10 s) for exactly one of tabs to read the stream.
 func leaderOf(t *testing.T, tabs []context.Context) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var roles []string
-		leader := -1
+	var roles []string
+	leader := -1
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the tabs' roles: %s", fmt.Sprint(roles))
+		}
+	})
+	testpoll.UntilEvery(t, 10*time.Second, 100*time.Millisecond, "exactly one leader among the tabs", func() bool {
+		roles, leader = nil, -1
 		for i, tab := range tabs {
 			role, _ := evalString(tab, `document.getElementById("live").dataset.role || ""`)
 			roles = append(roles, role)
@@ -78,12 +85,7 @@ func leaderOf(t *testing.T, tabs []context.Context) int {
 				leader = i
 			}
 		}
-		if strings.Count(strings.Join(roles, " "), "leader") == 1 {
-			return leader
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the tabs' roles: %s", fmt.Sprint(roles))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return strings.Count(strings.Join(roles, " "), "leader") == 1
+	})
+	return leader
 }

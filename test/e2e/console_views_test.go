@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/recallhq/recall/internal/testpoll"
+
 	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -60,17 +62,10 @@ func consoleSearchInURL(t *testing.T, ctx context.Context, base string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testpoll.UntilEvery(t, 10*time.Second, 50*time.Millisecond, "the address #/?q=acme-s1 after a search", func() bool {
 		href, _ := evalString(ctx, `location.hash`)
-		if href == "#/?q=acme-s1" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the address after a search: %q", href)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return href == "#/?q=acme-s1"
+	})
 	if err := doWithin(ctx, 20*time.Second, chromedp.Reload(), visible(`tr[data-session="acme-s1"]`)); err != nil {
 		t.Fatal(pageState(ctx, err))
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/recallhq/recall/internal/testpoll"
+
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/micro"
@@ -211,17 +213,14 @@ func TestBadRequests(t *testing.T) {
 func (e *env) waitForWatcher() {
 	e.t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	testpoll.Until(e.t, 10*time.Second, "the compactor to start waiting", func() bool {
 		s, err := e.js.Stream(ctx, "KV_"+events.BucketStatus)
-		if err == nil {
-			if info, err := s.Info(ctx); err == nil && info.State.Consumers > 0 {
-				return
-			}
+		if err != nil {
+			return false
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	e.t.Fatal("the compactor never started waiting")
+		info, err := s.Info(ctx)
+		return err == nil && info.State.Consumers > 0
+	})
 }
 
 func (e *env) putStatus(session string, since time.Time) {

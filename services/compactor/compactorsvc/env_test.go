@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/recallhq/recall/internal/testpoll"
+
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -96,22 +98,16 @@ func startEnv(t *testing.T, o envOptions) *env {
 			t.Errorf("Run returned %v", err)
 		}
 	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := nc.Request("$SRV.PING."+ServiceName, nil, time.Second); err == nil {
-			break
-		}
+	testpoll.Until(t, 10*time.Second, "the compactor to answer discovery", func() bool {
 		select {
 		case err := <-done:
 			done <- err // for stopRun
 			t.Fatalf("Run: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("compactor did not start")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		_, err := nc.Request("$SRV.PING."+ServiceName, nil, time.Second)
+		return err == nil
+	})
 	return e
 }
 

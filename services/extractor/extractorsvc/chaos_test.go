@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/recallhq/recall/internal/testpoll"
+
 	"github.com/recallhq/recall/internal/parked"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/services/extractor/extractorsvc/extractortest"
@@ -149,13 +151,16 @@ func TestConcurrencyUnderChaos(t *testing.T) {
 		}
 		return missing
 	}
-	deadline := time.Now().Add(40 * time.Second)
-	for len(outcome()) > 0 && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if m := outcome(); len(m) > 0 {
-		t.Fatalf("%d of %d requests neither completed nor parked, e.g. %+v", len(m), len(requested), m[0])
-	}
+	var left []req
+	t.Cleanup(func() {
+		if len(left) > 0 {
+			t.Logf("%d of %d requests neither completed nor parked, e.g. %+v", len(left), len(requested), left[0])
+		}
+	})
+	testpoll.UntilEvery(t, 40*time.Second, 100*time.Millisecond, "every request completed or parked", func() bool {
+		left = outcome()
+		return len(left) == 0
+	})
 	if o := p.Overlaps(); len(o) > 0 {
 		t.Fatalf("%d overlapping extractions, e.g. %s", len(o), o[0])
 	}

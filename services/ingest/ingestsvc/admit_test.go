@@ -193,10 +193,7 @@ func TestNATSEndpointTenantShare(t *testing.T) {
 		m, _ := ncA.Request(events.APISubject(events.VerbIngest, "acme", "s1"), mustMarshal(t, structured("a1", "s1")), 5*time.Second)
 		first <- m
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for published.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testpoll.Until(t, 5*time.Second, "the first request to reach the publisher", func() bool { return published.Load() > 0 })
 	m, err := ncA.Request(events.APISubject(events.VerbIngest, "acme", "s1"), mustMarshal(t, structured("a2", "s1")), 5*time.Second)
 	if err != nil || m.Header.Get(micro.ErrorCodeHeader) != "429" || m.Header.Get("Retry-After") != "1" {
 		t.Fatalf("acme's second request: %v %+v", err, m)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/recallhq/recall/internal/testpoll"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
@@ -60,10 +62,7 @@ func TestNATSEndpointShedsWhenEverySlotWaits(t *testing.T) {
 		}
 		first <- m
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for published.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testpoll.Until(t, 5*time.Second, "the first request to reach the publisher", func() bool { return published.Load() > 0 })
 	asked := time.Now()
 	m, err := nc.Request(subject, mustMarshal(t, structured("h2", "s1")), 5*time.Second)
 	if err != nil {
