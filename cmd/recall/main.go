@@ -7,7 +7,7 @@
 //   - the clients of agents: watch, hook, mcp, replay;
 //   - the operator tools: memory, compact, extract, edit, erase, export,
 //     sessions, index, resolve, query, ltm, commit, tenant, config,
-//     nats-permissions, migrate, probe, bench, eval.
+//     nats-permissions, migrate, backup, restore, probe, bench, eval.
 //
 // Each command parses its own flags; errors marked errUsage exit 2, other
 // errors 1, and everything printed is masked (no URL password or token

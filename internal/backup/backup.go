@@ -30,11 +30,13 @@
 // Restore (Restore) checks the whole backup before it changes anything —
 // every file present with the size and checksum the manifest records,
 // the shard streams matching the manifest's shard count and the caller's
-// — and refuses a target that holds any of Recall's streams unless Force
-// (which deletes them, after reading their tombstones). It then restores
+// — and refuses a target that holds any of Recall's streams unless
+// RestoreOptions.Force (which deletes them, after reading their
+// tombstones). It then restores
 // every stream, checks each one's message count and last sequence against
 // the manifest, and re-applies every tombstone: those of the backup, the
-// target's (Force) and those of newer backups (Options.ErasedFrom). An
+// target's (Force) and those of newer backups (RestoreOptions.ErasedFrom,
+// read with ErasedFrom). An
 // erased session thus stays erased when its erase is recorded in any of
 // them; an erase whose tombstone expired before the newest of them was
 // taken is not known (keep backups no longer than the tombstone TTL, or

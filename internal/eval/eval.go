@@ -6,7 +6,7 @@
 // Recall's fixes, Recall itself with the offline provider and, when a
 // provider is configured, with a model — and scores every fact against the
 // context the agent would continue with: offline by normalized match
-// (Score) and, when a judge is configured, by an LLM judge reported
+// (Check, CheckProbe) and, when a judge is configured, by an LLM judge reported
 // separately.
 //
 // Sessions come in families (sessiongen.Families): Run measures one,

@@ -5,7 +5,7 @@
 // every position stored elsewhere from legacy sequences to shard sequences.
 //
 // A migration runs these steps, each safe to run again (docs/operations.md,
-// "Shards"):
+// "Migrating a single-stream deployment to shards"):
 //
 //  1. Check: the services must be stopped. A consumer with waiting pull
 //     requests or a pinned client, a live membership heartbeat, or a Recall

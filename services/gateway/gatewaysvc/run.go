@@ -20,6 +20,13 @@
 // bodies cannot take the memory of the process): over the tenant's share a
 // request is answered 429, over the lane's 503, both with Retry-After.
 //
+// With NATS, the gateway also captures each completed exchange into the
+// session's transcript (capture.go: off the client's path, through
+// pkg/client) and answers compactions — the client's summarization turn,
+// the APIs' compaction contracts, and transparent compaction over a
+// tenant's threshold — from the session's memory (compact.go); see
+// docs/gateway.md.
+//
 // Fail open: the gateway serves from the moment it listens, before NATS is
 // reachable, and forwards unchanged whenever Recall cannot help (not
 // connected, an error or RECALL_GATEWAY_RECALL_TIMEOUT passed), counting it

@@ -5,8 +5,9 @@
 // read the user's memory space and the batch and write only inside the
 // permitted part of it. See docs/long-term-memory.md.
 //
-// One replica at a time follows the transcript (a pinned priority group)
-// and queues a commit request per commit point on RECALL_COMMITS, keyed by
+// The replicas share the transcript's shards (internal/shardgroup,
+// membership in RECALL_LTM_FOLLOWERS), each reading only its own, and
+// queue a commit request per commit point on RECALL_COMMITS, keyed by
 // user; the replicas share that stream's partitions (a partitioned
 // consumer group), so commits spread over the replicas by user and run one
 // at a time per user, in order. Explicit commits run on the replica asked;
