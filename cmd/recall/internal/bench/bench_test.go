@@ -25,6 +25,7 @@ var issueKeys = []string{
 	"compaction.by_size", "compaction.ratio_p99_vs_raw", "compaction.flatness", "compaction.concurrent",
 	"extraction.scaling", "extraction.ordering_violations",
 	"pipeline.trigger_lag_p99_ms", "pipeline.trigger_lag_80_p99_ms", "pipeline.raw_lag_80_p99_ms", "pipeline.raw_lag_at_recall_80_p99_ms",
+	"pipeline.cpu_ratio_vs_raw", "pipeline.trigger_lag_80_p99_vs_raw",
 }
 
 func lookup(m map[string]any, path string) (any, bool) {

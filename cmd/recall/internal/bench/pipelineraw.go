@@ -77,9 +77,22 @@ func rawPipeline(ctx context.Context, e *env) error {
 			r.RawLag80P99MS = f64(step.LagP99MS)
 		case recall80:
 			r.RawLagAtRecall80P99MS = f64(step.LagP99MS)
+			compareAtRecall80(r, r.Steps[len(r.Steps)-1], step)
 		}
 	}
 	return nil
+}
+
+// compareAtRecall80 records the pipeline's 80 % step against the raw floor
+// at the same offered rate: lag p99 and CPU per event, each a ratio.
+func compareAtRecall80(r *PipelineResult, rec PipelineStep, raw RawPipelineStep) {
+	if raw.LagP99MS > 0 {
+		r.TriggerLag80P99VsRaw = f64(round3(rec.TriggerLagP99MS / raw.LagP99MS))
+	}
+	r.CPUUSPerEvent, r.RawCPUUSPerEvent = rec.CPUUSPerEvent, raw.CPUUSPerEvent
+	if rec.CPUUSPerEvent != nil && raw.CPUUSPerEvent != nil && *raw.CPUUSPerEvent > 0 {
+		r.CPURatioVsRaw = f64(round3(*rec.CPUUSPerEvent / *raw.CPUUSPerEvent))
+	}
 }
 
 // rawPipelineStep publishes c's messages (again and again, each round with

@@ -330,6 +330,16 @@ type PipelineResult struct {
 	// RawLagAtRecall80P99MS is the raw floor's lag p99 at the rate of the
 	// pipeline's 80 % step (the last of RawSteps).
 	RawLagAtRecall80P99MS *float64 `json:"raw_lag_at_recall_80_p99_ms"`
+	// TriggerLag80P99VsRaw is TriggerLag80P99MS ÷ RawLagAtRecall80P99MS:
+	// Recall's lag against JetStream's at the same offered load.
+	TriggerLag80P99VsRaw *float64 `json:"trigger_lag_80_p99_vs_raw"`
+	// CPUUSPerEvent is the CPU per ingested event of the 80 % step (the
+	// load generator's pkg/client, the server, the trigger replicas and
+	// their decisions); RawCPUUSPerEvent is the raw floor's at the same
+	// offered rate, and CPURatioVsRaw the first ÷ the second.
+	CPUUSPerEvent    *float64 `json:"cpu_us_per_event"`
+	RawCPUUSPerEvent *float64 `json:"raw_cpu_us_per_event"`
+	CPURatioVsRaw    *float64 `json:"cpu_ratio_vs_raw"`
 }
 
 // RawPipelineStep is one load of the raw floor; its lag is from when a
