@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/recallhq/recall/internal/benchgen"
+	"github.com/recallhq/recall/internal/natstest"
 	"github.com/recallhq/recall/pkg/client"
 	"github.com/recallhq/recall/pkg/events"
 )
@@ -13,7 +14,9 @@ import (
 // validation, binary-mode encoding, Nats-Msg-Id and trace injection.
 func BenchmarkMsg(b *testing.B) {
 	evs := benchgen.New(1).Interleaved(benchgen.SessionIDs("s", 50), 1000)
-	c, err := client.New(nil, "bench", client.Shards(events.DefaultShards))
+	// The client asks its connection for the server's max payload.
+	_, js := natstest.Start(b).Connect(b)
+	c, err := client.New(js, "bench", client.Shards(events.DefaultShards))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -46,6 +46,13 @@ func (c *Client) claimCheck(ctx context.Context, s *events.Session, m *nats.Msg)
 		c.mu.Unlock()
 		store = obs
 	}
+	if s.Message == nil && s.Event.Type() == events.TypeMessage {
+		// CheckIngest left the message undecoded; its stub needs it.
+		var err error
+		if s, err = events.ValidateIngest(s.Event, c.tenant); err != nil {
+			return nil, err
+		}
+	}
 	ck := &claimcheck.Checker{Store: store, Inline: inline, Timeout: c.retryFor + c.attempt}
 	out, err := ck.Check(ctx, c.tenant, s, m)
 	if err != nil {

@@ -58,6 +58,19 @@ type Session struct {
 // the returned Session's event carries the tenant extension; e is not modified. Errors are *FieldError (wrapping
 // ErrInvalidEvent) or ErrTenantMismatch.
 func ValidateIngest(e event.Event, tenant string) (*Session, error) {
+	return validateIngest(e, tenant, true)
+}
+
+// CheckIngest is ValidateIngest for a caller that needs the verdict, not
+// the decoded data: the same checks and errors, but a message whose data
+// is certainly valid is checked in one pass over its bytes (checkMessage)
+// and not decoded, so the returned Session's Message may be nil. The other
+// types are decoded as ValidateIngest does.
+func CheckIngest(e event.Event, tenant string) (*Session, error) {
+	return validateIngest(e, tenant, false)
+}
+
+func validateIngest(e event.Event, tenant string, decode bool) (*Session, error) {
 	if err := ValidateID(tenant); err != nil {
 		return nil, &FieldError{Field: "tenant", Reason: err.Error()}
 	}
@@ -70,22 +83,43 @@ func ValidateIngest(e event.Event, tenant string) (*Session, error) {
 	if err := ValidateID(e.Subject()); err != nil {
 		return nil, &FieldError{Field: "subject", Reason: "session id: " + err.Error()}
 	}
-	if v, ok := e.Extensions()[ExtTenant]; ok {
+	// Extensions returns a copy of the map: read it once.
+	v, stamped := e.Extensions()[ExtTenant]
+	if stamped {
 		if s, _ := v.(string); s != tenant {
 			return nil, ErrTenantMismatch
 		}
 	}
-	s := &Session{Tenant: tenant, Session: e.Subject(), Event: e}
-	data := e.Data()
 	if ct := e.DataContentType(); ct != "" && !isJSONContentType(ct) {
 		return nil, &FieldError{Field: "datacontenttype", Reason: fmt.Sprintf("%q is not JSON (use application/json)", ct)}
 	}
-	plain, err := checkData(data)
-	if err != nil {
+	s := &Session{Tenant: tenant, Session: e.Subject(), Event: e}
+	if err := s.decodeData(e.Data(), decode); err != nil {
 		return nil, err
 	}
-	switch e.Type() {
+	if !stamped {
+		// Copies of an event share their extension map: stamp the
+		// tenant on a copy of the attributes so the caller's event is
+		// left as it was. The data is read-only and shared.
+		s.Event = event.Event{Context: e.Context.Clone(), DataEncoded: e.DataEncoded, DataBase64: e.DataBase64}
+		s.Event.SetExtension(ExtTenant, tenant)
+	}
+	return s, nil
+}
+
+// decodeData checks data as the data of s.Event's type and decodes it into
+// the matching field of s; with decode false, a message certainly valid is
+// only checked (s.Message stays nil).
+func (s *Session) decodeData(data []byte, decode bool) error {
+	plain, err := checkData(data)
+	if err != nil {
+		return err
+	}
+	switch s.Event.Type() {
 	case TypeMessage:
+		if !decode && plain && checkMessage(data) {
+			return nil
+		}
 		s.Message = new(Message)
 		if err = decodeStrict(data, s.Message, plain); err == nil {
 			err = s.Message.Validate()
@@ -107,17 +141,7 @@ func ValidateIngest(e event.Event, tenant string) (*Session, error) {
 			err = s.Started.Validate()
 		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	// Copies of an event share their extension map: clone before stamping
-	// the tenant so the caller's event is left as it was.
-	if _, ok := e.Extensions()[ExtTenant]; !ok {
-		e = e.Clone()
-		e.SetExtension(ExtTenant, tenant)
-	}
-	s.Event = e
-	return s, nil
+	return err
 }
 
 func validateAttributes(e event.Event) error {
