@@ -163,8 +163,8 @@ func kv(buckets ...string) []string {
 	return out
 }
 
-// Service returns the reference user of one service ("ingest", "trigger",
-// "extractor" or "compactor"), named "recall-<service>".
+// Service returns the reference user of one service (one of Services),
+// named "recall-<service>".
 func Service(name string) (User, error) {
 	perms, ok := servicePermissions[name]
 	if !ok {

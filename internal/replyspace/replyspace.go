@@ -10,7 +10,8 @@
 // allowed only under events.InboxPrefix(tenant)+"." where tenant is the
 // request subject's tenant token: the one place that tenant, and only it,
 // may receive. Recall's own requesters (the HTTP edge, the CLI, pkg/client
-// users) use Inbox to make their reply subjects there.
+// users) make their reply subjects there through pkg/chunked's Request
+// (Inbox makes one the same way).
 //
 // Guard applies the rule to a micro endpoint: a request whose reply subject
 // is outside the reply space never reaches the handler; it is dropped,
