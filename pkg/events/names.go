@@ -48,9 +48,10 @@ const (
 	// BucketTriggerState holds snapshots of long sessions' trigger state
 	// under MemoryKey, so that a rebuild replays only the records after one.
 	BucketTriggerState = "RECALL_TRIGGER_STATE"
-	// BucketGateway holds what the model gateway stored of each session's
-	// traffic (fingerprints of blocks, never their text) under
-	// GatewayKey, so a restarted gateway captures without duplicates.
+	// BucketGateway is provisioned for what the model gateway stored of
+	// each session's traffic (fingerprints of blocks, never their text);
+	// the gateway does not use it yet: it reads the ids of a session's
+	// stored records from the transcript once (gatewaysvc's sessionState).
 	BucketGateway = "RECALL_GATEWAY"
 )
 
