@@ -19,27 +19,69 @@ import (
 // RawMessage validated); errors are re-derived with encoding/json so their
 // text stays the standard library's.
 var (
-	fastJSON   = withRawMessages(jsoniter.Config{EscapeHTML: true, SortMapKeys: true, ValidateJsonRawMessage: true}.Froze())
-	strictJSON = withRawMessages(jsoniter.Config{EscapeHTML: true, SortMapKeys: true, ValidateJsonRawMessage: true, DisallowUnknownFields: true}.Froze())
+	fastJSON   = withRawMessages(jsoniter.Config{EscapeHTML: true, SortMapKeys: true, ValidateJsonRawMessage: true}.Froze(), false)
+	strictJSON = withRawMessages(jsoniter.Config{EscapeHTML: true, SortMapKeys: true, ValidateJsonRawMessage: true, DisallowUnknownFields: true}.Froze(), true)
 )
 
 // withRawMessages makes api decode json.RawMessage as encoding/json does: a
 // JSON null becomes the four bytes "null" (json-iterator would leave nil,
 // and a tool_use's input then estimates differently than in the trigger).
-func withRawMessages(api jsoniter.API) jsoniter.API {
-	api.RegisterExtension(&rawMessageExtension{})
+// It also decodes Content in place (contentDecoder).
+func withRawMessages(api jsoniter.API, strict bool) jsoniter.API {
+	api.RegisterExtension(&rawMessageExtension{strict: strict})
 	return api
 }
 
-type rawMessageExtension struct{ jsoniter.DummyExtension }
+type rawMessageExtension struct {
+	jsoniter.DummyExtension
+	strict bool
+}
 
-var rawMessageType = reflect2.TypeOf(json.RawMessage(nil))
+var (
+	rawMessageType = reflect2.TypeOf(json.RawMessage(nil))
+	contentType    = reflect2.TypeOf(Content(nil))
+)
 
-func (*rawMessageExtension) CreateDecoder(typ reflect2.Type) jsoniter.ValDecoder {
-	if typ == rawMessageType {
+func (x *rawMessageExtension) CreateDecoder(typ reflect2.Type) jsoniter.ValDecoder {
+	switch typ {
+	case rawMessageType:
 		return rawMessageDecoder{}
+	case contentType:
+		return contentDecoder{strict: x.strict}
 	}
 	return nil
+}
+
+// contentDecoder decodes Content as Content.UnmarshalJSON does, from the
+// iterator: json-iterator would otherwise copy each content out (a tool
+// result's text: most of a request) and UnmarshalJSON scan it twice more.
+// Blocks are decoded leniently in both configurations, as UnmarshalJSON
+// does (encoding/json's DisallowUnknownFields does not reach inside a
+// custom unmarshaler); in the strict one they are read apart for that.
+type contentDecoder struct{ strict bool }
+
+func (d contentDecoder) Decode(ptr unsafe.Pointer, iter *jsoniter.Iterator) {
+	c := (*Content)(ptr)
+	switch iter.WhatIsNext() {
+	case jsoniter.StringValue:
+		*c = Content{{Type: BlockText, Text: iter.ReadString()}}
+	case jsoniter.NilValue:
+		iter.ReadNil()
+		*c = nil
+	case jsoniter.ArrayValue:
+		var blocks []Block
+		if d.strict {
+			if err := fastJSON.Unmarshal(iter.SkipAndReturnBytes(), &blocks); err != nil {
+				iter.ReportError("decode content", err.Error())
+				return
+			}
+		} else {
+			iter.ReadVal(&blocks)
+		}
+		*c = blocks
+	default:
+		iter.ReportError("decode content", "content must be a string or an array of blocks")
+	}
 }
 
 type rawMessageDecoder struct{}

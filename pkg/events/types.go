@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // CloudEvents type names. Recall owns the reverse-DNS prefix "dev.recall.".
@@ -167,9 +168,11 @@ type Content []Block
 func (c *Content) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
+		s, ok := plainString(b)
+		if !ok {
+			if err := json.Unmarshal(b, &s); err != nil {
+				return err
+			}
 		}
 		*c = Content{{Type: BlockText, Text: s}}
 		return nil
@@ -187,6 +190,26 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 	}
 	*c = blocks
 	return nil
+}
+
+// plainString decodes a JSON string without escapes, control bytes or
+// invalid UTF-8 — a tool result's text, mostly — by slicing it: what
+// encoding/json would return, without its two scans. ok is false for any
+// other string (encoding/json decodes it).
+func plainString(b []byte) (string, bool) {
+	if len(b) < 2 || b[len(b)-1] != '"' {
+		return "", false
+	}
+	in := b[1 : len(b)-1]
+	for _, c := range in {
+		if c < 0x20 || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	if !utf8.Valid(in) {
+		return "", false
+	}
+	return string(in), true
 }
 
 // ToolUses counts the tool_use blocks of the content.

@@ -386,13 +386,16 @@ func (configuredClientCompaction) Continuation(tenant string, msgs []wire.Msg) b
 
 // mayCompact is a byte-level pre-check, so the requests the compaction
 // code has nothing to do with are not decoded: false only when the body
-// holds no Recall marker, no compaction field, item or edit, no phrase of
-// a client compaction rule, no context edit the gateway would apply, and
-// is under compact_above_tokens.
+// holds no compaction block, field, item or edit (a Recall marker is only
+// in a block or item), no phrase of a client compaction rule, no context
+// edit the gateway would apply, and is under compact_above_tokens.
 func (x *exchange) mayCompact(cfg events.GatewayConfig) bool {
 	b := x.body
 	switch {
-	case x.path == "/v1/responses/compact", bytes.Contains(b, []byte(wire.MarkerPrefix)), bytes.Contains(b, []byte(`"compaction"`)), bytes.Contains(b, []byte(editCompact)):
+	// A Recall marker is only read inside a compaction block or item
+	// (type "compaction"), so the body is not searched for one apart: each
+	// search is a pass over a body of up to 20 MB.
+	case x.path == "/v1/responses/compact", bytes.Contains(b, []byte(`"compaction"`)), bytes.Contains(b, []byte(editCompact)):
 		return true
 	case cfg.CompactAboveTokens > 0 && int64(len(b)/4) > cfg.CompactAboveTokens:
 		return true

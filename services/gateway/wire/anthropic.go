@@ -43,8 +43,36 @@ type Metadata struct {
 	UserID string `json:"user_id,omitempty"`
 }
 
-// DecodeMessages decodes an Anthropic Messages request body.
+// DecodeMessages decodes an Anthropic Messages request body. Raw holds
+// every top-level field but messages (each message's Raw holds it as
+// sent). The raw values are copies: body may be reused.
 func DecodeMessages(body []byte) (*MessagesRequest, error) {
+	r, ok := decodeMessagesFast(body)
+	if !ok {
+		var err error
+		if r, err = decodeMessagesStd(body); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkRoles(r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// checkRoles refuses a message whose role is not user, assistant or system.
+func checkRoles(r *MessagesRequest) error {
+	for i := range r.Messages {
+		if m := &r.Messages[i].Message; m.Role != events.RoleUser && m.Role != events.RoleAssistant && m.Role != RoleSystem {
+			return fmt.Errorf("%w: messages[%d].role must be user, assistant or system, not %q", ErrBadBody, i, m.Role)
+		}
+	}
+	return nil
+}
+
+// decodeMessagesStd is DecodeMessages by encoding/json: the judge of a
+// body the fast decoder does not take, and the wording of its errors.
+func decodeMessagesStd(body []byte) (*MessagesRequest, error) {
 	r := &MessagesRequest{}
 	if err := json.Unmarshal(body, &r.Raw); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadBody, err)
@@ -52,11 +80,7 @@ func DecodeMessages(body []byte) (*MessagesRequest, error) {
 	if err := json.Unmarshal(body, r); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadBody, err)
 	}
-	for i := range r.Messages {
-		if m := &r.Messages[i].Message; m.Role != events.RoleUser && m.Role != events.RoleAssistant && m.Role != RoleSystem {
-			return nil, fmt.Errorf("%w: messages[%d].role must be user, assistant or system, not %q", ErrBadBody, i, m.Role)
-		}
-	}
+	delete(r.Raw, "messages")
 	return r, nil
 }
 

@@ -42,6 +42,15 @@ type GatewayResult struct {
 	CompactRequests int      `json:"compact_requests"`
 	CompactP50MS    *float64 `json:"compact_p50_ms"`
 	CompactP99MS    *float64 `json:"compact_p99_ms"`
+	// CompactCPUUS is the process's CPU per compaction request through the
+	// gateway (the bench client sending the body, the gateway, the
+	// compactor, the NATS server: all in this process); CompactFloorCPUUS
+	// that of the same compaction asked of the compactor directly
+	// (pkg/client, no body, no gateway). The difference is what the
+	// gateway and the body's transfer cost, a figure a loaded machine
+	// leaves standing where it does not the latencies.
+	CompactCPUUS      *float64 `json:"compact_cpu_us"`
+	CompactFloorCPUUS *float64 `json:"compact_floor_cpu_us"`
 }
 
 // gatewayBench is the scenario's running parts.

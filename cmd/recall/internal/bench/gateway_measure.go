@@ -125,7 +125,11 @@ func (b *gatewayBench) compaction(ctx context.Context, e *env, r *GatewayResult,
 	if err := storeGatewaySession(ctx, e, session, body); err != nil {
 		return err
 	}
+	if ok, err := b.compacted(ctx, session, body); err != nil || !ok {
+		return skipped(fmt.Sprintf("the gateway did not answer the compaction from memory (%v)", err))
+	}
 	var lat latencies
+	p := startPhase()
 	for i := range k {
 		_, total, status, err := b.call(ctx, b.gw, session, body)
 		if err != nil || status != 200 {
@@ -133,13 +137,45 @@ func (b *gatewayBench) compaction(ctx context.Context, e *env, r *GatewayResult,
 		}
 		lat = append(lat, total)
 	}
-	if ok, err := b.compacted(ctx, session, body); err != nil || !ok {
-		return skipped(fmt.Sprintf("the gateway did not answer the compaction from memory (%v)", err))
-	}
+	_, cpu, ok := p.end()
 	r.CompactTokens, r.CompactRequests = len(body)/4, k
 	r.CompactP50MS, r.CompactP99MS = f64(round2(lat.percentile(50)/1000)), f64(round2(lat.percentile(99)/1000))
-	e.progress("   %d compactions of a %d-token history from memory: p50 %.2f ms, p99 %.2f ms", k, len(body)/4, *r.CompactP50MS, *r.CompactP99MS)
+	r.CompactCPUUS = cpuPerEvent(cpu, ok, k)
+	floor, err := compactFloor(ctx, e, session, int64(len(body)/4), k)
+	if err != nil {
+		return err
+	}
+	r.CompactFloorCPUUS = floor
+	e.progress("   %d compactions of a %d-token history from memory: p50 %.2f ms, p99 %.2f ms; CPU %s us each, %s us of it the compactor's (floor)",
+		k, len(body)/4, *r.CompactP50MS, *r.CompactP99MS, fmtUS(r.CompactCPUUS), fmtUS(floor))
 	return nil
+}
+
+// compactFloor is the process's CPU per compaction of session asked of
+// the compactor directly, as the gateway asks it (a preview over the
+// edit's trigger), k times.
+func compactFloor(ctx context.Context, e *env, session string, tokens int64, k int) (*float64, error) {
+	cl, err := client.New(e.js, benchTenant)
+	if err != nil {
+		return nil, err
+	}
+	req := events.CompactRequest{Preview: true, Trigger: events.TriggerManual, AutoCompactThreshold: 150000, ContextTokens: tokens}
+	p := startPhase()
+	for i := range k {
+		rep, err := cl.Compact(ctx, session, req)
+		if err != nil || !rep.Served {
+			return nil, fmt.Errorf("floor compaction %d: %v (served %v)", i, err, rep != nil && rep.Served)
+		}
+	}
+	_, cpu, ok := p.end()
+	return cpuPerEvent(cpu, ok, k), nil
+}
+
+func fmtUS(v *float64) string {
+	if v == nil {
+		return "?"
+	}
+	return fmt.Sprintf("%.0f", *v)
 }
 
 // compacted reports whether the gateway answers body with a compaction

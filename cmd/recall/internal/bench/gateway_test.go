@@ -23,7 +23,7 @@ func TestQuickGatewayKeys(t *testing.T) {
 	b, _ := json.Marshal(res)
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
-	for _, k := range []string{"gateway.overhead_p50_ms", "gateway.overhead_p99_ms", "gateway.ttfb_overhead_p50_ms", "gateway.compact_p99_ms", "gateway.cpu_us_per_request"} {
+	for _, k := range []string{"gateway.overhead_p50_ms", "gateway.overhead_p99_ms", "gateway.ttfb_overhead_p50_ms", "gateway.compact_p99_ms", "gateway.cpu_us_per_request", "gateway.compact_cpu_us", "gateway.compact_floor_cpu_us"} {
 		if v, _ := lookup(m, k); v == nil {
 			t.Errorf("%s is not measured (progress:\n%s)", k, progress.String())
 		} else if _, ok := v.(float64); !ok {
