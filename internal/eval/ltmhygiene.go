@@ -1,0 +1,117 @@
+package eval
+
+import (
+	"sort"
+	"strings"
+)
+
+// DuplicateSimilarity is how alike two entries of one memory document must
+// be to count as duplicates: the Jaccard similarity of their sets of
+// normalized words. Fixed before any hygiene figure was measured.
+const DuplicateSimilarity = 0.8
+
+// TypeHygiene is the hygiene of one memory type's documents.
+type TypeHygiene struct {
+	Type    string `json:"type"`
+	Entries int    `json:"entries"`
+	// Ungrounded entries hold a word no message of the user's sessions
+	// holds: something the memory says that nobody said.
+	Ungrounded int `json:"ungrounded"`
+	// Duplicates are entries at least DuplicateSimilarity alike to an
+	// earlier entry of the same document.
+	Duplicates int      `json:"duplicates"`
+	Examples   []string `json:"examples,omitempty"` // a few ungrounded or duplicate entries
+}
+
+// Hygiene scores a user's memory documents (content by type) against the
+// words of every message of the user's sessions (corpus, Normalize'd
+// words) and the values the user replaced later (superseded): it returns
+// the per-type figures, by type name, and the superseded values the
+// memory still states (anywhere: a memory lists no history, so a value
+// it holds is stated as current).
+func Hygiene(docs map[string]string, corpus map[string]bool, superseded []string) ([]TypeHygiene, []string) {
+	var out []TypeHygiene
+	all := ""
+	for typ, content := range docs {
+		h := TypeHygiene{Type: typ}
+		var seen [][]string
+		for _, line := range strings.Split(content, "\n") {
+			words := strings.Fields(Normalize(line))
+			if len(words) == 0 {
+				continue
+			}
+			h.Entries++
+			if !grounded(words, corpus) {
+				h.Ungrounded++
+				h.example(line)
+			}
+			if duplicateOf(words, seen) {
+				h.Duplicates++
+				h.example(line)
+			}
+			seen = append(seen, words)
+		}
+		out = append(out, h)
+		all += " " + content
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
+	text := prepareText(all)
+	var stated []string
+	for _, v := range superseded {
+		if first, _ := text.find(v); first >= 0 {
+			stated = append(stated, v)
+		}
+	}
+	return out, stated
+}
+
+func (h *TypeHygiene) example(line string) {
+	if len(h.Examples) < 3 {
+		if line = strings.TrimSpace(line); len(line) > 160 {
+			line = line[:160] + "…"
+		}
+		h.Examples = append(h.Examples, line)
+	}
+}
+
+func grounded(words []string, corpus map[string]bool) bool {
+	for _, w := range words {
+		if !corpus[w] {
+			return false
+		}
+	}
+	return true
+}
+
+func duplicateOf(words []string, seen [][]string) bool {
+	for _, s := range seen {
+		if jaccard(words, s) >= DuplicateSimilarity {
+			return true
+		}
+	}
+	return false
+}
+
+func jaccard(a, b []string) float64 {
+	set := map[string]int{}
+	for _, w := range a {
+		set[w] |= 1
+	}
+	for _, w := range b {
+		set[w] |= 2
+	}
+	both := 0
+	for _, v := range set {
+		if v == 3 {
+			both++
+		}
+	}
+	return float64(both) / float64(len(set))
+}
+
+// AddCorpus adds text's normalized words to corpus.
+func AddCorpus(corpus map[string]bool, text string) {
+	for _, w := range strings.Fields(Normalize(text)) {
+		corpus[w] = true
+	}
+}
