@@ -414,33 +414,60 @@ func WritablePaths(types []MemoryType, allowSelf bool, allowedPeers []string) []
 	return out
 }
 
-// MergeMemory adds content's lines to doc, skipping lines doc already has
-// (case- and space-insensitive); it returns the new document and how many
-// lines were added.
+// MergeMemory adds content's lines to doc and returns the new document and
+// how many lines were added. A line already there (case- and
+// space-insensitive) is not added again. A new line replaces, in its
+// place at the end, every earlier line it makes stale: a near duplicate
+// (NearDuplicate of its words in common: the same statement said again,
+// a recurring trajectory — kept once, as last said) or a line one of whose
+// clauses it says again with another value (a preference or setting that
+// changed: "fixtures go in testdata/a" is dropped for "fixtures go in
+// testdata/b"). Lines are never rewritten, only kept or dropped, so every
+// line stays what a commit wrote.
 func MergeMemory(doc, content string) (string, int) {
-	have := map[string]bool{}
+	var lines []mergeLine
 	for _, l := range strings.Split(doc, "\n") {
-		have[normLine(l)] = true
+		if strings.TrimSpace(l) != "" {
+			lines = append(lines, newMergeLine(l))
+		}
 	}
-	var b strings.Builder
-	b.WriteString(strings.TrimRight(doc, "\n"))
 	added := 0
 	for _, l := range strings.Split(content, "\n") {
 		l = strings.TrimRight(l, " \t")
-		if strings.TrimSpace(l) == "" || have[normLine(l)] {
+		if strings.TrimSpace(l) == "" {
 			continue
 		}
-		have[normLine(l)] = true
-		if b.Len() > 0 {
-			b.WriteString("\n")
+		nl := newMergeLine(l)
+		if slicesContainsNorm(lines, nl.norm) {
+			continue
 		}
-		b.WriteString(l)
+		kept := lines[:0]
+		for _, old := range lines {
+			if !nl.replaces(old) {
+				kept = append(kept, old)
+			}
+		}
+		lines = append(kept, nl)
 		added++
 	}
-	if b.Len() == 0 {
+	if len(lines) == 0 {
 		return "", 0
 	}
-	return b.String() + "\n", added
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(l.text)
+		b.WriteString("\n")
+	}
+	return b.String(), added
+}
+
+func slicesContainsNorm(lines []mergeLine, norm string) bool {
+	for _, l := range lines {
+		if l.norm == norm {
+			return true
+		}
+	}
+	return false
 }
 
 func normLine(l string) string {

@@ -171,3 +171,41 @@ func TestOfflineMemoryOps(t *testing.T) {
 		t.Fatalf("types filter: %v", ops)
 	}
 }
+
+// TestMergeMemoryDedupesAndSupersedes: a line said again nearly the same
+// way replaces the older one, a clause said again with another value
+// replaces the line that held the old value, whatever the rest of either
+// sentence says, and lines about other things stay.
+func TestMergeMemoryDedupesAndSupersedes(t *testing.T) {
+	doc := "- Nobody has touched the code in months; separately, fixtures belong in testdata/wren, that's the convention.\n" +
+		"- Always run make lint before a commit.\n" +
+		"- Fix the build: Read → Bash → Edit → Bash\n"
+	cases := []struct {
+		name, add string
+		want      []string // the lines after, in order
+		added     int
+	}{
+		{"superseded value", "- The tests are flaky since the upgrade; separately, fixtures belong in testdata/heron, that's the convention.",
+			[]string{"- Always run make lint before a commit.", "- Fix the build: Read → Bash → Edit → Bash", "- The tests are flaky since the upgrade; separately, fixtures belong in testdata/heron, that's the convention."}, 1},
+		{"near duplicate trajectory", "- Fix the build: Read → Edit → Bash → Bash",
+			[]string{"- Nobody has touched the code in months; separately, fixtures belong in testdata/wren, that's the convention.", "- Always run make lint before a commit.", "- Fix the build: Read → Edit → Bash → Bash"}, 1},
+		{"same line", "- always run  make lint before a commit.", strings.Split(strings.TrimSpace(doc), "\n"), 0},
+		{"another subject", "- I prefer ROOK_ in front of any environment variable.",
+			append(strings.Split(strings.TrimSpace(doc), "\n"), "- I prefer ROOK_ in front of any environment variable."), 1},
+		{"two values in a clause are not one setting", "- Nobody has touched the code; separately, fixtures belong in testdata/a or testdata/b, fine.",
+			append(strings.Split(strings.TrimSpace(doc), "\n"), "- Nobody has touched the code; separately, fixtures belong in testdata/a or testdata/b, fine."), 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, n := MergeMemory(doc, c.add)
+			if want := strings.Join(c.want, "\n") + "\n"; got != want || n != c.added {
+				t.Fatalf("got %d added:\n%s\nwant %d:\n%s", n, got, c.added, want)
+			}
+		})
+	}
+	// A setting changed twice in one content keeps the last.
+	got, _ := MergeMemory("", "- Use port 4123 for the preview server.\n- Use port 8123 for the preview server.")
+	if got != "- Use port 8123 for the preview server.\n" {
+		t.Fatalf("got %q", got)
+	}
+}
