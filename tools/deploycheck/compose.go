@@ -120,7 +120,9 @@ func (c *checker) checkComposeGateway(rel string, p *types.Project) {
 		c.fail("%s: service gateway: RECALL_GATEWAY_ADDR must listen on all interfaces (0.0.0.0:<port>), not %q", rel, addr)
 		return
 	}
-	if !slices.ContainsFunc(s.Ports, func(pc types.ServicePortConfig) bool { return strconv.Itoa(int(pc.Target)) == port && pc.Published != "" }) {
+	if !slices.ContainsFunc(s.Ports, func(pc types.ServicePortConfig) bool {
+		return strconv.Itoa(int(pc.Target)) == port && pc.Published != ""
+	}) {
 		c.fail("%s: service gateway: port %s (RECALL_GATEWAY_ADDR) is not published", rel, port)
 	}
 }
