@@ -280,10 +280,11 @@ func gatewayPermissions() (pub, sub []string) {
 	// Stores the transcript records it captures from model traffic
 	// (a trusted producer, as ingest; records too large for one message
 	// in the claim-check object store), keeps what it stored of each
-	// session in RECALL_GATEWAY, and asks the compactor and the
-	// memory endpoint, receiving the answers in the tenants' reply
-	// spaces.
-	pub = append([]string{transcript, "$O." + events.BucketBlobs + ".>", apiAll(events.VerbCompact), apiAll(events.VerbMemory)}, kv(events.BucketGateway)...)
+	// session in RECALL_GATEWAY, and asks the compactor, the memory
+	// endpoint and the trigger's manual extraction (a compaction whose
+	// notes are behind catches them up first), receiving the answers in
+	// the tenants' reply spaces.
+	pub = append([]string{transcript, "$O." + events.BucketBlobs + ".>", apiAll(events.VerbCompact), apiAll(events.VerbExtract), apiAll(events.VerbMemory)}, kv(events.BucketGateway)...)
 	sub = []string{TenantReplies}
 	return pub, sub
 }

@@ -453,3 +453,30 @@ func TestServicesMayHeartbeat(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayMayAskItsEndpoints: the gateway's user reaches every endpoint
+// the gateway calls (compact, the manual extraction a compaction's catch-up
+// asks for, memory) — under recall up a refused one only shows as a NATS
+// asynchronous error and a compaction that fails open.
+func TestGatewayMayAskItsEndpoints(t *testing.T) {
+	s := natstest.StartWith(t, &server.Options{Users: []*server.User{{Username: "admin", Password: adminPwd}, mustService(t, "gateway").ServerUser(password("recall-gateway"))}})
+	e := newEnv(t, s)
+	gw := e.connect(t, "recall-gateway", nats.CustomInboxPrefix(natsperm.InboxPrefix(tenantA)))
+	for _, verb := range []string{events.VerbCompact, events.VerbExtract, events.VerbMemory} {
+		subj := events.APISubject(verb, tenantA, "s1")
+		sub, err := e.admin.SubscribeSync(subj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = e.admin.Flush()
+		if err := gw.nc.PublishRequest(subj, natsperm.InboxPrefix(tenantA)+".r1", []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sub.NextMsg(3 * time.Second); err != nil {
+			gw.mu.Lock()
+			t.Errorf("the gateway's request on %s did not arrive: %v (errors: %v)", subj, err, gw.errs)
+			gw.mu.Unlock()
+		}
+		_ = sub.Unsubscribe()
+	}
+}
