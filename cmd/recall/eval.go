@@ -24,6 +24,7 @@ import (
 	"github.com/recallhq/recall/pkg/client"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
+	"github.com/recallhq/recall/services/longterm/ltmeval"
 	"github.com/recallhq/recall/services/stack"
 )
 
@@ -41,6 +42,8 @@ func runEval(ctx context.Context, args []string, stdout io.Writer) error {
 	family := fs.String("family", "all", "session family: unseen (the headline, written blind to the offline rules), blind2 (also written blind, with probes), blind3 (what issue 45 found lost), holdout, planted, or all (in that order)")
 	dump := fs.String("dump", "", "write every context as text to this directory (<session>.<system>.txt)")
 	timeout := fs.Duration("timeout", 20*time.Minute, "give up after this long")
+	ltm := fs.Bool("ltm", false, "measure long-term memory hygiene instead: many sessions of three users through the long-term memory service (offline provider); --json prints {\"ltm\": …}")
+	ltmSessions := fs.Int("ltm-sessions", 0, fmt.Sprintf("with --ltm: sessions a user (default %d; --quick: %d)", ltmeval.DefaultSessions, quickLTMSessions))
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -56,6 +59,12 @@ func runEval(ctx context.Context, args []string, stdout io.Writer) error {
 		var tc telemetry.Config
 		_ = envconfig.Process(svcmain.EnvPrefix, &tc)
 		log = telemetry.NewLogger(os.Stderr, tc)
+	}
+	if *ltm {
+		return runEvalLTM(ctx, ltmArgs{sessions: *ltmSessions, quick: *quick, asJSON: *asJSON, quiet: *quiet, log: log}, stdout)
+	}
+	if *ltmSessions != 0 {
+		return fmt.Errorf("--ltm-sessions needs --ltm")
 	}
 	o := eval.Options{Seed: *seed, Sessions: *sessions, Quick: *quick, Budget: *budget, Tenant: eval.DefaultTenant,
 		Recall: &stackCompactor{provider: llm.NewOffline(), tenant: eval.DefaultTenant, log: log}}

@@ -19,8 +19,13 @@ type TypeHygiene struct {
 	Ungrounded int `json:"ungrounded"`
 	// Duplicates are entries at least DuplicateSimilarity alike to an
 	// earlier entry of the same document.
-	Duplicates int      `json:"duplicates"`
-	Examples   []string `json:"examples,omitempty"` // a few ungrounded or duplicate entries
+	Duplicates int `json:"duplicates"`
+	// DuplicatesPercent is Duplicates in percent of Entries.
+	DuplicatesPercent float64 `json:"duplicates_percent"`
+	// SupersededStated counts the superseded values this type's documents
+	// still state.
+	SupersededStated int      `json:"superseded_stated"`
+	Examples         []string `json:"examples,omitempty"` // a few ungrounded or duplicate entries
 }
 
 // Hygiene scores a user's memory documents (content by type) against the
@@ -28,7 +33,8 @@ type TypeHygiene struct {
 // words) and the values the user replaced later (superseded): it returns
 // the per-type figures, by type name, and the superseded values the
 // memory still states (anywhere: a memory lists no history, so a value
-// it holds is stated as current).
+// it holds is stated as current); each type counts those its own
+// documents state.
 func Hygiene(docs map[string]string, corpus map[string]bool, superseded []string) ([]TypeHygiene, []string) {
 	var out []TypeHygiene
 	all := ""
@@ -51,18 +57,30 @@ func Hygiene(docs map[string]string, corpus map[string]bool, superseded []string
 			}
 			seen = append(seen, words)
 		}
+		if h.Entries > 0 {
+			h.DuplicatesPercent = 100 * float64(h.Duplicates) / float64(h.Entries)
+		}
+		h.SupersededStated = len(statedIn(content, superseded))
 		out = append(out, h)
 		all += " " + content
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Type < out[j].Type })
-	text := prepareText(all)
+	return out, statedIn(all, superseded)
+}
+
+// statedIn returns the values content states (the scorer's match).
+func statedIn(content string, values []string) []string {
+	if len(values) == 0 {
+		return nil
+	}
+	text := prepareText(content)
 	var stated []string
-	for _, v := range superseded {
+	for _, v := range values {
 		if first, _ := text.find(v); first >= 0 {
 			stated = append(stated, v)
 		}
 	}
-	return out, stated
+	return stated
 }
 
 func (h *TypeHygiene) example(line string) {
