@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -300,7 +301,91 @@ func served(out []wire.Msg) ([]wire.Msg, error) {
 	if err := memory.ValidateContext(wire.Conversation(out)); err != nil {
 		return nil, fmt.Errorf("the compacted context is not valid: %w", err)
 	}
-	return out, nil
+	return alternate(out), nil
+}
+
+// alternate joins each run of conversation messages of one role into one
+// message, so that user and assistant turns alternate: the Messages API
+// would combine them itself, but OpenAI-style servers and strict proxies
+// refuse two user turns in a row — which a compaction makes whenever the
+// summary meets a kept user turn, or a compaction-only assistant message
+// is dropped between two user turns. System turns in a run go after the
+// joined message (never between a tool_use and its results). A joined
+// message keeps the first one's other fields (cache_control and the like)
+// and every block of each, in order; ValidateContext already read the run
+// as one turn, so the result is as valid.
+func alternate(out []wire.Msg) []wire.Msg {
+	res := make([]wire.Msg, 0, len(out))
+	var held []wire.Msg // system turns since the last conversation message
+	last := -1          // index in res of the last conversation message
+	for _, m := range out {
+		if m.Role == wire.RoleSystem {
+			held = append(held, m)
+			continue
+		}
+		if last >= 0 && res[last].Role == m.Role {
+			if j, ok := joined(res[last], m); ok {
+				res[last] = j
+				continue
+			}
+		}
+		res = append(append(res, held...), m)
+		held, last = nil, len(res)-1
+	}
+	return append(res, held...)
+}
+
+// joined is a then b as one message; false when a raw form cannot be read.
+func joined(a, b wire.Msg) (wire.Msg, bool) {
+	fields := map[string]json.RawMessage{}
+	if a.Raw != nil && json.Unmarshal(a.Raw, &fields) != nil {
+		return a, false
+	}
+	ab, okA := rawBlocks(a)
+	bb, okB := rawBlocks(b)
+	if !okA || !okB {
+		return a, false
+	}
+	fields["role"], _ = json.Marshal(a.Role)
+	fields["content"], _ = json.Marshal(append(ab, bb...))
+	raw, err := json.Marshal(fields)
+	var m wire.Msg
+	if err != nil || json.Unmarshal(raw, &m) != nil {
+		return a, false
+	}
+	return m, true
+}
+
+// rawBlocks is m's content as raw blocks, as the client sent them (a string
+// content becomes one text block).
+func rawBlocks(m wire.Msg) ([]json.RawMessage, bool) {
+	if m.Raw == nil {
+		out := make([]json.RawMessage, len(m.Content))
+		for i := range m.Content {
+			b, err := json.Marshal(m.Content[i])
+			if err != nil {
+				return nil, false
+			}
+			out[i] = b
+		}
+		return out, true
+	}
+	var c struct {
+		Content json.RawMessage `json:"content"`
+	}
+	if json.Unmarshal(m.Raw, &c) != nil {
+		return nil, false
+	}
+	var blocks []json.RawMessage
+	if json.Unmarshal(c.Content, &blocks) == nil {
+		return blocks, true
+	}
+	var text string
+	if json.Unmarshal(c.Content, &text) != nil {
+		return nil, false
+	}
+	b, _ := json.Marshal(events.Block{Type: events.BlockText, Text: text})
+	return []json.RawMessage{b}, true
 }
 
 // rebuild is out after a repair: each served message from the original

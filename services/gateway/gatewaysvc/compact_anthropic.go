@@ -43,6 +43,13 @@ func (x *exchange) anthropicCompaction() bool {
 	subagent := x.r.Header.Get("X-Claude-Code-Agent-Id") != ""
 	changed := x.resolveBlocks(req, session)
 	tokens := int64(len(x.body) / 4)
+	if changed {
+		// What the upstream would get now: the messages a Recall block
+		// replaced do not count towards a trigger any more.
+		if b, err := req.Encode(); err == nil {
+			x.body, tokens = b, int64(len(b)/4)
+		}
+	}
 	cfg := x.g.gatewayConfig(x.tenant)
 	switch {
 	case subagent:
@@ -100,7 +107,7 @@ func (x *exchange) resolveBlocks(req *wire.MessagesRequest, session string) bool
 	if err != nil {
 		// Drop what cannot be made valid rather than send a block the
 		// upstream did not sign: the summary and what followed the block.
-		res = append([]wire.Msg{summaryMsg(text)}, req.Messages[fb.Msg+1:]...)
+		res = alternate(append([]wire.Msg{summaryMsg(text)}, req.Messages[fb.Msg+1:]...))
 	}
 	req.Messages = res
 	return true

@@ -34,6 +34,13 @@ func (x *exchange) responsesCompaction(compact bool) bool {
 	}
 	rr := &responsesRequest{req: req, session: ResponsesSession(x.r.Header, req, &x.g.capture.chains).ID, tokens: int64(len(x.body) / 4)}
 	changed := x.resolveItems(rr)
+	if changed {
+		// The items a Recall item replaced no longer count towards a
+		// threshold (as in anthropicCompaction).
+		if b, err := req.EncodeItems(req.Items); err == nil {
+			x.body, rr.tokens = b, int64(len(b)/4)
+		}
+	}
 	rr.msgs = wire.ItemMessages(req.Items)
 	cfg := x.g.gatewayConfig(x.tenant)
 	switch {

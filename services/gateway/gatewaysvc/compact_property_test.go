@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
+	"github.com/recallhq/recall/services/gateway/gatewaytest"
 	"github.com/recallhq/recall/services/gateway/wire"
 )
 
@@ -84,13 +86,21 @@ func TestSplicedContextsAreValid(t *testing.T) {
 		if err := memory.ValidateContext(wire.Conversation(out)); err != nil {
 			t.Fatalf("case %d (hostile %v): the spliced context is invalid: %v", i, hostile, err)
 		}
-		if out[0].Role != events.RoleUser || wire.Text(out[0].Content) != SummaryPreamble+fmt.Sprintf("summary %d", i) {
+		if err := gatewaytest.Alternation(out); err != nil {
+			t.Fatalf("case %d (hostile %v): the spliced context: %v", i, hostile, err)
+		}
+		first := firstTurn(out)
+		if first.Role != events.RoleUser || first.Content[0].Text != SummaryPreamble+fmt.Sprintf("summary %d", i) {
 			t.Fatalf("case %d: the context does not start with the summary", i)
 		}
 		if !hostile {
 			k := keepFrom(msgs, from)
-			if want := len(msgs) - k + 1; len(out) != want {
-				t.Fatalf("case %d: %d messages sent, want the summary and the %d from %d", i, len(out), want-1, k)
+			// The summary and the kept messages, each run of one role joined.
+			if want := alternate(append([]wire.Msg{summaryMsg(fmt.Sprintf("summary %d", i))}, msgs[k:]...)); len(out) != len(want) {
+				t.Fatalf("case %d: %d messages sent, want the summary and the %d from %d (%d once joined)", i, len(out), len(msgs)-k, k, len(want))
+			}
+			if n, want := blocks(out), blocks(msgs[k:])+1; n != want {
+				t.Fatalf("case %d: %d blocks sent, want the summary and the %d kept", i, n, want-1)
 			}
 		}
 	}
@@ -136,6 +146,13 @@ func TestResolvedBlocksAreValid(t *testing.T) {
 		if err := memory.ValidateContext(wire.Conversation(req.Messages)); err != nil {
 			t.Fatalf("case %d: the resolved context is invalid: %v", i, err)
 		}
+		if err := gatewaytest.Alternation(req.Messages); err != nil {
+			roles := []string{}
+			for _, m := range req.Messages {
+				roles = append(roles, m.Role+":"+wire.Text(m.Content)[:min(20, len(wire.Text(m.Content)))])
+			}
+			t.Fatalf("case %d: the resolved context: %v %q kept %d", i, err, roles, kept)
+		}
 		if _, ok := wire.LastCompaction(req.Messages); ok {
 			t.Fatalf("case %d: a compaction block is left", i)
 		}
@@ -150,4 +167,61 @@ func rawMsgs(t *testing.T, msgs []wire.Msg) []map[string]any {
 		_ = json.Unmarshal(b, &out[i])
 	}
 	return out
+}
+
+// firstTurn is the first message of msgs that is not a system turn.
+func firstTurn(msgs []wire.Msg) wire.Msg {
+	for _, m := range msgs {
+		if m.Role != wire.RoleSystem {
+			return m
+		}
+	}
+	return wire.Msg{}
+}
+
+func blocks(msgs []wire.Msg) (n int) {
+	for _, m := range msgs {
+		if m.Role != wire.RoleSystem {
+			n += len(m.Content)
+		}
+	}
+	return n
+}
+
+// TestAlternateJoinsRuns: a summary before a kept user turn, and two user
+// turns left by a dropped compaction-only assistant message, are sent as
+// one user turn each, the client's own fields and blocks unchanged and in
+// order, a system turn after the joined message.
+func TestAlternateJoinsRuns(t *testing.T) {
+	body := `{"model":"m","max_tokens":8,"messages":[
+		{"role":"user","content":[{"type":"text","text":"fix the build","cache_control":{"type":"ephemeral"}}]},
+		{"role":"system","content":"a system note"},
+		{"role":"user","content":"and the tests"},
+		{"role":"assistant","content":"done"}]}`
+	req, err := wire.DecodeMessages([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := alternate(append([]wire.Msg{summaryMsg("the summary")}, req.Messages...))
+	got, _ := json.Marshal(out)
+	want := `[{"role":"user","content":[{"type":"text","text":` + mustJSON(t, SummaryPreamble+"the summary") + `},` +
+		`{"type":"text","text":"fix the build","cache_control":{"type":"ephemeral"}},{"type":"text","text":"and the tests"}]},` +
+		`{"role":"system","content":"a system note"},{"role":"assistant","content":"done"}]`
+	var g, w any
+	_ = json.Unmarshal(got, &g)
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Fatalf("joined:\n got %s\nwant %s", got, want)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

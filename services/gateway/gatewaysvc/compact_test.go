@@ -124,7 +124,9 @@ func TestCompactEditFromMemory(t *testing.T) {
 			}
 			next := append(msgs, map[string]any{"role": "assistant", "content": blocks}, map[string]any{"role": "user", "content": "Continue."})
 			n = len(e.up.Requests())
-			if status, _, body := e.send(session, map[string]any{"model": "claude-test", "max_tokens": 64, "messages": next}); status != 200 {
+			// As the SDKs do, the next request sends the same edit: what the
+			// block replaced no longer counts towards its trigger.
+			if status, _, body := e.send(session, compactRequest(next, false, tc.pause)); status != 200 {
 				t.Fatalf("next request: %d %s", status, body)
 			}
 			after := e.checkSent(n, "after", `toolu_`+tc.name+`_1"`)

@@ -20,6 +20,8 @@ func (u *Upstream) anthropic(w http.ResponseWriter, req *Request) func() {
 	req.Stream = r.Stream
 	if err := memory.ValidateContext(wire.Conversation(r.Messages)); err != nil {
 		req.Invalid = err.Error()
+	} else if err := Alternation(r.Messages); err != nil {
+		req.Invalid = err.Error()
 	}
 	resp := wire.Response{ID: fmt.Sprintf("msg_scripted_%d", len(u.Requests())+1), Type: "message", Role: "assistant", Model: r.Model,
 		Usage: events.Usage{InputTokens: int64(len(req.Body) / 4)}}
@@ -81,4 +83,22 @@ func writeRaw(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// Alternation checks what strict servers ask beyond memory.ValidateContext
+// (which reads consecutive messages of one role as one turn, as the
+// Messages API does): user and assistant turns alternate, system turns
+// taking no part.
+func Alternation(msgs []wire.Msg) error {
+	prev := ""
+	for i, m := range msgs {
+		if m.Role == wire.RoleSystem {
+			continue
+		}
+		if m.Role == prev {
+			return fmt.Errorf("messages[%d]: two %s turns in a row", i, m.Role)
+		}
+		prev = m.Role
+	}
+	return nil
 }
