@@ -40,7 +40,7 @@ func runEval(ctx context.Context, args []string, stdout io.Writer) error {
 	quiet := fs.Bool("quiet", false, "no progress bar on stderr")
 	verbose := fs.Bool("verbose", false, "print the services' logs on stderr")
 	family := fs.String("family", "all", "session family: unseen (the headline, written blind to the offline rules), blind2 (also written blind, with probes), blind3 (what issue 45 found lost), holdout, planted, or all (in that order)")
-	dump := fs.String("dump", "", "write every context as text to this directory (<session>.<system>.txt)")
+	dump := fs.String("dump", "", "write every context as text to this directory (<session>.<system>.txt; with --ltm the memory at each checkpoint, <user>.<sessions>.txt)")
 	timeout := fs.Duration("timeout", 20*time.Minute, "give up after this long")
 	ltm := fs.Bool("ltm", false, "measure long-term memory hygiene instead: many sessions of three users through the long-term memory service (offline provider); --json prints {\"ltm\": …}")
 	ltmSessions := fs.Int("ltm-sessions", 0, fmt.Sprintf("with --ltm: sessions a user (default %d; --quick: %d)", ltmeval.DefaultSessions, quickLTMSessions))
@@ -61,7 +61,7 @@ func runEval(ctx context.Context, args []string, stdout io.Writer) error {
 		log = telemetry.NewLogger(os.Stderr, tc)
 	}
 	if *ltm {
-		return runEvalLTM(ctx, ltmArgs{sessions: *ltmSessions, quick: *quick, asJSON: *asJSON, quiet: *quiet, log: log}, stdout)
+		return runEvalLTM(ctx, ltmArgs{sessions: *ltmSessions, dump: *dump, quick: *quick, asJSON: *asJSON, quiet: *quiet, log: log}, stdout)
 	}
 	if *ltmSessions != 0 {
 		return fmt.Errorf("--ltm-sessions needs --ltm")

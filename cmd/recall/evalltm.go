@@ -18,6 +18,7 @@ const quickLTMSessions = 20
 // ltmArgs are the flags of `recall eval --ltm`.
 type ltmArgs struct {
 	sessions             int
+	dump                 string
 	quick, asJSON, quiet bool
 	log                  *slog.Logger
 }
@@ -39,7 +40,12 @@ func runEvalLTM(ctx context.Context, a ltmArgs, stdout io.Writer) error {
 	case n == 0:
 		n = ltmeval.DefaultSessions
 	}
-	o := ltmeval.Options{Sessions: n, Log: a.log}
+	if a.dump != "" {
+		if err := os.MkdirAll(a.dump, 0o755); err != nil {
+			return err
+		}
+	}
+	o := ltmeval.Options{Sessions: n, Log: a.log, DumpDir: a.dump}
 	var bar *progress
 	if !a.quiet {
 		bar = newProgress(os.Stderr, n*len(ltmeval.DefaultUsers), "sessions")

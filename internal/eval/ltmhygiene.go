@@ -68,21 +68,68 @@ func Hygiene(docs map[string]string, corpus map[string]bool, superseded []string
 	return out, statedIn(all, superseded)
 }
 
-// statedIn returns the values content states (the scorer's match).
+// statedIn returns the values content states: a value occurs in it as
+// written (case and runs of whitespace aside) and not as part of a longer
+// token — "@alder" is not stated by "testdata/alder", "ALDER_" not by
+// "alder.pb.go", "kestrel" not by "reports/figures/kestrel/". (The facts'
+// scorer matches normalized words, which cannot tell these apart: values
+// of different facts that share a word were counted as stated.)
 func statedIn(content string, values []string) []string {
 	if len(values) == 0 {
 		return nil
 	}
-	text := prepareText(content)
+	text := strings.ToLower(strings.Join(strings.Fields(content), " "))
 	var stated []string
 	for _, v := range values {
-		if first, _ := text.find(v); first >= 0 {
+		if statesValue(text, strings.ToLower(strings.Join(strings.Fields(v), " "))) {
 			stated = append(stated, v)
 		}
 	}
 	return stated
 }
 
+// statesValue reports whether v occurs in text as a whole token (both
+// lower case, whitespace collapsed).
+func statesValue(text, v string) bool {
+	if v == "" {
+		return false
+	}
+	for from := 0; ; {
+		i := strings.Index(text[from:], v)
+		if i < 0 {
+			return false
+		}
+		i += from
+		if !joined(text, i-1, -1) && !joined(text, i+len(v), +1) {
+			return true
+		}
+		from = i + 1
+	}
+}
+
+// joined reports whether the byte of text at i continues a token past a
+// value's edge (dir -1: before it, +1: after it): a letter, digit or
+// underscore, or a joining mark (/ . - @ # :) with a letter or digit
+// beyond it — a sentence's closing period or a trailing slash ends a
+// token, "/kestrel" or ".pb" continues one.
+func joined(text string, i, dir int) bool {
+	if i < 0 || i >= len(text) {
+		return false
+	}
+	c := text[i]
+	if wordByte(c) {
+		return true
+	}
+	if strings.IndexByte("/.-@#:", c) < 0 {
+		return false
+	}
+	j := i + dir
+	return j >= 0 && j < len(text) && wordByte(text[j])
+}
+
+func wordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c >= 0x80
+}
 func (h *TypeHygiene) example(line string) {
 	if len(h.Examples) < 3 {
 		if line = strings.TrimSpace(line); len(line) > 160 {

@@ -30,3 +30,31 @@ func TestHygiene(t *testing.T) {
 		t.Errorf("stated %q, want [testdata/a]", stated)
 	}
 }
+
+// TestStatedIn: a superseded value is stated where it stands as a token of
+// its own, not where a value of another fact shares its word.
+func TestStatedIn(t *testing.T) {
+	for _, tc := range []struct {
+		text, value string
+		want        bool
+	}{
+		{"fixtures belong in testdata/alder, that's agreed.", "testdata/alder", true},
+		{"Fixtures go in TESTDATA/ALDER.", "testdata/alder", true},
+		{"fixtures belong in testdata/alder, that's agreed.", "@alder", false},
+		{"fixtures belong in testdata/alder, that's agreed.", "ALDER_", false},
+		{"never hand-edit internal/gen/newt.pb.go, it is regenerated", "NEWT_", false},
+		{"I prefer WREN_ in front of any environment variable", "@wren", false},
+		{"I prefer WREN_ in front of any environment variable", "WREN_", true},
+		{"schema changes go past @wren.", "@wren", true},
+		{"Save every figure into reports/figures/kestrel/ as SVG", "kestrel", false},
+		{"the default profile is kestrel now", "kestrel", true},
+		{"tag trailmate-3.11.0 is out", "trailmate-3.1", false},
+		{"alert at 1200ms  for\n10m", "1200ms for 10m", true},
+		{"post to #inc-chert please", "#inc-chert", true},
+	} {
+		got := len(statedIn(tc.text, []string{tc.value})) == 1
+		if got != tc.want {
+			t.Errorf("%q in %q: stated %v, want %v", tc.value, tc.text, got, tc.want)
+		}
+	}
+}

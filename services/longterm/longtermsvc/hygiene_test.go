@@ -48,8 +48,8 @@ func TestLongTermMemoryHygiene(t *testing.T) {
 					t.Errorf("%s after %d sessions: %s has %d ungrounded and %d duplicate entries of %d: %q", u.ID, c.Sessions, ty.Type, ty.Ungrounded, ty.Duplicates, ty.Entries, ty.Examples)
 				}
 			}
-			t.Logf("%s after %d sessions: context %d tokens; of %d superseded values %d still stated, %d of them beside their replacement %q",
-				u.ID, c.Sessions, c.ContextTokens, c.Superseded, len(c.SupersededStated), c.BesideReplacement, c.SupersededStated)
+			t.Logf("%s after %d sessions: context %d tokens; current preferences held %d of %d; of %d superseded values %d still stated, %d of them beside their replacement %q",
+				u.ID, c.Sessions, c.ContextTokens, c.CurrentHeld, c.Current, c.Superseded, len(c.SupersededStated), c.BesideReplacement, c.SupersededStated)
 			// Not asserted: a superseded value whose replacement the
 			// offline extractor never kept stays
 			// (docs/eval.md#long-term-memory-hygiene).

@@ -56,6 +56,20 @@ func (h *history) supersededValues() []string {
 	return out
 }
 
+// currentValues are the preferences' latest distinctive values, sorted.
+func (h *history) currentValues() []string {
+	var out []string
+	for _, vs := range h.current {
+		for _, v := range vs {
+			if distinctive(v) {
+				out = append(out, v)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // manyValued is the one preference question of the families whose
 // answers add up instead of replacing each other: every generated file is
 // never to be edited by hand.

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -79,6 +80,9 @@ type Options struct {
 	Provider llm.Provider
 	// Log receives the service's logs (nil: discarded).
 	Log *slog.Logger
+	// DumpDir, when set, receives the memory at every checkpoint as
+	// text: <user>.<sessions>.txt, the context block the service answers.
+	DumpDir string
 	// Progress, when set, is called after every committed session with
 	// the sessions committed so far and the total; calls do not overlap.
 	Progress func(done, total int)
@@ -116,6 +120,12 @@ type Checkpoint struct {
 	Superseded        int      `json:"superseded"`
 	SupersededStated  []string `json:"superseded_stated"`
 	BesideReplacement int      `json:"beside_replacement"`
+	// Current counts the preferences' latest values (the distinctive ones
+	// of single-valued questions), CurrentHeld those the memory states:
+	// a memory that forgets everything has nothing stale, so hygiene is
+	// read beside it.
+	Current     int `json:"current"`
+	CurrentHeld int `json:"current_held"`
 }
 
 // Type returns the checkpoint's figures of document typ ("self/preferences").
@@ -323,6 +333,12 @@ func (r *runner) score(ctx context.Context, user string, h *history, k int) (Che
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("reading the memory of %s: %w", user, err)
 	}
+	if r.o.DumpDir != "" {
+		name := filepath.Join(r.o.DumpDir, fmt.Sprintf("%s.%d.txt", user, k))
+		if err := os.WriteFile(name, []byte(reply.Context+"\n"), 0o644); err != nil {
+			return Checkpoint{}, err
+		}
+	}
 	docs := map[string]string{}
 	for _, d := range reply.Documents {
 		docs[d.Target+"/"+d.Type] = d.Content
@@ -334,6 +350,9 @@ func (r *runner) score(ctx context.Context, user string, h *history, k int) (Che
 	if c.SupersededStated == nil {
 		c.SupersededStated = []string{}
 	}
+	current := h.currentValues()
+	_, held := eval.Hygiene(docs, h.corpus, current)
+	c.Current, c.CurrentHeld = len(current), len(held)
 	for _, v := range stated {
 		cur := h.current[h.superseded[v]]
 		if len(cur) == 0 {

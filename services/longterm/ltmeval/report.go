@@ -27,8 +27,8 @@ func PrintTable(w io.Writer, rep *Report) error {
 			return err
 		}
 		for _, c := range u.After {
-			line := fmt.Sprintf("after %d: context %d tokens; of %d superseded values %d still stated, %d beside their replacement",
-				c.Sessions, c.ContextTokens, c.Superseded, len(c.SupersededStated), c.BesideReplacement)
+			line := fmt.Sprintf("after %d: context %d tokens; current preferences held %d of %d; of %d superseded values %d still stated, %d beside their replacement",
+				c.Sessions, c.ContextTokens, c.CurrentHeld, c.Current, c.Superseded, len(c.SupersededStated), c.BesideReplacement)
 			if len(c.SupersededStated) > 0 {
 				line += ": " + strings.Join(c.SupersededStated, ", ")
 			}
