@@ -43,6 +43,8 @@ func TestEvalLTMQuick(t *testing.T) {
 					Sessions         int      `json:"sessions"`
 					ContextTokens    int      `json:"context_tokens"`
 					SupersededStated []string `json:"superseded_stated"`
+					Current          int      `json:"current"`
+					CurrentHeld      *int     `json:"current_held"`
 					Types            []typ    `json:"types"`
 				} `json:"after"`
 			} `json:"users"`
@@ -59,8 +61,8 @@ func TestEvalLTMQuick(t *testing.T) {
 			t.Fatalf("%s: %d checkpoints, want after 10 and %d sessions", u.User, len(u.After), quickLTMSessions)
 		}
 		for _, c := range u.After {
-			if c.ContextTokens == 0 || c.SupersededStated == nil || len(c.Types) == 0 {
-				t.Errorf("%s after %d: context %d tokens, superseded_stated %v, %d types", u.User, c.Sessions, c.ContextTokens, c.SupersededStated, len(c.Types))
+			if c.ContextTokens == 0 || c.SupersededStated == nil || len(c.Types) == 0 || c.Current == 0 || c.CurrentHeld == nil {
+				t.Errorf("%s after %d: context %d tokens, superseded_stated %v, %d types, current %d (held %v)", u.User, c.Sessions, c.ContextTokens, c.SupersededStated, len(c.Types), c.Current, c.CurrentHeld)
 			}
 			for _, ty := range c.Types {
 				if !strings.HasPrefix(ty.Type, "self/") || ty.Entries == nil || ty.Ungrounded == nil || ty.DuplicatesPercent == nil || ty.SupersededStated == nil {
