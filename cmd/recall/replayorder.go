@@ -12,6 +12,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/pkg/retry"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 )
 
@@ -101,7 +102,7 @@ func (r *replayer) run(ctx context.Context, evs []event.Event) (*replayStats, er
 }
 
 // sendRetrying sends batch (the events from offset on) and retries, with
-// provision.RetryWithin for up to retryFor, each attempt bounded by
+// provision.Startup's backoff for up to retryFor, each attempt bounded by
 // r.attempt, while the whole request fails retryably — no reply in time
 // included — and, for a single event, while that event is answered 503 or
 // 504. Other failures (401, 400 …) return at once. Results are indexed like
@@ -111,12 +112,14 @@ func (r *replayer) sendRetrying(ctx context.Context, batch []event.Event, offset
 	defer cancel()
 	var last error
 	what := fmt.Sprintf("sending events %d-%d", offset+1, offset+len(batch))
-	err = provision.RetryWithin(rctx, r.log, what, attemptTimeout(r.attempt, r.retryFor), func(actx context.Context) error {
+	p := provision.Startup
+	p.Attempt = attemptTimeout(r.attempt, r.retryFor)
+	err = p.Do(rctx, r.log, what, func(actx context.Context) error {
 		attempts++
 		res, err := r.send(actx, batch)
 		switch {
 		case err != nil && !errors.Is(err, errRetryable):
-			return provision.Permanent(err)
+			return retry.Permanent(err)
 		case err != nil:
 			last = err
 			return err

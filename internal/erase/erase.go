@@ -43,6 +43,7 @@ import (
 	"github.com/recallhq/recall/internal/eventpub"
 	"github.com/recallhq/recall/internal/store"
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // ErrInvalid marks a tenant, session or user id that is not valid.
@@ -118,7 +119,7 @@ func (e *Eraser) Session(ctx context.Context, tenant, session string, by Actor) 
 		return r, err
 	}
 	r.TombstoneUntil = until
-	if err := sleep(ctx, e.cfg.Drain); err != nil {
+	if err := e.drain(ctx); err != nil {
 		return r, err
 	}
 	err = e.finish(ctx, &r, by)
@@ -225,17 +226,12 @@ func validate(ids ...string) error {
 	return nil
 }
 
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+// drain waits cfg.Drain after the tombstones are written, so that events
+// accepted just before them are purged too; ctx.Err() when ctx ends
+// first.
+func (e *Eraser) drain(ctx context.Context) error {
+	if e.cfg.Drain > 0 && !retry.Pause(ctx.Done(), e.cfg.Drain) {
 		return ctx.Err()
 	}
+	return nil
 }

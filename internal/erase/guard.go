@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // Tombstones is the set of erased sessions whose tombstone lives, as one
@@ -226,7 +227,7 @@ func (g *guard) check(ctx context.Context, tenant, session string) {
 	go func() {
 		// A short pause gathers the writes of one late effect (a commit,
 		// then its status and notification) into one pass.
-		_ = sleep(ctx, 100*time.Millisecond)
+		retry.Pause(ctx.Done(), 100*time.Millisecond)
 		g.mu.Lock()
 		delete(g.pending, key)
 		g.mu.Unlock()

@@ -44,7 +44,7 @@ func (g *guard) run(ctx context.Context) {
 		if err := g.start(wctx); err != nil {
 			stop()
 			g.e.log.WarnContext(ctx, "starting the erase guard; retrying", "err", err)
-			_ = sleep(ctx, backoff.Next())
+			retry.Pause(ctx.Done(), backoff.Next())
 			continue
 		}
 		backoff.Reset()

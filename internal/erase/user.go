@@ -119,7 +119,7 @@ func (e *Eraser) sessions(ctx context.Context, tenant string, ids []string, by A
 		}
 		out[i] = events.EraseReceipt{Tenant: tenant, Session: s, Parts: []events.ErasedPart{}, TombstoneUntil: until, ErasedAt: time.Now().UTC()}
 	}
-	if err := sleep(ctx, e.cfg.Drain); err != nil {
+	if err := e.drain(ctx); err != nil {
 		return nil, err
 	}
 	for i := range out {

@@ -21,6 +21,7 @@ import (
 	"github.com/recallhq/recall/internal/llm"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // Defaults of Input.
@@ -171,20 +172,35 @@ func Run(ctx context.Context, p llm.Provider, in Input) (*Output, error) {
 	return out, nil
 }
 
+// reask bounds answer's asks of the first turn: at once, DefaultNoToolRetries
+// times after the first.
+var reask = retry.Policy{Attempts: DefaultNoToolRetries + 1}
+
 // answer asks p for the next turn. The first turn's answer is asked again
-// (up to DefaultNoToolRetries times) while it is not valid (validAnswer).
+// (up to DefaultNoToolRetries times, reask) while it is not valid
+// (validAnswer); then the error wraps ErrNoValidToolCall.
 func answer(ctx context.Context, p llm.Provider, req llm.Request, out *Output, first bool) (*llm.Response, error) {
-	resp, err := call(ctx, p, req, out)
-	if err != nil || !first {
-		return resp, err
+	if !first {
+		return call(ctx, p, req, out)
 	}
-	for attempt := 1; !validAnswer(resp); attempt++ {
-		if attempt > DefaultNoToolRetries {
-			return nil, fmt.Errorf("extracting memory after %d attempts: %w", attempt, ErrNoValidToolCall)
-		}
+	var resp *llm.Response
+	asked := 0
+	err := reask.Do(ctx, nil, "", func(ctx context.Context) error {
+		asked++
+		var err error
 		if resp, err = call(ctx, p, req, out); err != nil {
-			return nil, err
+			return retry.Permanent(err)
 		}
+		if !validAnswer(resp) {
+			return ErrNoValidToolCall
+		}
+		return nil
+	})
+	if errors.Is(err, ErrNoValidToolCall) {
+		return nil, fmt.Errorf("extracting memory after %d attempts: %w", asked, err)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return resp, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/packages/param"
 
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // Defaults of the real providers.
@@ -260,7 +262,8 @@ func objectInput(raw json.RawMessage) json.RawMessage {
 }
 
 // classify wraps transient failures (transport errors, timeouts of the call
-// itself, 408, 409, 429, 5xx) with ErrRetryable. ctx is the caller's
+// itself, 408, 409, 429, 5xx) with ErrRetryable, and marks the wait an
+// answer asks for (retryAfter) with retry.Wait. ctx is the caller's
 // context: when it is done, its error is returned as is.
 func classify(ctx context.Context, provider string, err error) error {
 	if ctx.Err() != nil {
@@ -268,18 +271,38 @@ func classify(ctx context.Context, provider string, err error) error {
 	}
 	var ae *anthropic.Error
 	if errors.As(err, &ae) {
-		return statusError(provider, ae.StatusCode, err)
+		return statusError(provider, ae.StatusCode, ae.Response, err)
 	}
 	var oe *openaiError
 	if errors.As(err, &oe) {
-		return statusError(provider, oe.StatusCode, err)
+		return statusError(provider, oe.StatusCode, oe.Response, err)
 	}
 	return fmt.Errorf("%w: calling %s: %w", ErrRetryable, provider, err)
 }
 
-func statusError(provider string, status int, err error) error {
+func statusError(provider string, status int, resp *http.Response, err error) error {
 	if status == http.StatusTooManyRequests || status == http.StatusRequestTimeout || status == http.StatusConflict || status >= 500 {
-		return fmt.Errorf("%w: calling %s: status %d: %w", ErrRetryable, provider, status, err)
+		return retry.Wait(fmt.Errorf("%w: calling %s: status %d: %w", ErrRetryable, provider, status, err), retryAfter(resp, time.Now()))
 	}
 	return fmt.Errorf("calling %s: status %d: %w", provider, status, err)
+}
+
+// retryAfter is the wait an answer asks for before the next call: its
+// retry-after-ms header (milliseconds, which Anthropic and OpenAI send), or
+// its Retry-After (seconds or an HTTP date); 0 when it asks for none.
+func retryAfter(resp *http.Response, now time.Time) time.Duration {
+	if resp == nil {
+		return 0
+	}
+	if ms, err := strconv.ParseFloat(resp.Header.Get("retry-after-ms"), 64); err == nil && ms > 0 {
+		return time.Duration(ms * float64(time.Millisecond))
+	}
+	v := resp.Header.Get("Retry-After")
+	if s, err := strconv.ParseFloat(v, 64); err == nil && s > 0 {
+		return time.Duration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return 0
 }

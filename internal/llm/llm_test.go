@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -137,6 +138,15 @@ func TestWithRetry(t *testing.T) {
 			}
 		})
 	}
+	t.Run("gives up after its attempts", func(t *testing.T) {
+		s := &scripted{errs: []error{transient, transient, transient, transient}}
+		_, err := llm.WithRetry(s, policy).Complete(context.Background(), llm.Request{})
+		var ae *llm.AttemptsError
+		if !errors.As(err, &ae) || ae.Attempts != 3 || s.calls != 3 || !errors.Is(err, llm.ErrRetryable) ||
+			!strings.HasPrefix(err.Error(), "giving up after 3 attempts: ") {
+			t.Fatalf("err = %v after %d calls, want an AttemptsError after 3", err, s.calls)
+		}
+	})
 	t.Run("cancel while waiting", func(t *testing.T) {
 		s := &scripted{errs: []error{transient, transient}}
 		ctx, cancel := context.WithCancel(context.Background())
@@ -146,6 +156,39 @@ func TestWithRetry(t *testing.T) {
 			t.Errorf("err = %v after %d calls", err, s.calls)
 		}
 	})
+}
+
+// TestRetryHonoursRetryAfter: a 429 that asks for a wait is retried after
+// that wait, not the backoff (an hour here), with both APIs; a wait longer
+// than MaxDelay is cut to MaxDelay.
+func TestRetryHonoursRetryAfter(t *testing.T) {
+	for _, kind := range []string{llmtest.Anthropic, llmtest.OpenAI} {
+		t.Run(kind, func(t *testing.T) {
+			s := llmtest.NewAnthropic(t)
+			newProvider := func(o llm.ClientOptions) llm.Provider { return llm.NewAnthropic(o) }
+			if kind == llmtest.OpenAI {
+				s = llmtest.NewOpenAI(t)
+				newProvider = func(o llm.ClientOptions) llm.Provider { return llm.NewOpenAI(o) }
+			}
+			p := newProvider(llm.ClientOptions{APIKey: "k", BaseURL: s.BaseURL(), Model: "m"})
+			for _, tc := range []struct {
+				name              string
+				asked, max, least time.Duration
+			}{
+				{"asked", 200 * time.Millisecond, time.Hour, 200 * time.Millisecond},
+				{"capped", time.Hour, 50 * time.Millisecond, 50 * time.Millisecond},
+			} {
+				s.Enqueue(llmtest.Reply{Status: http.StatusTooManyRequests, RetryAfter: tc.asked}, llmtest.Reply{Text: "ok"})
+				start := time.Now()
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				resp, err := llm.WithRetry(p, llm.RetryPolicy{Attempts: 2, BaseDelay: time.Hour, MaxDelay: tc.max}).Complete(ctx, llm.Request{})
+				cancel()
+				if d := time.Since(start); err != nil || resp.Text != "ok" || d < tc.least || d > 10*time.Second {
+					t.Fatalf("%s: resp %+v err %v after %v, want ok after %v", tc.name, resp, err, d, tc.least)
+				}
+			}
+		})
+	}
 }
 
 func TestOfflineStopsAfterToolResults(t *testing.T) {

@@ -16,7 +16,9 @@ type RetryPolicy struct {
 	Attempts int
 	// BaseDelay is the delay before the second call (<= 0: 500ms); it
 	// doubles per attempt up to MaxDelay (<= 0: 20s). Each delay is spread
-	// over [delay/2, 3·delay/2) (pkg/retry's jitter).
+	// over [delay/2, 3·delay/2) (pkg/retry's jitter). An answer that asks
+	// for a wait (Retry-After, retry-after-ms) is waited instead, at most
+	// MaxDelay.
 	BaseDelay time.Duration
 	MaxDelay  time.Duration
 	// OnRetry, when set, is called before each retry with the attempt that
@@ -42,10 +44,12 @@ type retrying struct {
 	policy RetryPolicy
 }
 
-// WithRetry returns p retrying calls that fail with ErrRetryable, with
-// bounded exponential backoff and jitter. Other errors return at once. When
-// every attempt fails, the error is an *AttemptsError wrapping the last one.
-// Cancelling ctx stops waiting and returns ctx's error.
+// WithRetry returns p retrying calls that fail with ErrRetryable, on
+// pkg/retry's policy: bounded exponential backoff with jitter, or the wait
+// the provider's answer asks for (at most MaxDelay). Other errors return
+// at once. When every attempt fails, the error is an *AttemptsError
+// wrapping the last one. Cancelling ctx stops waiting and returns ctx's
+// error.
 func WithRetry(p Provider, policy RetryPolicy) Provider {
 	if policy.Attempts <= 0 {
 		policy.Attempts = 4
@@ -61,20 +65,32 @@ func WithRetry(p Provider, policy RetryPolicy) Provider {
 
 // Complete implements Provider.
 func (r *retrying) Complete(ctx context.Context, req Request) (*Response, error) {
-	waits := retry.Policy{First: r.policy.BaseDelay, Max: r.policy.MaxDelay, Jitter: true}.Backoff()
-	for attempt := 1; ; attempt++ {
-		resp, err := r.Provider.Complete(ctx, req)
+	p := retry.Policy{First: r.policy.BaseDelay, Max: r.policy.MaxDelay, Jitter: true, Attempts: r.policy.Attempts}
+	var resp *Response
+	var last error // the last retryable failure
+	attempts, settled := 0, false
+	err := p.Do(ctx, nil, "", func(ctx context.Context) error {
+		attempts++
+		var err error
+		resp, err = r.Provider.Complete(ctx, req)
 		if err == nil || !errors.Is(err, ErrRetryable) {
-			return resp, err
+			settled = true
+			return retry.Permanent(err)
 		}
-		if attempt >= r.policy.Attempts {
-			return nil, &AttemptsError{Attempts: attempt, Err: err}
+		last = err
+		if attempts < r.policy.Attempts && r.policy.OnRetry != nil {
+			r.policy.OnRetry(attempts, err)
 		}
-		if r.policy.OnRetry != nil {
-			r.policy.OnRetry(attempt, err)
+		if d := retry.WaitOf(err); d > 0 {
+			return retry.Wait(err, min(d, r.policy.MaxDelay))
 		}
-		if !retry.Pause(ctx.Done(), waits.Next()) {
-			return nil, fmt.Errorf("waiting to retry: %w", ctx.Err())
-		}
+		return err
+	})
+	switch {
+	case settled:
+		return resp, err
+	case attempts >= r.policy.Attempts:
+		return nil, &AttemptsError{Attempts: attempts, Err: last}
 	}
+	return nil, fmt.Errorf("waiting to retry: %w", err)
 }

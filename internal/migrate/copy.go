@@ -13,6 +13,7 @@ import (
 
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // The copy keeps one invariant per shard: its migrated records are a
@@ -53,12 +54,16 @@ func (e *pubError) Error() string {
 
 func (e *pubError) Unwrap() error { return e.err }
 
+// resume is copyAll's policy: a failed copy attempt is resumed at once.
+var resume = retry.Policy{}
+
 // copyAll copies every legacy record not in its shard yet, resuming after
 // each failed publish, and gives up after maxStalls attempts in a row
 // that stored nothing.
 func (m *Migrator) copyAll(ctx context.Context) error {
 	noID := map[uint64]bool{}
-	for stalls := 0; ; {
+	stalls := 0
+	return resume.Do(ctx, nil, "", func(ctx context.Context) error {
 		before := m.rep.Copied
 		err := m.copyAttempt(ctx, noID)
 		if err == nil {
@@ -67,7 +72,7 @@ func (m *Migrator) copyAll(ctx context.Context) error {
 		}
 		var pe *pubError
 		if !errors.As(err, &pe) || ctx.Err() != nil {
-			return err
+			return retry.Permanent(err)
 		}
 		if pe.duplicate {
 			noID[pe.legacy] = true
@@ -76,10 +81,11 @@ func (m *Migrator) copyAll(ctx context.Context) error {
 			stalls = 0
 		}
 		if stalls >= maxStalls {
-			return fmt.Errorf("the copy makes no progress (run the migration again to resume): %w", err)
+			return retry.Permanent(fmt.Errorf("the copy makes no progress (run the migration again to resume): %w", err))
 		}
 		m.log.Warn("a copy was not stored; resuming from the shards' last records", "err", err)
-	}
+		return err
+	})
 }
 
 // cursors reads every shard's progress; from is the first legacy

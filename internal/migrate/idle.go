@@ -13,12 +13,20 @@ import (
 
 	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // membershipBuckets hold the services' heartbeats (per-key TTLs): a live
 // key is a running replica.
 var membershipBuckets = []string{events.BucketWorkers, events.BucketTriggers, events.BucketLTMMembers,
 	events.BucketIndexMembers, events.BucketLTMFollowers}
+
+// idlePoll is checkIdle's poll: the signs of running services looked for
+// every second.
+var idlePoll = retry.Policy{First: time.Second, Max: time.Second}
+
+// errBusy: a service still runs.
+var errBusy = errors.New("services still running")
 
 // checkIdle waits up to IdleWait for every sign of a running service to
 // go, and fails with ErrServicesRunning listing what it saw. Force skips
@@ -29,22 +37,21 @@ func (m *Migrator) checkIdle(ctx context.Context) error {
 		return nil
 	}
 	deadline := time.Now().Add(m.cfg.IdleWait)
-	for {
+	return idlePoll.Do(ctx, nil, "", func(ctx context.Context) error {
 		busy, err := m.activity(ctx)
-		if err != nil || len(busy) == 0 {
-			return err
+		if err != nil {
+			return retry.Permanent(err)
+		}
+		if len(busy) == 0 {
+			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%w: %s; stop every Recall service (ingest, trigger, extractor, compactor, indexer, longterm) and other readers of the transcript, then run the migration again (pass --force only if you are sure nothing runs)",
-				ErrServicesRunning, strings.Join(busy, "; "))
+			return retry.Permanent(fmt.Errorf("%w: %s; stop every Recall service (ingest, trigger, extractor, compactor, indexer, longterm) and other readers of the transcript, then run the migration again (pass --force only if you are sure nothing runs)",
+				ErrServicesRunning, strings.Join(busy, "; ")))
 		}
 		m.log.Info("waiting for the services to go idle", "seen", strings.Join(busy, "; "))
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
+		return errBusy
+	})
 }
 
 // activity lists the signs of running services: consumers with waiting

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/internal/store"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // memberInfo is the value of a membership key.
@@ -18,6 +19,10 @@ type memberInfo struct {
 	Since      time.Time `json:"since"`
 	Partitions int       `json:"partitions"`
 }
+
+// Rejoin is how a replica whose Run could not join tries again: every
+// second, until its context ends (Rejoin.Do around Run).
+var Rejoin = retry.Policy{First: time.Second, Max: time.Second}
 
 // Run joins the group and serves until ctx is done. Then it stops fetching,
 // lets in-flight handlers finish for up to DrainTimeout, unpins its

@@ -22,6 +22,7 @@ import (
 	"github.com/recallhq/recall/internal/envconf"
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // ErrIncompatible is wrapped by errors about existing streams or buckets whose
@@ -247,37 +248,48 @@ func ensureObjectStore(ctx context.Context, js jetstream.JetStream, want jetstre
 	return nil
 }
 
+// recreated bounds ensureStream's retries of a stream deleted between its
+// create and its read: at once, three times.
+var recreated = retry.Policy{Attempts: 4}
+
+// ensureStream creates the stream want, or checks the one that exists and
+// updates what can change in place (ErrIncompatible for what cannot).
 func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) error {
-	for attempt := 0; ; attempt++ {
+	return recreated.Do(ctx, nil, "", func(ctx context.Context) error {
 		_, err := js.CreateStream(ctx, want)
 		if err == nil {
 			return nil
 		}
 		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return fmt.Errorf("creating stream %s: %w", want.Name, err)
+			return retry.Permanent(fmt.Errorf("creating stream %s: %w", want.Name, err))
 		}
 		s, err := js.Stream(ctx, want.Name)
-		if errors.Is(err, jetstream.ErrStreamNotFound) && attempt < 3 {
-			continue // deleted between the two calls; try again
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("reading stream %s: %w", want.Name, err) // deleted between the two calls; try again
 		}
 		if err != nil {
-			return fmt.Errorf("reading stream %s: %w", want.Name, err)
+			return retry.Permanent(fmt.Errorf("reading stream %s: %w", want.Name, err))
 		}
-		have := s.CachedInfo().Config
-		if err := compatible(have, want); err != nil {
-			return err
-		}
-		if !needsUpdate(have, want) {
-			return nil
-		}
-		upd := have
-		upd.MaxAge, upd.Duplicates, upd.Replicas, upd.AllowDirect = want.MaxAge, want.Duplicates, want.Replicas, want.AllowDirect
-		upd.Description = want.Description
-		if _, err := js.UpdateStream(ctx, upd); err != nil {
-			return fmt.Errorf("updating stream %s: %w", want.Name, err)
-		}
+		return retry.Permanent(updateStream(ctx, js, s.CachedInfo().Config, want))
+	})
+}
+
+// updateStream checks the existing stream's configuration have against
+// want and updates what can change in place.
+func updateStream(ctx context.Context, js jetstream.JetStream, have, want jetstream.StreamConfig) error {
+	if err := compatible(have, want); err != nil {
+		return err
+	}
+	if !needsUpdate(have, want) {
 		return nil
 	}
+	upd := have
+	upd.MaxAge, upd.Duplicates, upd.Replicas, upd.AllowDirect = want.MaxAge, want.Duplicates, want.Replicas, want.AllowDirect
+	upd.Description = want.Description
+	if _, err := js.UpdateStream(ctx, upd); err != nil {
+		return fmt.Errorf("updating stream %s: %w", want.Name, err)
+	}
+	return nil
 }
 
 func compatible(have, want jetstream.StreamConfig) error {
@@ -349,12 +361,14 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 // replica is provisioning. It gives up at once on ErrIncompatible (retrying
 // cannot help), and returns ctx.Err() when ctx is done first. Each stream
 // and bucket call is bounded to AttemptTimeout and the whole attempt to 30 s;
-// failures are logged and retried with Retry's backoff.
+// failures are logged and retried with Startup's backoff.
 func EnsureRetry(ctx context.Context, js jetstream.JetStream, c Config, log *slog.Logger) error {
-	return retry(ctx, log, "provisioning", 30*time.Second, func(ctx context.Context) error {
+	p := Startup
+	p.Attempt = 30 * time.Second
+	return p.Do(ctx, log, "provisioning", func(ctx context.Context) error {
 		err := Ensure(ctx, js, c)
 		if errors.Is(err, ErrIncompatible) {
-			return Permanent(err)
+			return retry.Permanent(err)
 		}
 		return err
 	})
@@ -377,12 +391,12 @@ func Names(c Config) []string {
 }
 
 // WaitAvailable returns once every stream and bucket answers an info
-// request (each has a leader), retrying with Retry until ctx is done. A
+// request (each has a leader), retrying with Startup until ctx is done. A
 // service that starts while a node is down or returning thus waits here,
 // in seconds, for the elections instead of failing its first read.
 func WaitAvailable(ctx context.Context, js jetstream.JetStream, c Config, log *slog.Logger) error {
 	for _, name := range Names(c) {
-		err := Retry(ctx, log, "opening "+name, func(ctx context.Context) error {
+		err := Startup.Do(ctx, log, "opening "+name, func(ctx context.Context) error {
 			_, err := js.Stream(ctx, name)
 			return err
 		})

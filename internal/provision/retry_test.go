@@ -7,15 +7,16 @@ import (
 	"time"
 
 	"github.com/recallhq/recall/internal/provision"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
-// TestRetry: a failing attempt is retried until it succeeds; a hung attempt
+// TestStartup: a failing attempt is retried until it succeeds; a hung attempt
 // is abandoned after AttemptTimeout; a Permanent error ends at once (and is
 // returned unmarked); the caller's context ends the retry.
-func TestRetry(t *testing.T) {
+func TestStartup(t *testing.T) {
 	ctx := context.Background()
 	n := 0
-	err := provision.Retry(ctx, nil, "flaky", func(context.Context) error {
+	err := provision.Startup.Do(ctx, nil, "flaky", func(context.Context) error {
 		if n++; n < 3 {
 			return errors.New("not yet")
 		}
@@ -27,7 +28,7 @@ func TestRetry(t *testing.T) {
 
 	n = 0
 	start := time.Now()
-	err = provision.Retry(ctx, nil, "hung once", func(actx context.Context) error {
+	err = provision.Startup.Do(ctx, nil, "hung once", func(actx context.Context) error {
 		if n++; n == 1 {
 			<-actx.Done() // a request nobody answers
 			return actx.Err()
@@ -40,14 +41,14 @@ func TestRetry(t *testing.T) {
 
 	bad := errors.New("incompatible")
 	n = 0
-	err = provision.Retry(ctx, nil, "permanent", func(context.Context) error { n++; return provision.Permanent(bad) })
+	err = provision.Startup.Do(ctx, nil, "permanent", func(context.Context) error { n++; return retry.Permanent(bad) })
 	if err != bad || n != 1 {
 		t.Fatalf("permanent: err %v after %d attempts", err, n)
 	}
 
 	cctx, cancel := context.WithTimeout(ctx, 600*time.Millisecond)
 	defer cancel()
-	err = provision.Retry(cctx, nil, "down", func(context.Context) error { return errors.New("down") })
+	err = provision.Startup.Do(cctx, nil, "down", func(context.Context) error { return errors.New("down") })
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("context end: %v", err)
 	}

@@ -4,11 +4,14 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // The balancer's requests that nats.go has no call for (a stepdown with a
@@ -67,6 +70,12 @@ func stepDown(ctx context.Context, js jetstream.JetStream, m LeaderMove) error {
 // election (a request sent while a group has no leader is never answered).
 const electionPoll = 250 * time.Millisecond
 
+// electionWait is waitElected's poll: a leader asked for every 50 ms.
+var electionWait = retry.Policy{First: electionPoll / 5, Max: electionPoll / 5}
+
+// errNotElected: the moved group has no new leader yet.
+var errNotElected = errors.New("no new leader yet")
+
 // waitElected returns once every moved group has a leader other than the
 // one that stepped down, or after AttemptTimeout (the old leader may win
 // the election again), or when ctx ends: the caller's next requests to
@@ -76,15 +85,12 @@ func waitElected(ctx context.Context, js jetstream.JetStream, moves []LeaderMove
 	ctx, cancel := context.WithTimeout(ctx, AttemptTimeout)
 	defer cancel()
 	for _, m := range moves {
-		for ctx.Err() == nil {
+		_ = electionWait.Do(ctx, nil, "", func(ctx context.Context) error {
 			if l := leaderOf(ctx, js, m); l != "" && l != m.From {
-				break
+				return nil
 			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(electionPoll / 5):
-			}
-		}
+			return errNotElected
+		})
 	}
 }
 

@@ -23,7 +23,6 @@ import (
 	"github.com/recallhq/recall/internal/follow"
 	"github.com/recallhq/recall/internal/pcgroup"
 	"github.com/recallhq/recall/pkg/events"
-	"github.com/recallhq/recall/pkg/retry"
 )
 
 // Config describes one replica of a service that follows the transcript.
@@ -98,11 +97,9 @@ func (sg *Group) consume(ctx context.Context, k int, cons jetstream.Consumer) er
 // Run joins the group and follows the owned shards until ctx ends, then
 // hands them over and returns nil. A failed join is retried every second.
 func (sg *Group) Run(ctx context.Context) error {
-	_ = rejoin.Do(ctx, sg.cfg.Log, "joining the shard group "+sg.cfg.Bucket, func(context.Context) error { return sg.g.Run(ctx) })
+	_ = pcgroup.Rejoin.Do(ctx, sg.cfg.Log, "joining the shard group "+sg.cfg.Bucket, func(context.Context) error { return sg.g.Run(ctx) })
 	return nil
 }
-
-var rejoin = retry.Policy{First: time.Second, Max: time.Second}
 
 // Owned returns the shards this replica follows now.
 func (sg *Group) Owned() []int { return sg.g.Owned() }

@@ -35,7 +35,7 @@ type Store struct {
 
 // Watch loads the bucket and keeps the store current until ctx is done. It
 // returns once the initial values are loaded. Opening the bucket, starting
-// the watch and loading the initial values are retried with provision.Retry
+// the watch and loading the initial values are retried with provision.Startup
 // (each attempt bounded to provision.AttemptTimeout) until they succeed, so
 // a node that is down or returning delays the start instead of failing it;
 // the only error is ctx.Err(). Values are read with Decode (the bare
@@ -45,7 +45,7 @@ func Watch(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (*Stor
 	var s *Store
 	var w jetstream.KeyWatcher
 	var stopWatch context.CancelFunc
-	err := provision.Retry(ctx, log, "watching "+events.BucketConfig, func(actx context.Context) error {
+	err := provision.Startup.Do(ctx, log, "watching "+events.BucketConfig, func(actx context.Context) error {
 		// The watch lives as long as ctx (nats.go ends it with the context
 		// it was created with), but an attempt that outlasts actx fails.
 		wctx, wcancel := context.WithCancel(ctx)

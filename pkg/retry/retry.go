@@ -79,6 +79,17 @@ func Wait(err error, d time.Duration) error {
 	return waitError{err, d}
 }
 
+// WaitOf is the wait err asks for through Wait (the outermost one), 0
+// when it asks for none: for a caller that bounds a server's wait before
+// marking it again.
+func WaitOf(err error) time.Duration {
+	var we waitError
+	if errors.As(err, &we) {
+		return we.wait
+	}
+	return 0
+}
+
 // Do calls attempt until it returns nil or an error marked Permanent, or
 // p.Attempts attempts failed, waiting p's backoff (or the wait an error
 // asks for, see Wait) between attempts, each attempt with a context

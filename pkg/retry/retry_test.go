@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -164,6 +165,12 @@ func TestDoAttemptsAndWait(t *testing.T) {
 	})
 	if !errors.Is(err, boom) || n != 3 {
 		t.Fatalf("after %d attempts: %v, want boom after 3 (each waiting 1 ms, not the hour of the backoff)", n, err)
+	}
+	if d := retry.WaitOf(fmt.Errorf("wrapped: %w", retry.Wait(boom, time.Second))); d != time.Second {
+		t.Fatalf("WaitOf a wrapped Wait: %v", d)
+	}
+	if retry.WaitOf(boom) != 0 || retry.Wait(nil, time.Second) != nil {
+		t.Fatal("WaitOf an unmarked error, or Wait(nil)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

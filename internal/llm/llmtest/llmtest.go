@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -48,6 +49,9 @@ type Reply struct {
 	// Status, when not 0 or 200, answers with that HTTP status and an API
 	// error body (429 → rate limit, 5xx → server error).
 	Status int
+	// RetryAfter, with an error Status, is sent as the wait the client
+	// should make (the retry-after-ms header both APIs send).
+	RetryAfter time.Duration
 	// Body, when set, is sent verbatim with status 200 (malformed bodies).
 	Body       string
 	Text       string
@@ -200,6 +204,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case reply.Status != 0 && reply.Status != http.StatusOK:
+		if reply.RetryAfter > 0 {
+			w.Header().Set("retry-after-ms", strconv.FormatInt(reply.RetryAfter.Milliseconds(), 10))
+		}
 		s.writeError(w, reply.Status, fmt.Sprintf("llmtest: scripted status %d", reply.Status))
 	case reply.Body != "":
 		w.Header().Set("Content-Type", "application/json")

@@ -59,14 +59,14 @@ type Compactor struct {
 	log      *slog.Logger
 }
 
-// New opens the buckets the compactor reads, retrying (provision.Retry)
+// New opens the buckets the compactor reads, retrying (provision.Startup)
 // until ctx ends, so a degraded cluster delays the start instead of ending
 // it. tenants may be nil (every gate at its default); provider nil disables
 // full compaction.
 func New(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg Config, tenants *tenantcfg.Store, provider llm.Provider, log *slog.Logger) (*Compactor, error) {
 	cfg = cfg.withDefaults()
 	var mem, st jetstream.KeyValue
-	err := provision.Retry(ctx, log, "opening the compactor's buckets", func(ctx context.Context) error {
+	err := provision.Startup.Do(ctx, log, "opening the compactor's buckets", func(ctx context.Context) error {
 		var err error
 		if mem, err = js.KeyValue(ctx, events.BucketMemory); err != nil {
 			return fmt.Errorf("opening %s: %w", events.BucketMemory, err)

@@ -59,7 +59,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	var kv jetstream.KeyValue
-	err = provision.Retry(ctx, log, "opening "+events.BucketMemory, func(ctx context.Context) (err error) {
+	err = provision.Startup.Do(ctx, log, "opening "+events.BucketMemory, func(ctx context.Context) (err error) {
 		kv, err = life.JS.KeyValue(ctx, events.BucketMemory)
 		return err
 	})

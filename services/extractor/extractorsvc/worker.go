@@ -151,7 +151,7 @@ func (w *Worker) Group() *pcgroup.Group { return w.group }
 // Run serves until ctx is done, then hands its partitions over (in-flight
 // extractions finish for up to DrainTimeout) and returns nil. Opening the
 // buckets, the tenant-config watch and joining the group are retried with
-// provision.Retry until they succeed or ctx is done, so Run never returns
+// provision.Startup until they succeed or ctx is done, so Run never returns
 // because the cluster is degraded; it returns ctx.Err() when stopped before
 // it joined.
 func (w *Worker) Run(ctx context.Context) error {
@@ -162,7 +162,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer unregister()
 	// The attempt runs with ctx itself: it lasts as long as the worker
 	// serves, and returns early only when it cannot join.
-	return provision.Retry(ctx, w.log, "joining the extraction group", func(context.Context) error {
+	return provision.Startup.Do(ctx, w.log, "joining the extraction group", func(context.Context) error {
 		return w.group.Run(ctx)
 	})
 }
@@ -175,7 +175,7 @@ func (w *Worker) open(ctx context.Context) error {
 		dst  *jetstream.KeyValue
 	}{{events.BucketMemory, &w.memory}, {events.BucketStatus, &w.status}, {events.BucketParked, &w.parked}}
 	for _, b := range kvs {
-		err := provision.Retry(ctx, w.log, "opening "+b.name, func(ctx context.Context) (err error) {
+		err := provision.Startup.Do(ctx, w.log, "opening "+b.name, func(ctx context.Context) (err error) {
 			*b.dst, err = w.js.KeyValue(ctx, b.name)
 			return err
 		})
@@ -183,7 +183,7 @@ func (w *Worker) open(ctx context.Context) error {
 			return err
 		}
 	}
-	err := provision.Retry(ctx, w.log, "opening "+events.StreamExtract, func(ctx context.Context) (err error) {
+	err := provision.Startup.Do(ctx, w.log, "opening "+events.StreamExtract, func(ctx context.Context) (err error) {
 		w.stream, err = w.js.Stream(ctx, events.StreamExtract)
 		return err
 	})

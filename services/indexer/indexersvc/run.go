@@ -79,7 +79,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 // cannot be built disables indexing with a warning; the rest serves.
 func open(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, rd *reads, cfg Config, prices map[string]price, log *slog.Logger) (*Indexer, error) {
 	var kv, mkv jetstream.KeyValue
-	err := provision.Retry(ctx, log, "opening "+events.BucketIndex, func(ctx context.Context) (err error) {
+	err := provision.Startup.Do(ctx, log, "opening "+events.BucketIndex, func(ctx context.Context) (err error) {
 		if kv, err = js.KeyValue(ctx, events.BucketIndex); err != nil {
 			return err
 		}

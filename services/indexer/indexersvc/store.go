@@ -16,6 +16,7 @@ import (
 
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // entries is the session index bucket. A session's entry is under
@@ -110,25 +111,40 @@ func (s *entries) update(ctx context.Context, tenant, session string, fn func(*e
 	return v.SessionIndex, rev, err
 }
 
+// casRetry is modify's bound on lost races: a conflict is retried at once
+// (the next load sees the winner's write), 20 times after the first.
+var casRetry = retry.Policy{Attempts: 21}
+
 // modify applies fn to the session's stored entry with compare-and-set,
-// retrying on conflict; fn returns false to write nothing.
+// retrying on conflict (casRetry); fn returns false to write nothing. A
+// load or write error that is not a conflict is returned at once; after
+// the last lost race the error wraps store.ErrConflict.
 func (s *entries) modify(ctx context.Context, tenant, session string, fn func(*stored) bool) (stored, uint64, error) {
-	for attempt := 0; ; attempt++ {
-		v, rev, err := s.load(ctx, tenant, session)
+	var v stored
+	var nrev uint64
+	err := casRetry.Do(ctx, nil, "", func(ctx context.Context) error {
+		var rev uint64
+		var err error
+		v, rev, err = s.load(ctx, tenant, session)
 		if err != nil && !errors.Is(err, errNotFound) {
-			return v, 0, err
+			return retry.Permanent(err)
 		}
 		if !fn(&v) {
-			return v, rev, nil
+			nrev = rev
+			return nil
 		}
-		nrev, err := s.put(ctx, v, rev)
-		if err == nil {
-			return v, nrev, nil
+		if nrev, err = s.put(ctx, v, rev); err != nil {
+			err = fmt.Errorf("writing the index entry of %s: %w", session, err)
+			if !store.IsConflict(err) {
+				return retry.Permanent(err)
+			}
 		}
-		if !store.IsConflict(err) || attempt >= 20 {
-			return v, 0, fmt.Errorf("writing the index entry of %s: %w", session, err)
-		}
+		return err
+	})
+	if err != nil {
+		return v, 0, err
 	}
+	return v, nrev, nil
 }
 
 // refer adds refs (session ids) to v's references: each once, never v's

@@ -58,7 +58,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer life.Stop()
 	var ltm, state jetstream.KeyValue
-	err = provision.Retry(ctx, log, "opening "+events.BucketLTM, func(ctx context.Context) (err error) {
+	err = provision.Startup.Do(ctx, log, "opening "+events.BucketLTM, func(ctx context.Context) (err error) {
 		if ltm, err = life.JS.KeyValue(ctx, events.BucketLTM); err != nil {
 			return err
 		}
@@ -102,7 +102,7 @@ func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	wg.Go(func() {
 		// Run hands the partitions over on stop (running commits get the
 		// group's drain time).
-		_ = provision.Retry(ctx, log, "joining the commit group", func(context.Context) error { return group.Run(ctx) })
+		_ = provision.Startup.Do(ctx, log, "joining the commit group", func(context.Context) error { return group.Run(ctx) })
 	})
 	err = k.group.Run(ctx)
 	wg.Wait()

@@ -214,9 +214,6 @@ func (t *Trigger) runGroup(ctx context.Context) error {
 	t.group.Store(g)
 	// The attempt runs with ctx itself: it lasts as long as the replica
 	// serves, and returns early only when it cannot join.
-	_ = rejoin.Do(ctx, t.log, "joining the trigger group", func(context.Context) error { return g.Run(ctx) })
+	_ = pcgroup.Rejoin.Do(ctx, t.log, "joining the trigger group", func(context.Context) error { return g.Run(ctx) })
 	return nil
 }
-
-// rejoin waits a second before the replica tries to join its group again.
-var rejoin = retry.Policy{First: time.Second, Max: time.Second}
