@@ -128,16 +128,6 @@ type Checkpoint struct {
 	CurrentHeld int `json:"current_held"`
 }
 
-// Type returns the checkpoint's figures of document typ ("self/preferences").
-func (c Checkpoint) Type(typ string) (eval.TypeHygiene, bool) {
-	for _, t := range c.Types {
-		if t.Type == typ {
-			return t, true
-		}
-	}
-	return eval.TypeHygiene{}, false
-}
-
 func (o Options) withDefaults() Options {
 	if o.Sessions <= 0 {
 		o.Sessions = DefaultSessions
@@ -176,10 +166,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
 	prov := provision.Config{MemoryStorage: true}
 	svcCtx, stop := context.WithCancel(ctx)
-	stopped := make(chan error, 1)
+	var runErr error
+	stopped := make(chan struct{}) // closed when Run returned (runErr set)
 	go func() {
+		defer close(stopped)
 		cfg := longtermsvc.Config{NATS: natsconn.Config{URL: srv.ClientURL()}, Config: prov, Provider: o.Provider, ID: "ltm-eval"}
-		stopped <- longtermsvc.Run(svcCtx, cfg, o.Log.With("service", "longterm"))
+		runErr = longtermsvc.Run(svcCtx, cfg, o.Log.With("service", "longterm"))
 	}()
 	defer func() { stop(); <-stopped }()
 
@@ -193,7 +185,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	if err := awaitService(ctx, nc, stopped); err != nil {
-		return nil, err
+		select {
+		case <-stopped:
+			return nil, fmt.Errorf("the long-term memory service stopped while starting: %v", runErr)
+		default:
+			return nil, err
+		}
 	}
 	cl, err := client.New(js, Tenant)
 	if err != nil {
@@ -217,16 +214,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 }
 
 // awaitService waits until the long-term memory service answers a
-// discovery ping, or it stopped, or ctx ends.
-func awaitService(ctx context.Context, nc *nats.Conn, stopped <-chan error) error {
+// discovery ping, or it stopped (stopped closed), or ctx ends.
+func awaitService(ctx context.Context, nc *nats.Conn, stopped <-chan struct{}) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if _, err := nc.Request("$SRV.PING."+longtermsvc.ServiceName, nil, 250*time.Millisecond); err == nil {
 			return nil
 		}
 		select {
-		case err := <-stopped:
-			return fmt.Errorf("the long-term memory service stopped while starting: %v", err)
+		case <-stopped:
+			return errors.New("the long-term memory service stopped while starting")
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
