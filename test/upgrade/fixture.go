@@ -18,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // Up is a `recall up` process on a data directory.
@@ -94,10 +96,8 @@ func (u *Up) waitReady(ctx context.Context) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("recall up was not ready within 2m:\n%s", u.Output())
 		}
-		select {
-		case <-ctx.Done():
+		if !retry.Pause(ctx.Done(), 100*time.Millisecond) {
 			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

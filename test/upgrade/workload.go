@@ -29,6 +29,7 @@ import (
 	"github.com/recallhq/recall/internal/eventtest"
 	"github.com/recallhq/recall/pkg/client"
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // The workload's sessions: Ended is extracted, indexed and, at its end,
@@ -220,10 +221,8 @@ func waitCommitted(ctx context.Context, a API) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("no long-term memory for %s 90s after %s ended (last: %v %s)", User, SessionEnded, err, b)
 		}
-		select {
-		case <-ctx.Done():
+		if !retry.Pause(ctx.Done(), 250*time.Millisecond) {
 			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/recallhq/recall/internal/transcript"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/memory"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // Indexer keeps the session index: it indexes sessions when their
@@ -330,32 +331,43 @@ func (x *Indexer) index(ctx context.Context, job indexJob, idx events.SessionInd
 // retried twice.
 const maxIndexAttempts = 3
 
+// reask is generate's policy: a malformed answer is asked again at once,
+// maxIndexAttempts calls in all.
+var reask = retry.Policy{Attempts: maxIndexAttempts}
+
 // generate asks the model for metadata, retrying malformed answers (with
 // the error shown to the model); transport and provider errors end it.
 func (x *Indexer) generate(ctx context.Context, input string, out *events.SessionIndexed) (memory.IndexMetadata, error) {
 	msgs := []events.Message{{Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: "<conversation>\n" + input + "\n</conversation>"}}}}
-	var lastErr error
-	for out.Attempts < maxIndexAttempts {
+	var md memory.IndexMetadata
+	var malformed error // the last answer that was not valid metadata
+	err := reask.Do(ctx, nil, "", func(ctx context.Context) error {
 		out.Attempts++
 		resp, err := x.provider.Complete(ctx, llm.Request{System: memory.IndexSystemPrompt, Messages: msgs, MaxTokens: 2048, CacheAfter: -1, Task: llm.TaskIndex})
 		if err != nil {
-			return memory.IndexMetadata{}, fmt.Errorf("calling %s: %w", x.provider.Name(), err)
+			return retry.Permanent(fmt.Errorf("calling %s: %w", x.provider.Name(), err))
 		}
 		out.Usage = out.Usage.Add(resp.Usage)
 		if resp.Model != "" {
 			out.Model = resp.Model
 		}
-		md, err := memory.ParseIndexOutput(resp.Text)
-		if err == nil {
-			return md, nil
+		if md, err = memory.ParseIndexOutput(resp.Text); err == nil {
+			return nil
 		}
-		lastErr = err
+		malformed = err
 		x.log.Warn("malformed index metadata", "attempt", out.Attempts, "err", err)
 		msgs = append(msgs,
 			events.Message{Role: events.RoleAssistant, Content: events.Content{{Type: events.BlockText, Text: orSpace(resp.Text)}}},
 			events.Message{Role: events.RoleUser, Content: events.Content{{Type: events.BlockText, Text: "That answer is invalid: " + err.Error() + ". Answer again with only the JSON object."}}})
+		return err
+	})
+	switch {
+	case err == nil:
+		return md, nil
+	case malformed != nil && errors.Is(err, malformed): // every attempt malformed
+		return memory.IndexMetadata{}, fmt.Errorf("%d answers were not valid metadata, the last: %w", out.Attempts, malformed)
 	}
-	return memory.IndexMetadata{}, fmt.Errorf("%d answers were not valid metadata, the last: %w", out.Attempts, lastErr)
+	return memory.IndexMetadata{}, err
 }
 
 func orSpace(s string) string {

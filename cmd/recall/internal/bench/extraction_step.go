@@ -16,6 +16,7 @@ import (
 	"github.com/recallhq/recall/internal/natsconn"
 	"github.com/recallhq/recall/pkg/events"
 	"github.com/recallhq/recall/pkg/events/natsce"
+	"github.com/recallhq/recall/pkg/retry"
 	"github.com/recallhq/recall/services/extractor/extractorsvc"
 )
 
@@ -375,10 +376,8 @@ func waitWorkers(ctx context.Context, e *env, n int, svcs []*service) error {
 		case time.Since(since) > workersSettle:
 			return nil
 		}
-		select {
-		case <-ctx.Done():
+		if !retry.Pause(ctx.Done(), 50*time.Millisecond) {
 			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
 		}
 	}
 	return fmt.Errorf("%d extractors did not own every partition within 60s", n)

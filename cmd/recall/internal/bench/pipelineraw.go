@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/recallhq/recall/pkg/retry"
 	"github.com/recallhq/recall/services/trigger/triggersvc"
 )
 
@@ -275,10 +276,8 @@ func (rc *rawConsumers) caughtUp(ctx context.Context, last shardSeqs) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the raw consumer of shard %d received %d of %d records in 2m", k, rc.seen[k].Load(), last[k])
 		}
-		select {
-		case <-ctx.Done():
+		if !retry.Pause(ctx.Done(), 5*time.Millisecond) {
 			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
 		}
 	}
 	return nil

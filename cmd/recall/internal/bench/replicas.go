@@ -11,6 +11,7 @@ import (
 
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/retry"
 	"github.com/recallhq/recall/services/trigger/triggersvc"
 )
 
@@ -111,7 +112,7 @@ func startTriggerReplicas(ctx context.Context, e *env, cfg triggersvc.Config, n 
 			stopReplicas(rs)
 			return nil, fmt.Errorf("%d trigger replicas did not share the shards within 30s: %w", n, err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		retry.Pause(ctx.Done(), 20*time.Millisecond)
 	}
 }
 
@@ -185,10 +186,8 @@ func waitProcessed(ctx context.Context, rs []*triggerReplica, n int64) (first ti
 		if time.Now().After(deadline) {
 			return first, fmt.Errorf("the trigger processed %d of %d records within 5m", records, n)
 		}
-		select {
-		case <-ctx.Done():
+		if !retry.Pause(ctx.Done(), 2*time.Millisecond) {
 			return first, ctx.Err()
-		case <-time.After(2 * time.Millisecond):
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // shardSeqs holds one stream sequence per transcript shard (index =
@@ -88,10 +90,8 @@ func (e *env) waitAcked(ctx context.Context, durable string, last shardSeqs, svc
 		if now.After(deadline) {
 			return first, end, fmt.Errorf("%d of %d shards' %s acknowledged %v within 5m", done, len(streams), durable, last)
 		}
-		select {
-		case <-ctx.Done():
+		if !retry.Pause(ctx.Done(), 10*time.Millisecond) {
 			return first, end, ctx.Err()
-		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }

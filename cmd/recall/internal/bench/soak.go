@@ -22,6 +22,7 @@ import (
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/pkg/client"
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/retry"
 	"github.com/recallhq/recall/services/ingest/ingestsvc"
 )
 
@@ -228,7 +229,7 @@ func (e *soakEnv) run(ctx context.Context, r *SoakResult) error {
 func (e *soakEnv) phases(ctx context.Context, r *SoakResult, load *soakLoad, lw *lagWatch, n int, d time.Duration, t0 time.Time) error {
 	prev, _, _ := load.counts()
 	for i := range n {
-		if !sleepCtx(ctx, d/2) {
+		if !retry.Pause(ctx.Done(), d/2) {
 			return ctx.Err()
 		}
 		victim := e.procs[i%len(e.procs)]
@@ -236,7 +237,7 @@ func (e *soakEnv) phases(ctx context.Context, r *SoakResult, load *soakLoad, lw 
 			return err
 		}
 		r.Kills++
-		if !sleepCtx(ctx, d-d/2) {
+		if !retry.Pause(ctx.Done(), d-d/2) {
 			return ctx.Err()
 		}
 		p, err := e.sample(ctx, i+1, load, lw)
@@ -345,14 +346,4 @@ func writeHeapProfile(path string) error {
 		return fmt.Errorf("writing the heap profile: %w", err)
 	}
 	return errors.Join(pprof.WriteHeapProfile(f), f.Close())
-}
-
-// sleepCtx sleeps d or until ctx ends (false).
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(d):
-		return true
-	}
 }

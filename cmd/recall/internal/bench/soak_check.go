@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/recallhq/recall/pkg/events"
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // lagWatch records every completed extraction as it is announced; a phase
@@ -152,7 +153,7 @@ func drain(ctx context.Context, js jetstream.JetStream, layout events.Layout, wi
 		if time.Since(t0) > within {
 			return 0, fmt.Errorf("the pipeline did not catch up within %s (backlog %d, %v)", within, n, err)
 		}
-		if !sleepCtx(ctx, 250*time.Millisecond) {
+		if !retry.Pause(ctx.Done(), 250*time.Millisecond) {
 			return 0, ctx.Err()
 		}
 	}

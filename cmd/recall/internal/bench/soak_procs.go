@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/recallhq/recall/pkg/retry"
 )
 
 // soakProc is one Recall service running as a child process of the soak
@@ -113,9 +115,7 @@ func (p *soakProc) start(ctx context.Context) error {
 		p.mu.Unlock()
 		close(exited)
 		if !killed && ctx.Err() == nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
+			if retry.Pause(ctx.Done(), time.Second) {
 				_ = p.start(ctx)
 			}
 		}
@@ -178,10 +178,8 @@ func (p *soakProc) waitReady(ctx context.Context, within time.Duration) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s was not ready within %s (log: %s)", p.name, within, p.logPath)
 		}
-		select {
-		case <-ctx.Done():
+		if !retry.Pause(ctx.Done(), 100*time.Millisecond) {
 			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
