@@ -41,11 +41,11 @@ const (
 // connection is disconnected or falls behind (slow consumer).
 //
 // Its bounds are latencies, so it skips under the race detector (which
-// slows every goroutine several times over and measures itself); CI and
-// the README's test command run it again without.
+// slows every goroutine several times over and measures itself); .ci/test,
+// the README's test command, runs this package without it.
 func TestTenantFairness(t *testing.T) {
 	if raceEnabled {
-		t.Skip("latency bounds: run without -race (go test -run 'TestTenantFairness$' ./test/reliability)")
+		t.Skip("latency bounds: run without -race (as .ci/test does)")
 	}
 	h := newHarness(t)
 	h.Provider = llm.NewOffline()
