@@ -247,8 +247,7 @@ func (l *legacy) durable(name string, ack jetstream.AckPolicy, floor uint64) {
 	}
 	l.floors[name] = floor
 	for got := uint64(0); got < floor+10 && got < uint64(len(l.records)); {
-		// Never more than the stream holds: a fetch short of its count waits out its MaxWait.
-		batch, err := c.Fetch(int(min(500, floor+10-got, uint64(len(l.records))-got)), jetstream.FetchPriorityGroup(priorityGroup), jetstream.FetchMaxWait(5*time.Second))
+		batch, err := c.Fetch(int(min(500, floor+10-got)), jetstream.FetchPriorityGroup(priorityGroup), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			l.t.Fatal(err)
 		}
