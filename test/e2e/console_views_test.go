@@ -110,10 +110,13 @@ func consoleOverview(t *testing.T, ctx context.Context, base string) {
 	if err := doWithin(ctx, 20*time.Second, chromedp.Click(chromedp.CSS("#nav-overview")), visible(`#overview tr[data-tenant="acme"]`), visible(`#overview tr[data-tenant="beta"]`)); err != nil {
 		t.Fatal(pageState(ctx, err))
 	}
-	row, _ := text(ctx, `#overview tr[data-tenant="beta"]`)
-	if !strings.Contains(row, "beta") {
-		t.Fatalf("beta's overview row: %q", row)
-	}
+	// The row can be in the page before its cells are filled (or be
+	// replaced by a refresh between two reads): wait for its text.
+	var row string
+	testpoll.Until(t, 20*time.Second, "beta's overview row names beta", func() bool {
+		row, _ = text(ctx, `#overview tr[data-tenant="beta"]`)
+		return strings.Contains(row, "beta")
+	})
 	t.Logf("overview of beta: %q", row)
 	screenshot(t, ctx, "overview")
 }
