@@ -94,6 +94,7 @@ func (e *Eraser) Guard(ctx context.Context) error {
 		return fmt.Errorf("watching %s: %w", events.BucketTombstones, err)
 	}
 	if err := e.loadTombstones(ctx, tw); err != nil {
+		_ = tw.Stop() // a failed start leaves no watch behind (it may be retried)
 		return err
 	}
 	go e.followTombstones(ctx, tw)

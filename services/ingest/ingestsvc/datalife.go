@@ -18,6 +18,7 @@ import (
 	"github.com/recallhq/recall/internal/erase"
 	"github.com/recallhq/recall/internal/export"
 	"github.com/recallhq/recall/internal/microapi"
+	"github.com/recallhq/recall/internal/provision"
 	"github.com/recallhq/recall/internal/telemetry"
 	"github.com/recallhq/recall/internal/tenantcfg"
 	"github.com/recallhq/recall/pkg/events"
@@ -60,7 +61,11 @@ type DataAPI struct {
 // events of erased sessions.
 // The eraser has a connection of its own: its guard follows the headers
 // of every transcript record, which must not share the publishing lane.
-func (s *Service) startEraser() error {
+//
+// Starting the guard is retried within the start's ctx (provision.Startup):
+// on a cluster just formed, the tombstones bucket may have no leader yet
+// and its watch times out ("context deadline exceeded").
+func (s *Service) startEraser(ctx context.Context) error {
 	var err error
 	if s.eraseNC, err = s.life.Connect("recall-ingest-eraser"); err != nil {
 		return err
@@ -72,7 +77,8 @@ func (s *Service) startEraser() error {
 	s.eraser = erase.New(js, s.cfg.Layout(), s.cfg.Erase, nil, s.log)
 	// The guard outlives the start: it ends with the service (s.live).
 	gctx := s.live
-	if err := s.eraser.Guard(gctx); err != nil {
+	err = provision.Startup.Do(ctx, s.log, "starting the erase guard", func(context.Context) error { return s.eraser.Guard(gctx) })
+	if err != nil {
 		return fmt.Errorf("starting the erase guard: %w", err)
 	}
 	s.in.erased = s.eraser.Tombstones().Erased

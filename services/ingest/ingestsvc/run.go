@@ -134,7 +134,7 @@ func (s *Service) start(ctx context.Context, auth *Auth) error {
 	}
 	// Headroom for the headers ingest adds (dedup id, trace context).
 	s.in.UseClaimCheck(s.blobs, claimcheck.InlineLimit(s.nc.MaxPayload(), cfg.InlineBytes), s.conNC, s.log)
-	if err := s.startEraser(); err != nil {
+	if err := s.startEraser(ctx); err != nil {
 		return err
 	}
 	if err := s.startEndpoint(ctx, limits); err != nil {
